@@ -1,0 +1,57 @@
+// Paged KV cache for the softmax path (vLLM's PagedAttention idea): one pool of fixed-size blocks,
+// a free list, and per-session block tables (std::vector<int32_t> owned by the session).
+//
+// A block holds `block_size` token slots for every layer: for layer l, K and V are each
+// [block_size, hidden] fp32, so one block id covers a token range in all layers. Memory is one
+// allocation made at construction; pages are touched only when written.
+//
+// Not thread-safe: owned and used by the single engine loop. Failures are statuses, never crashes:
+// Reserve returns ResourceExhausted (naming blocks needed/free) and leaves the table unchanged when
+// the pool cannot cover the request.
+#ifndef FLATSTATE_ENGINE_KV_KV_BLOCK_POOL_H_
+#define FLATSTATE_ENGINE_KV_KV_BLOCK_POOL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace flatstate {
+
+class KvBlockPool {
+ public:
+  KvBlockPool(int num_blocks, int block_size, int num_layers, int hidden);
+
+  // Grows `table` so that it covers `tokens` token slots (ceil(tokens / block_size) blocks).
+  absl::Status Reserve(std::vector<int32_t>* table, int64_t tokens);
+  // Returns every block of `table` to the free list and clears it.
+  void Release(std::vector<int32_t>* table);
+
+  // Row `slot` (0..block_size-1) of K or V for `layer` in `block`: `hidden` floats.
+  float* K(int32_t block, int layer, int slot);
+  float* V(int32_t block, int layer, int slot);
+  const float* K(int32_t block, int layer, int slot) const;
+  const float* V(int32_t block, int layer, int slot) const;
+
+  int block_size() const { return block_size_; }
+  int num_layers() const { return num_layers_; }
+  int hidden() const { return hidden_; }
+  int blocks_total() const { return num_blocks_; }
+  int blocks_free() const { return static_cast<int>(free_.size()); }
+  int blocks_used() const { return num_blocks_ - blocks_free(); }
+  size_t bytes_per_block() const;
+  size_t bytes_used() const { return bytes_per_block() * blocks_used(); }
+  size_t bytes_total() const { return bytes_per_block() * num_blocks_; }
+
+ private:
+  size_t Offset(int32_t block, int layer, int kv, int slot) const;
+  int num_blocks_, block_size_, num_layers_, hidden_;
+  std::unique_ptr<float[]> data_;
+  std::vector<int32_t> free_;  // stack; lowest ids handed out first
+};
+
+}  // namespace flatstate
+
+#endif  // FLATSTATE_ENGINE_KV_KV_BLOCK_POOL_H_

@@ -1,0 +1,155 @@
+#include "engine/model/config.h"
+
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+
+namespace flatstate {
+namespace {
+
+using json = nlohmann::json;
+
+absl::Status Bad(std::string_view path, std::string_view key, std::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat(path, ": config key '", key, "' ", why));
+}
+
+// Reads an integer key; `required` keys must be present.
+absl::Status ReadInt(const json& j, std::string_view path, const char* key, bool required,
+                     int64_t lo, int64_t hi, int64_t* out) {
+  auto it = j.find(key);
+  if (it == j.end()) {
+    return required ? Bad(path, key, "is missing") : absl::OkStatus();
+  }
+  if (!it->is_number_integer()) return Bad(path, key, "must be an integer");
+  int64_t v = it->get<int64_t>();
+  if (v < lo || v > hi) {
+    return Bad(path, key, absl::StrCat("= ", v, " is out of range [", lo, ", ", hi, "]"));
+  }
+  *out = v;
+  return absl::OkStatus();
+}
+
+absl::Status ReadFloat(const json& j, std::string_view path, const char* key, float* out) {
+  auto it = j.find(key);
+  if (it == j.end()) return absl::OkStatus();
+  if (!it->is_number()) return Bad(path, key, "must be a number");
+  double v = it->get<double>();
+  if (!std::isfinite(v) || v <= 0) return Bad(path, key, "must be a finite number > 0");
+  *out = static_cast<float>(v);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string_view AttentionKindName(AttentionKind kind) {
+  switch (kind) {
+    case AttentionKind::kSoftmax: return "softmax";
+    case AttentionKind::kLinearElu: return "linear_elu";
+    case AttentionKind::kCosformer: return "cosformer";
+    case AttentionKind::kCosine: return "cosine";
+    case AttentionKind::kFavor: return "favor";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<AttentionKind> AttentionKindFromName(std::string_view name) {
+  for (AttentionKind k : {AttentionKind::kSoftmax, AttentionKind::kLinearElu,
+                          AttentionKind::kCosformer, AttentionKind::kCosine,
+                          AttentionKind::kFavor}) {
+    if (AttentionKindName(k) == name) return k;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown attention_kind '", name,
+      "' (expected softmax, linear_elu, cosformer, cosine or favor)"));
+}
+
+int ModelConfig::feature_dim() const {
+  switch (attention_kind) {
+    case AttentionKind::kCosformer: return 2 * head_dim;
+    case AttentionKind::kFavor: return favor_num_features;
+    default: return head_dim;
+  }
+}
+
+size_t ModelConfig::state_floats_per_layer() const {
+  if (!is_linear()) return 0;
+  const size_t h = num_attention_heads, f = feature_dim(), d = head_dim;
+  const size_t conv = conv_kernel_size > 1 ? size_t(conv_kernel_size - 1) * hidden_size : 0;
+  return h * (f * d + f + 1) + conv;
+}
+
+size_t ModelConfig::state_bytes() const {
+  return sizeof(float) * state_floats_per_layer() * num_hidden_layers;
+}
+
+size_t ModelConfig::kv_bytes_per_token() const {
+  return is_linear() ? 0 : 2 * size_t(num_hidden_layers) * hidden_size * sizeof(float);
+}
+
+absl::StatusOr<ModelConfig> ParseModelConfig(std::string_view json_text, std::string_view path) {
+  json j = json::parse(json_text.begin(), json_text.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not valid JSON"));
+  }
+  if (!j.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": top level must be a JSON object"));
+  }
+  ModelConfig c;
+  auto kind_it = j.find("attention_kind");
+  if (kind_it == j.end()) return Bad(path, "attention_kind", "is missing");
+  if (!kind_it->is_string()) return Bad(path, "attention_kind", "must be a string");
+  auto kind = AttentionKindFromName(kind_it->get<std::string>());
+  if (!kind.ok()) return Bad(path, "attention_kind", kind.status().message());
+  c.attention_kind = *kind;
+  if (auto dt = j.find("torch_dtype"); dt != j.end() && *dt != "float32") {
+    return Bad(path, "torch_dtype", "must be \"float32\"");
+  }
+
+  int64_t v = 0;
+  constexpr int64_t kBig = 1 << 16;
+  auto read = [&](const char* key, bool required, int64_t lo, int64_t hi, auto* field) {
+    v = static_cast<int64_t>(*field);
+    absl::Status s = ReadInt(j, path, key, required, lo, hi, &v);
+    if (s.ok()) *field = static_cast<std::remove_pointer_t<decltype(field)>>(v);
+    return s;
+  };
+  for (absl::Status s : {read("vocab_size", true, 256, 256, &c.vocab_size),
+                         read("hidden_size", true, 2, kBig, &c.hidden_size),
+                         read("num_hidden_layers", true, 1, 1024, &c.num_hidden_layers),
+                         read("num_attention_heads", true, 1, 1024, &c.num_attention_heads),
+                         read("intermediate_size", true, 1, 1 << 20, &c.intermediate_size),
+                         read("conv_kernel_size", false, 0, 64, &c.conv_kernel_size),
+                         read("max_position_embeddings", false, 1, int64_t{1} << 40,
+                              &c.max_position_embeddings),
+                         read("cosformer_horizon", false, 1, int64_t{1} << 40,
+                              &c.cosformer_horizon),
+                         read("favor_num_features", false, 1, kBig, &c.favor_num_features),
+                         read("chunk_size", false, 1, 1 << 16, &c.chunk_size)}) {
+    if (!s.ok()) return s;
+  }
+  for (absl::Status s : {ReadFloat(j, path, "rms_norm_eps", &c.rms_norm_eps),
+                         ReadFloat(j, path, "linear_eps", &c.linear_eps),
+                         ReadFloat(j, path, "rope_theta", &c.rope_theta)}) {
+    if (!s.ok()) return s;
+  }
+  if (c.hidden_size % c.num_attention_heads != 0) {
+    return Bad(path, "hidden_size", absl::StrCat("= ", c.hidden_size,
+                                                 " is not divisible by num_attention_heads = ",
+                                                 c.num_attention_heads));
+  }
+  c.head_dim = c.hidden_size / c.num_attention_heads;
+  if (c.head_dim % 2 != 0) return Bad(path, "hidden_size", "gives an odd head_dim");
+  if (auto hd = j.find("head_dim"); hd != j.end() && (!hd->is_number_integer() ||
+                                                       hd->get<int64_t>() != c.head_dim)) {
+    return Bad(path, "head_dim", absl::StrCat("must equal hidden_size / num_attention_heads = ",
+                                              c.head_dim));
+  }
+  if (c.attention_kind == AttentionKind::kSoftmax && c.conv_kernel_size != 0) {
+    return Bad(path, "conv_kernel_size", "must be 0 for softmax (it uses RoPE)");
+  }
+  return c;
+}
+
+}  // namespace flatstate

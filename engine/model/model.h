@@ -1,0 +1,83 @@
+// A loaded model: config, memory-mapped fp32 weights, fingerprint.
+//
+// Owns the mapping of model.safetensors; every pointer in ModelWeights points into it and stays
+// valid for the Model's lifetime. Immutable after Load, so thread-safe for concurrent readers.
+// Load fails (never crashes) with an error naming the file and, where one is involved, the tensor:
+// NotFound for a missing file, InvalidArgument/DataLoss for malformed content (see
+// engine/model/safetensors.h for the file checks).
+#ifndef FLATSTATE_ENGINE_MODEL_MODEL_H_
+#define FLATSTATE_ENGINE_MODEL_MODEL_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/model/config.h"
+
+namespace flatstate {
+
+class SafetensorsFile;
+
+// Tensor names (and shapes) in model.safetensors, D = hidden, H = heads, hd = head_dim,
+// F = intermediate, K = conv_kernel_size, NF = favor_num_features:
+//   embed.weight                      [256, D]
+//   layers.{i}.attn_norm.weight       [D]
+//   layers.{i}.attn.conv              [D, K]        (linear kinds with K > 0)
+//   layers.{i}.attn.wqkv.weight       [3D, D]       rows: q (D), k (D), v (D); head h = rows h*hd..
+//   layers.{i}.attn.wo.weight         [D, D]
+//   layers.{i}.attn.decay_logit       [H]           (cosine)
+//   layers.{i}.attn.feature_proj      [NF, hd]      (favor)
+//   layers.{i}.mlp_norm.weight        [D]
+//   layers.{i}.mlp.w1.weight          [F, D]
+//   layers.{i}.mlp.w2.weight          [D, F]
+//   norm.weight                       [D]
+//   lm_head.weight                    [256, D]
+struct LayerWeights {
+  const float* attn_norm = nullptr;
+  const float* conv = nullptr;
+  const float* wqkv = nullptr;
+  const float* wo = nullptr;
+  const float* decay_logit = nullptr;
+  const float* feature_proj = nullptr;
+  const float* mlp_norm = nullptr;
+  const float* w1 = nullptr;
+  const float* w2 = nullptr;
+};
+
+struct ModelWeights {
+  const float* embed = nullptr;
+  std::vector<LayerWeights> layers;
+  const float* norm = nullptr;
+  const float* lm_head = nullptr;
+};
+
+class Model {
+ public:
+  // Loads models/<name>/ given its folder: config.json + model.safetensors.
+  static absl::StatusOr<std::unique_ptr<Model>> Load(const std::string& dir);
+
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const std::string& name() const { return name_; }  // folder's base name
+  const std::string& dir() const { return dir_; }
+  const ModelConfig& config() const { return config_; }
+  const ModelWeights& weights() const { return weights_; }
+  // Hex SHA-256 (first 16 bytes, 32 hex chars) over config.json bytes then safetensors bytes.
+  const std::string& fingerprint() const { return fingerprint_; }
+  size_t weight_bytes() const { return weight_bytes_; }
+
+ private:
+  Model() = default;
+  std::string name_, dir_, fingerprint_;
+  ModelConfig config_;
+  ModelWeights weights_;
+  size_t weight_bytes_ = 0;
+  std::unique_ptr<SafetensorsFile> file_;
+};
+
+}  // namespace flatstate
+
+#endif  // FLATSTATE_ENGINE_MODEL_MODEL_H_

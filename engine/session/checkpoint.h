@@ -1,0 +1,51 @@
+// Session checkpoints: a versioned, checksummed binary blob holding everything SessionState needs
+// for an exact continuation (format in docs/checkpoint-format.md).
+//
+// Stateless functions; thread-compatible. Restore never trusts the blob: it fails with
+//   DataLoss           bad magic, truncated, trailing bytes, checksum mismatch, sizes that do not
+//                      match the header,
+//   FailedPrecondition the blob was written by another model (fingerprint or attention kind),
+//   InvalidArgument    an unknown format version,
+//   ResourceExhausted  (softmax) the KV pool cannot hold the checkpoint's blocks,
+// each message naming the field or the mismatch, and leaves `out` and the pool untouched on error.
+#ifndef FLATSTATE_ENGINE_SESSION_CHECKPOINT_H_
+#define FLATSTATE_ENGINE_SESSION_CHECKPOINT_H_
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "engine/kv/kv_block_pool.h"
+#include "engine/model/config.h"
+#include "engine/session/session_state.h"
+
+namespace flatstate {
+
+inline constexpr uint32_t kCheckpointVersion = 1;
+
+struct CheckpointModel {
+  std::string fingerprint;  // Model::fingerprint()
+  ModelConfig config;
+};
+
+// `pool` is required for softmax sessions (their KV rows are copied into the blob) and ignored
+// for linear kinds.
+absl::StatusOr<std::string> SerializeSession(const CheckpointModel& model,
+                                             const SessionState& state, const KvBlockPool* pool);
+
+// Parses `blob` into `out`. For softmax, allocates blocks in `pool` and copies the KV rows in.
+absl::Status RestoreSession(const CheckpointModel& model, std::string_view blob, KvBlockPool* pool,
+                            SessionState* out);
+
+// Reads only the header (cheap): fingerprint and context tokens, for listing/validation.
+struct CheckpointHeader {
+  uint32_t version = 0;
+  std::string fingerprint;
+  AttentionKind attention_kind = AttentionKind::kLinearElu;
+  int64_t context_tokens = 0;
+};
+absl::StatusOr<CheckpointHeader> ReadCheckpointHeader(std::string_view blob);
+
+}  // namespace flatstate
+
+#endif  // FLATSTATE_ENGINE_SESSION_CHECKPOINT_H_

@@ -1,0 +1,50 @@
+// Everything one session needs for an exact continuation. Value type; not thread-safe (one engine
+// loop owns it). Serialized by engine/session/checkpoint.h.
+//
+// Context = tokens already run through the model (`position`) + `pending` tokens appended to the
+// context but not yet run (typically the last sampled token). No logits are stored: running the
+// pending tokens reproduces them exactly.
+//
+// Linear kinds: `linear` holds, for each layer in order,
+//   S [H][F][hd]  (F = feature_dim; relative to the running stabiliser M)
+//   z [H][F]
+//   M [H]         (favor's running log-stabiliser; -inf before the first token; 0 for others)
+//   conv [K-1][D] (last K-1 normalised attention inputs, oldest first; absent when K == 0)
+// i.e. ModelConfig::state_floats_per_layer() floats per layer.
+// Softmax: `kv_blocks` is the block table into the engine's KvBlockPool; token t lives in block
+// kv_blocks[t / block_size], slot t % block_size.
+#ifndef FLATSTATE_ENGINE_SESSION_SESSION_STATE_H_
+#define FLATSTATE_ENGINE_SESSION_SESSION_STATE_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/model/config.h"
+#include "engine/sampling/sampler.h"
+
+namespace flatstate {
+
+struct SessionState {
+  int64_t position = 0;
+  std::vector<int32_t> pending;
+  std::vector<float> linear;
+  std::vector<int32_t> kv_blocks;
+  SamplingParams sampling;
+  Rng rng;
+
+  int64_t context_tokens() const { return position + static_cast<int64_t>(pending.size()); }
+};
+
+// Fresh state for `config`: position 0, linear state zeroed with M = -inf (or 0 for non-favor
+// kinds), rng seeded from `sampling.seed`.
+SessionState NewSessionState(const ModelConfig& config, const SamplingParams& sampling);
+
+// Offsets (in floats) inside one layer's slice of SessionState::linear.
+struct LinearStateLayout {
+  size_t s = 0, z = 0, m = 0, conv = 0, per_layer = 0;
+};
+LinearStateLayout LinearLayout(const ModelConfig& config);
+
+}  // namespace flatstate
+
+#endif  // FLATSTATE_ENGINE_SESSION_SESSION_STATE_H_

@@ -1,0 +1,45 @@
+// A fixed pool of worker threads for data-parallel loops inside one engine step.
+//
+// ParallelFor splits [0, n) into contiguous ranges and blocks until all are done. Each item must
+// be computed independently, so results never depend on the split. The calling thread takes part.
+// Thread-safe for one caller at a time (the engine loop); a nested ParallelFor runs inline.
+#ifndef FLATSTATE_ENGINE_UTIL_THREAD_POOL_H_
+#define FLATSTATE_ENGINE_UTIL_THREAD_POOL_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace flatstate {
+
+class ThreadPool {
+ public:
+  // num_threads <= 0: std::thread::hardware_concurrency(). num_threads == 1: everything inline.
+  explicit ThreadPool(int num_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int num_threads() const { return num_threads_; }
+  void ParallelFor(int64_t n, const std::function<void(int64_t begin, int64_t end)>& fn);
+
+ private:
+  void WorkerLoop(int index);
+  int num_threads_;
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable cv_, done_cv_;
+  const std::function<void(int64_t, int64_t)>* job_ = nullptr;
+  int64_t job_n_ = 0;
+  uint64_t generation_ = 0;
+  int pending_ = 0;
+  bool stop_ = false;
+  bool running_ = false;
+};
+
+}  // namespace flatstate
+
+#endif  // FLATSTATE_ENGINE_UTIL_THREAD_POOL_H_

@@ -1,0 +1,1 @@
+"""flatstate PyTorch reference: model family, training and export helpers."""
