@@ -11,12 +11,12 @@ namespace {
 
 using json = nlohmann::json;
 
-absl::Status Bad(std::string_view path, std::string_view key, std::string_view why) {
+absl::Status Bad(absl::string_view path, absl::string_view key, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(path, ": config key '", key, "' ", why));
 }
 
 // Reads an integer key; `required` keys must be present.
-absl::Status ReadInt(const json& j, std::string_view path, const char* key, bool required,
+absl::Status ReadInt(const json& j, absl::string_view path, const char* key, bool required,
                      int64_t lo, int64_t hi, int64_t* out) {
   auto it = j.find(key);
   if (it == j.end()) {
@@ -31,7 +31,7 @@ absl::Status ReadInt(const json& j, std::string_view path, const char* key, bool
   return absl::OkStatus();
 }
 
-absl::Status ReadFloat(const json& j, std::string_view path, const char* key, float* out) {
+absl::Status ReadFloat(const json& j, absl::string_view path, const char* key, float* out) {
   auto it = j.find(key);
   if (it == j.end()) return absl::OkStatus();
   if (!it->is_number()) return Bad(path, key, "must be a number");
@@ -43,7 +43,7 @@ absl::Status ReadFloat(const json& j, std::string_view path, const char* key, fl
 
 }  // namespace
 
-std::string_view AttentionKindName(AttentionKind kind) {
+absl::string_view AttentionKindName(AttentionKind kind) {
   switch (kind) {
     case AttentionKind::kSoftmax: return "softmax";
     case AttentionKind::kLinearElu: return "linear_elu";
@@ -54,7 +54,7 @@ std::string_view AttentionKindName(AttentionKind kind) {
   return "unknown";
 }
 
-absl::StatusOr<AttentionKind> AttentionKindFromName(std::string_view name) {
+absl::StatusOr<AttentionKind> AttentionKindFromName(absl::string_view name) {
   for (AttentionKind k : {AttentionKind::kSoftmax, AttentionKind::kLinearElu,
                           AttentionKind::kCosformer, AttentionKind::kCosine,
                           AttentionKind::kFavor}) {
@@ -88,7 +88,7 @@ size_t ModelConfig::kv_bytes_per_token() const {
   return is_linear() ? 0 : 2 * size_t(num_hidden_layers) * hidden_size * sizeof(float);
 }
 
-absl::StatusOr<ModelConfig> ParseModelConfig(std::string_view json_text, std::string_view path) {
+absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text, absl::string_view path) {
   json j = json::parse(json_text.begin(), json_text.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": not valid JSON"));

@@ -10,17 +10,17 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <string_view>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace flatstate {
 
 enum class AttentionKind { kSoftmax, kLinearElu, kCosformer, kCosine, kFavor };
 
 // "softmax", "linear_elu", "cosformer", "cosine", "favor".
-std::string_view AttentionKindName(AttentionKind kind);
-absl::StatusOr<AttentionKind> AttentionKindFromName(std::string_view name);
+absl::string_view AttentionKindName(AttentionKind kind);
+absl::StatusOr<AttentionKind> AttentionKindFromName(absl::string_view name);
 
 struct ModelConfig {
   AttentionKind attention_kind = AttentionKind::kLinearElu;
@@ -51,7 +51,7 @@ struct ModelConfig {
 };
 
 // Parses and validates config.json text. `path` only appears in error messages.
-absl::StatusOr<ModelConfig> ParseModelConfig(std::string_view json_text, std::string_view path);
+absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text, absl::string_view path);
 
 }  // namespace flatstate
 

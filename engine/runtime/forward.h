@@ -1,0 +1,68 @@
+// One batched forward step of one model over many sessions: the GEMMs run over the rows of every
+// session together; attention runs per (session, head) on the thread pool.
+//
+// A session's rows never mix with another's, and every kernel is row-invariant, so a session's
+// logits are bit-identical whatever else shares its step (batch invariance). Linear kinds use the
+// recurrent form for a 1-token run and the chunked form (chunks aligned to absolute multiples of
+// the chunk size) otherwise; softmax writes K/V into the paged pool and attends over it.
+//
+// Owns its workspace; not thread-safe (the engine loop owns it). Fails with InvalidArgument for a
+// token id out of range or an empty run, OutOfRange past max_position_embeddings (softmax), and
+// FailedPrecondition when a softmax session has not reserved KV blocks for its new tokens.
+#ifndef FLATSTATE_ENGINE_RUNTIME_FORWARD_H_
+#define FLATSTATE_ENGINE_RUNTIME_FORWARD_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/kv/kv_block_pool.h"
+#include "engine/model/model.h"
+#include "engine/session/session_state.h"
+#include "kernels/device.h"
+#include "kernels/linear_attention.h"
+#include "kernels/parallel.h"
+
+namespace flatstate {
+
+struct SequenceRun {
+  SessionState* state = nullptr;
+  std::span<const int32_t> tokens;  // run through the model at state->position onwards
+  bool all_logits = false;          // logits for every token (tests) or only the last
+};
+
+class ForwardPass {
+ public:
+  // `kv` is required for softmax models and ignored otherwise; `par` must outlive this object.
+  static absl::StatusOr<std::unique_ptr<ForwardPass>> Create(const Model* model, Device device,
+                                                             KvBlockPool* kv,
+                                                             const Parallel* par, int chunk_size);
+
+  // Runs every sequence's tokens, advances state->position and the recurrent state / KV cache.
+  // `logits` receives, in batch order, vocab floats per returned row. On error nothing is changed.
+  absl::Status Run(std::span<const SequenceRun> batch, std::vector<float>* logits);
+
+  int chunk_size() const { return chunk_size_; }
+
+ private:
+  ForwardPass() = default;
+  void Attention(int layer, std::span<const SequenceRun> batch,
+                 const std::vector<int64_t>& row_start);
+
+  const Model* model_ = nullptr;
+  const ModelConfig* cfg_ = nullptr;
+  Device device_ = Device::kCpu;
+  KvBlockPool* kv_ = nullptr;
+  const Parallel* par_ = nullptr;
+  int chunk_size_ = 64;
+  std::vector<LinearHead> heads_;  // [layer * H + h]
+  LinearStateLayout layout_;
+  // Workspace, grown as needed.
+  std::vector<float> x_, h_, h2_, qkv_, att_, mlp_, last_;
+};
+
+}  // namespace flatstate
+
+#endif  // FLATSTATE_ENGINE_RUNTIME_FORWARD_H_

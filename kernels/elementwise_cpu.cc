@@ -1,0 +1,80 @@
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kernels/elementwise.h"
+
+namespace flatstate {
+
+template <>
+void RmsNorm<Device::kCpu>(const float* x, const float* weight, int64_t rows, int64_t dim,
+                           float eps, float* y) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    float* yr = y + r * dim;
+    double ss = 0;
+    for (int64_t i = 0; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+    const float inv = static_cast<float>(1.0 / std::sqrt(ss / dim + eps));
+    for (int64_t i = 0; i < dim; ++i) yr[i] = xr[i] * inv * weight[i];
+  }
+}
+
+template <>
+void Gelu<Device::kCpu>(float* x, int64_t n) {
+  constexpr float kInvSqrt2 = 0.70710678118654752f;
+  for (int64_t i = 0; i < n; ++i) x[i] = 0.5f * x[i] * (1.f + std::erf(x[i] * kInvSqrt2));
+}
+
+template <>
+void AddInPlace<Device::kCpu>(float* y, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+template <>
+void CausalConv<Device::kCpu>(const float* in, int64_t T, int64_t dim, int K, const float* w,
+                              float* window, float* out) {
+  const int64_t hist = K - 1;
+  auto row = [&](int64_t f) -> const float* {  // row f of full = [window; in]
+    return f < hist ? window + f * dim : in + (f - hist) * dim;
+  };
+  for (int64_t t = 0; t < T; ++t) {
+    float* o = out + t * dim;
+    std::memset(o, 0, sizeof(float) * dim);
+    for (int i = 0; i < K; ++i) {
+      const float* src = row(t + i);
+      for (int64_t c = 0; c < dim; ++c) o[c] += src[c] * w[c * K + i];
+    }
+  }
+  if (hist <= 0) return;
+  // New window = last `hist` rows of full (length hist + T).
+  std::vector<float> next(static_cast<size_t>(hist * dim));
+  for (int64_t r = 0; r < hist; ++r) {
+    std::memcpy(next.data() + r * dim, row(T + r), sizeof(float) * dim);
+  }
+  std::memcpy(window, next.data(), sizeof(float) * hist * dim);
+}
+
+template <>
+void Rope<Device::kCpu>(float* x, int64_t T, int64_t stride, int64_t pos0, int heads,
+                        int head_dim, float theta) {
+  const int half = head_dim / 2;
+  std::vector<float> c(half), s(half);
+  for (int64_t t = 0; t < T; ++t) {
+    const double pos = static_cast<double>(pos0 + t);
+    for (int i = 0; i < half; ++i) {
+      const double inv = std::pow(static_cast<double>(theta), -2.0 * i / head_dim);
+      c[i] = static_cast<float>(std::cos(pos * inv));
+      s[i] = static_cast<float>(std::sin(pos * inv));
+    }
+    for (int h = 0; h < heads; ++h) {
+      float* v = x + t * stride + h * head_dim;
+      for (int i = 0; i < half; ++i) {
+        const float x1 = v[i], x2 = v[i + half];
+        v[i] = x1 * c[i] - x2 * s[i];
+        v[i + half] = x2 * c[i] + x1 * s[i];
+      }
+    }
+  }
+}
+
+}  // namespace flatstate

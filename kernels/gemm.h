@@ -1,0 +1,32 @@
+// y[m, n] = x[m, k] * w[n, k]^T (+ y when accumulate). Row-major fp32; w is a weight matrix in the
+// PyTorch nn.Linear layout [out, in].
+//
+// Batch invariance (the property flatstate promises: a session's outputs do not depend on which
+// other sessions share its step): row i of y depends only on row i of x and on w, bit for bit,
+// whatever m is and wherever the row sits in the batch. The CPU body calls OpenBLAS sgemm, whose
+// small-matrix kernel (taken when m*n*k <= 1e6 on AVX-512 machines) accumulates in an order that
+// depends on m; so calls below that size are zero-padded to enough rows to take the regular
+// kernel, whose per-element order is fixed. tests/kernels/gemm_test.cc checks the property for
+// every shape the shipped and benchmark models use. Columns are split across `par` in fixed slices of
+// 256, each an independent single-threaded sgemm (OpenBLAS runs with one thread: no
+// oversubscription with the engine's pool).
+#ifndef FLATSTATE_KERNELS_GEMM_H_
+#define FLATSTATE_KERNELS_GEMM_H_
+
+#include <cstdint>
+
+#include "kernels/device.h"
+#include "kernels/parallel.h"
+
+namespace flatstate {
+
+template <Device D>
+void Gemm(const float* x, int64_t m, int64_t k, const float* w, int64_t n, float* y,
+          bool accumulate, const Parallel& par);
+
+// Call once at start-up: pins the BLAS library to one thread (the engine parallelises itself).
+void InitBlasThreads();
+
+}  // namespace flatstate
+
+#endif  // FLATSTATE_KERNELS_GEMM_H_

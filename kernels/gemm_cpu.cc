@@ -1,0 +1,72 @@
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "kernels/gemm.h"
+
+extern "C" void openblas_set_num_threads(int);
+
+namespace flatstate {
+namespace {
+
+// OpenBLAS (0.3.21, SkylakeX/Zen4 kernels) uses its small-matrix path when m*n*k <= 1e6.
+constexpr double kSmallMatrixLimit = 1e6;
+
+// One column slice. sgemm always runs with beta = 0 into a scratch (never accumulating into y):
+// with beta = 1 OpenBLAS adds each K-block's partial sum into y separately, which would make the
+// rounding depend on whether the call was padded.
+void SgemmSlice(const float* x, int64_t m, int64_t k, const float* w, int64_t n, float* y,
+                int64_t ldy, bool accumulate) {
+  const int64_t min_rows =
+      static_cast<int64_t>(kSmallMatrixLimit / (static_cast<double>(n) * k)) + 1;
+  const int64_t rows = std::max(m, min_rows);
+  thread_local std::vector<float> xp, yp;
+  const float* a = x;
+  if (rows > m) {
+    xp.assign(static_cast<size_t>(rows * k), 0.f);
+    std::memcpy(xp.data(), x, sizeof(float) * m * k);
+    a = xp.data();
+  }
+  if (yp.size() < static_cast<size_t>(rows * n)) yp.resize(static_cast<size_t>(rows * n));
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, n, k, 1.f, a, k, w, k, 0.f,
+              yp.data(), n);
+  for (int64_t i = 0; i < m; ++i) {
+    float* dst = y + i * ldy;
+    const float* src = yp.data() + i * n;
+    if (accumulate) {
+      for (int64_t j = 0; j < n; ++j) dst[j] += src[j];
+    } else {
+      std::memcpy(dst, src, sizeof(float) * n);
+    }
+  }
+}
+
+}  // namespace
+
+void InitBlasThreads() { openblas_set_num_threads(1); }
+
+template <>
+void Gemm<Device::kCpu>(const float* x, int64_t m, int64_t k, const float* w, int64_t n,
+                        float* y, bool accumulate, const Parallel& par) {
+  if (m <= 0 || n <= 0) return;
+  constexpr int64_t kSlice = 256;  // fixed: results never depend on the thread count
+  const int64_t slices = (n + kSlice - 1) / kSlice;
+  // Small problems stay on one thread: the fork/join costs more than it saves.
+  if (par.num_threads() == 1 || static_cast<double>(m) * n * k < 2e5) {
+    for (int64_t s = 0; s < slices; ++s) {
+      const int64_t c0 = s * kSlice, cn = std::min(kSlice, n - c0);
+      SgemmSlice(x, m, k, w + c0 * k, cn, y + c0, n, accumulate);
+    }
+    return;
+  }
+  par.For(slices, [&](int64_t b, int64_t e) {
+    for (int64_t s = b; s < e; ++s) {
+      const int64_t c0 = s * kSlice, cn = std::min(kSlice, n - c0);
+      SgemmSlice(x, m, k, w + c0 * k, cn, y + c0, n, accumulate);
+    }
+  });
+}
+
+}  // namespace flatstate

@@ -1,0 +1,220 @@
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "kernels/linear_attention.h"
+
+namespace flatstate {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// exp(a - b) with a == -inf giving 0 (b is always finite where used).
+inline float DecayExp(float a, float b) { return a == kNegInf ? 0.f : std::exp(a - b); }
+
+inline float Dot(const float* a, const float* b, int n) {
+  float s = 0.f;
+  for (int i = 0; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+// Feature maps for one token: fq, fk (F floats), m (key log-stabiliser), vv (hd floats).
+void Features(const LinearHead& h, const float* q, const float* k, const float* v, int64_t pos,
+              float* fq, float* fk, float* m, float* vv) {
+  const int hd = h.head_dim, F = h.feature_dim;
+  std::memcpy(vv, v, sizeof(float) * hd);
+  *m = 0.f;
+  switch (h.map) {
+    case FeatureMap::kEluPlusOne:
+      for (int i = 0; i < hd; ++i) {
+        fq[i] = q[i] > 0 ? q[i] + 1.f : std::exp(q[i]);
+        fk[i] = k[i] > 0 ? k[i] + 1.f : std::exp(k[i]);
+      }
+      break;
+    case FeatureMap::kCosformer: {
+      const double ang = static_cast<double>(pos) * h.cosformer_step;
+      const float c = static_cast<float>(std::cos(ang)), s = static_cast<float>(std::sin(ang));
+      for (int i = 0; i < hd; ++i) {
+        const float rq = std::max(q[i], 0.f), rk = std::max(k[i], 0.f);
+        fq[i] = rq * c;
+        fq[hd + i] = rq * s;
+        fk[i] = rk * c;
+        fk[hd + i] = rk * s;
+      }
+      break;
+    }
+    case FeatureMap::kCosine: {
+      const float nq = std::max(std::sqrt(Dot(q, q, hd)), 1e-6f);
+      const float nk = std::max(std::sqrt(Dot(k, k, hd)), 1e-6f);
+      for (int i = 0; i < hd; ++i) {
+        fq[i] = q[i] / nq;
+        fk[i] = k[i] / nk;
+      }
+      const float scale =
+          static_cast<float>(std::pow(static_cast<double>(pos + 1), -h.cosine_exponent));
+      for (int i = 0; i < hd; ++i) vv[i] *= scale;
+      break;
+    }
+    case FeatureMap::kFavor: {
+      const float s = static_cast<float>(std::pow(static_cast<double>(hd), -0.25));
+      float qs[1024], ks[1024];  // head_dim <= 1024 is checked by the engine
+      float q2 = 0.f, k2 = 0.f;
+      for (int i = 0; i < hd; ++i) {
+        qs[i] = q[i] * s;
+        ks[i] = k[i] * s;
+        q2 += qs[i] * qs[i];
+        k2 += ks[i] * ks[i];
+      }
+      float mq = kNegInf, mk = kNegInf;
+      for (int f = 0; f < F; ++f) {
+        const float* w = h.favor_proj + static_cast<int64_t>(f) * hd;
+        fq[f] = Dot(w, qs, hd) - 0.5f * q2;
+        fk[f] = Dot(w, ks, hd) - 0.5f * k2;
+        mq = std::max(mq, fq[f]);
+        mk = std::max(mk, fk[f]);
+      }
+      for (int f = 0; f < F; ++f) {
+        fq[f] = std::exp(fq[f] - mq);
+        fk[f] = std::exp(fk[f] - mk);
+      }
+      *m = mk;
+      break;
+    }
+  }
+}
+
+// The recurrent step for one token's features; also used for every 1-token chunk, so a token
+// gives the same floats whether it ran alone or inside a longer call.
+void RecurrentStep(const LinearHead& h, const float* fq, const float* fk, float m, const float* vv,
+                   float* S, float* z, float* M, float* num, float* out) {
+  const int F = h.feature_dim, hd = h.head_dim;
+  const bool favor = h.map == FeatureMap::kFavor;
+  const float M_new = favor ? std::max(*M, m) : *M;
+  const float scale = favor ? DecayExp(*M, M_new) : 1.f;
+  const float kw_scale = favor ? std::exp(m - M_new) : 1.f;
+  for (int f = 0; f < F; ++f) {
+    const float kw = fk[f] * kw_scale;
+    float* Sf = S + static_cast<int64_t>(f) * hd;
+    if (favor) {
+      for (int d = 0; d < hd; ++d) Sf[d] = Sf[d] * scale + kw * vv[d];
+      z[f] = z[f] * scale + kw;
+    } else {
+      for (int d = 0; d < hd; ++d) Sf[d] += kw * vv[d];
+      z[f] += kw;
+    }
+  }
+  *M = M_new;
+  std::fill(num, num + hd, 0.f);
+  for (int f = 0; f < F; ++f) {
+    const float* Sf = S + static_cast<int64_t>(f) * hd;
+    for (int d = 0; d < hd; ++d) num[d] += fq[f] * Sf[d];
+  }
+  if (h.use_den) {
+    const float den = Dot(fq, z, F) + h.eps;
+    for (int d = 0; d < hd; ++d) out[d] = num[d] / den;
+  } else {
+    std::memcpy(out, num, sizeof(float) * hd);
+  }
+}
+
+}  // namespace
+
+size_t LinearAttentionScratch(const LinearHead& h, int64_t T, int chunk) {
+  const size_t F = h.feature_dim, hd = h.head_dim, L = std::min<int64_t>(T, chunk);
+  // fq, fk (T*F), m, Mi (T), vv (T*hd), A (L*L), row accumulators (hd + F).
+  return T * (2 * F + 2 + hd) + L * L + hd + F;
+}
+
+template <>
+void LinearAttention<Device::kCpu>(const LinearHead& h, const float* q, const float* k,
+                                   const float* v, int64_t in_stride, int64_t T, int64_t pos0,
+                                   int chunk, float* S, float* z, float* M, float* out,
+                                   int64_t out_stride, float* scratch) {
+  const int F = h.feature_dim, hd = h.head_dim;
+  const bool favor = h.map == FeatureMap::kFavor;
+  float* fq = scratch;
+  float* fk = fq + T * F;
+  float* m = fk + T * F;
+  float* Mi = m + T;
+  float* vv = Mi + T;
+  const int64_t L = std::min<int64_t>(T, chunk);
+  float* A = vv + T * hd;
+  float* num = A + L * L;
+  for (int64_t t = 0; t < T; ++t) {
+    Features(h, q + t * in_stride, k + t * in_stride, v + t * in_stride, pos0 + t, fq + t * F,
+             fk + t * F, m + t, vv + t * hd);
+  }
+
+  // Chunk boundaries sit at absolute positions that are multiples of `chunk`, so a prompt gives
+  // the same floats however a scheduler splits it at such boundaries.
+  for (int64_t s = 0, e = 0; s < T; s = e) {
+    e = std::min(T, s + (chunk - (pos0 + s) % chunk));
+    const int64_t n = e - s;
+    if (n == 1) {
+      RecurrentStep(h, fq + s * F, fk + s * F, m[s], vv + s * hd, S, z, M, num,
+                    out + s * out_stride);
+      continue;
+    }
+    const float M_prev = *M;
+    float run = M_prev;
+    for (int64_t i = s; i < e; ++i) {
+      if (favor) run = std::max(run, m[i]);
+      Mi[i] = run;
+    }
+    // Intra-chunk scores A[i][j] = (fq_i . fk_j) * exp(m_j - M_i), j <= i.
+    for (int64_t i = 0; i < n; ++i) {
+      const float* fqi = fq + (s + i) * F;
+      for (int64_t j = 0; j <= i; ++j) {
+        float a = Dot(fqi, fk + (s + j) * F, F);
+        if (favor) a *= std::exp(m[s + j] - Mi[s + i]);
+        A[i * L + j] = a;
+      }
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      const float* fqi = fq + (s + i) * F;
+      const float inter = favor ? DecayExp(M_prev, Mi[s + i]) : 1.f;
+      std::fill(num, num + hd, 0.f);
+      for (int f = 0; f < F; ++f) {
+        const float* Sf = S + static_cast<int64_t>(f) * hd;
+        for (int d = 0; d < hd; ++d) num[d] += fqi[f] * Sf[d];
+      }
+      float den = Dot(fqi, z, F) * inter;
+      for (int d = 0; d < hd; ++d) num[d] *= inter;
+      for (int64_t j = 0; j <= i; ++j) {
+        const float a = A[i * L + j];
+        const float* vj = vv + (s + j) * hd;
+        for (int d = 0; d < hd; ++d) num[d] += a * vj[d];
+        den += a;
+      }
+      float* o = out + (s + i) * out_stride;
+      if (h.use_den) {
+        const float inv = den + h.eps;
+        for (int d = 0; d < hd; ++d) o[d] = num[d] / inv;
+      } else {
+        std::memcpy(o, num, sizeof(float) * hd);
+      }
+    }
+    // State update to the end of the chunk.
+    const float M_last = Mi[e - 1];
+    const float scale = favor ? DecayExp(M_prev, M_last) : 1.f;
+    if (favor) {
+      for (int64_t x = 0; x < static_cast<int64_t>(F) * hd; ++x) S[x] *= scale;
+      for (int f = 0; f < F; ++f) z[f] *= scale;
+    }
+    for (int64_t j = s; j < e; ++j) {
+      const float w = favor ? std::exp(m[j] - M_last) : 1.f;
+      const float* fkj = fk + j * F;
+      const float* vj = vv + j * hd;
+      for (int f = 0; f < F; ++f) {
+        const float kw = fkj[f] * w;
+        float* Sf = S + static_cast<int64_t>(f) * hd;
+        for (int d = 0; d < hd; ++d) Sf[d] += kw * vj[d];
+        z[f] += kw;
+      }
+    }
+    *M = M_last;
+  }
+}
+
+}  // namespace flatstate
