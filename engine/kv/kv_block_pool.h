@@ -22,11 +22,14 @@ namespace flatstate {
 
 class KvBlockPool {
  public:
+  // Negative sizes are treated as 0 and block_size < 1 as 1 (a constructor cannot fail).
   KvBlockPool(int num_blocks, int block_size, int num_layers, int hidden);
 
-  // Grows `table` so that it covers `tokens` token slots (ceil(tokens / block_size) blocks).
+  // Grows `table` so that it covers `tokens` token slots (ceil(tokens / block_size) blocks); never
+  // shrinks it. InvalidArgument for tokens < 0.
   absl::Status Reserve(std::vector<int32_t>* table, int64_t tokens);
-  // Returns every block of `table` to the free list and clears it.
+  // Returns every block of `table` to the free list and clears it. Ids outside the pool are
+  // ignored; releasing the same block twice is a caller bug (it would be handed out twice).
   void Release(std::vector<int32_t>* table);
 
   // Row `slot` (0..block_size-1) of K or V for `layer` in `block`: `hidden` floats.

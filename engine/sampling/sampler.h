@@ -46,6 +46,8 @@ class Rng {
 // of the maximum and does not touch the rng. Otherwise: logits / temperature, keep the top_k
 // largest (ties broken by lower index), softmax in double, keep the smallest prefix (by descending
 // probability) whose mass reaches top_p, draw one Uniform() from rng. `scratch` is reused storage.
+// NaN logits are never sampled (treated as -inf). If the largest logit is +inf or -inf, the lowest
+// index holding it is returned without a draw. vocab <= 0 returns 0.
 int32_t SampleToken(const float* logits, int vocab, const SamplingParams& params, Rng* rng,
                     std::vector<std::pair<float, int32_t>>* scratch);
 

@@ -33,7 +33,9 @@ struct CheckpointModel {
 absl::StatusOr<std::string> SerializeSession(const CheckpointModel& model,
                                              const SessionState& state, const KvBlockPool* pool);
 
-// Parses `blob` into `out`. For softmax, allocates blocks in `pool` and copies the KV rows in.
+// Parses `blob` into `out`. For softmax, allocates blocks in `pool` and copies the KV rows in
+// (the pool may have another block size than the writer's). On success `out` is replaced whole:
+// blocks its old kv_blocks held are NOT released, so release them first.
 absl::Status RestoreSession(const CheckpointModel& model, std::string_view blob, KvBlockPool* pool,
                             SessionState* out);
 

@@ -3,6 +3,9 @@
 // ParallelFor splits [0, n) into contiguous ranges and blocks until all are done. Each item must
 // be computed independently, so results never depend on the split. The calling thread takes part.
 // Thread-safe for one caller at a time (the engine loop); a nested ParallelFor runs inline.
+// (Independent callers on different threads are serialised: the second waits for the first job.
+// "Nested" is detected per thread: a pool worker, or a caller while it runs its own range, runs
+// any ParallelFor inline, even on another pool.) n < num_threads uses n ranges of one item.
 #ifndef FLATSTATE_ENGINE_UTIL_THREAD_POOL_H_
 #define FLATSTATE_ENGINE_UTIL_THREAD_POOL_H_
 
@@ -34,6 +37,7 @@ class ThreadPool {
   std::condition_variable cv_, done_cv_;
   const std::function<void(int64_t, int64_t)>* job_ = nullptr;
   int64_t job_n_ = 0;
+  int job_parts_ = 0;  // ranges in the current job: min(n, num_threads_); range 0 is the caller's
   uint64_t generation_ = 0;
   int pending_ = 0;
   bool stop_ = false;

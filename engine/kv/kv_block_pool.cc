@@ -1,0 +1,74 @@
+#include "engine/kv/kv_block_pool.h"
+
+#include <algorithm>
+#include <functional>
+
+#include "absl/strings/str_cat.h"
+
+namespace flatstate {
+
+KvBlockPool::KvBlockPool(int num_blocks, int block_size, int num_layers, int hidden)
+    : num_blocks_(std::max(num_blocks, 0)),
+      block_size_(std::max(block_size, 1)),
+      num_layers_(std::max(num_layers, 0)),
+      hidden_(std::max(hidden, 0)) {
+  const size_t floats = static_cast<size_t>(num_blocks_) * bytes_per_block() / sizeof(float);
+  // Deliberately not value-initialised: untouched pages stay out of the resident set.
+  data_.reset(new float[floats]);
+  free_.reserve(num_blocks_);
+  for (int32_t b = num_blocks_ - 1; b >= 0; --b) free_.push_back(b);
+}
+
+size_t KvBlockPool::bytes_per_block() const {
+  return sizeof(float) * 2 * static_cast<size_t>(num_layers_) * block_size_ * hidden_;
+}
+
+size_t KvBlockPool::Offset(int32_t block, int layer, int kv, int slot) const {
+  return (((static_cast<size_t>(block) * num_layers_ + layer) * 2 + kv) * block_size_ + slot) *
+         hidden_;
+}
+
+absl::Status KvBlockPool::Reserve(std::vector<int32_t>* table, int64_t tokens) {
+  if (tokens < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("KV reserve for negative tokens: ", tokens));
+  }
+  const int64_t blocks = (tokens + block_size_ - 1) / block_size_;
+  const int64_t need = blocks - static_cast<int64_t>(table->size());
+  if (need <= 0) return absl::OkStatus();
+  if (need > static_cast<int64_t>(free_.size())) {
+    return absl::ResourceExhaustedError(absl::StrCat("KV block pool exhausted: need ", need,
+                                                     " more blocks, ", free_.size(), " free of ",
+                                                     num_blocks_));
+  }
+  table->reserve(blocks);
+  for (int64_t i = 0; i < need; ++i) {
+    table->push_back(free_.back());
+    free_.pop_back();
+  }
+  return absl::OkStatus();
+}
+
+void KvBlockPool::Release(std::vector<int32_t>* table) {
+  if (table->empty()) return;
+  for (int32_t b : *table) {
+    if (b >= 0 && b < num_blocks_) free_.push_back(b);
+  }
+  table->clear();
+  // Keep the stack sorted (highest id at the bottom) so the lowest free ids go out first.
+  std::sort(free_.begin(), free_.end(), std::greater<int32_t>());
+}
+
+float* KvBlockPool::K(int32_t block, int layer, int slot) {
+  return data_.get() + Offset(block, layer, 0, slot);
+}
+float* KvBlockPool::V(int32_t block, int layer, int slot) {
+  return data_.get() + Offset(block, layer, 1, slot);
+}
+const float* KvBlockPool::K(int32_t block, int layer, int slot) const {
+  return data_.get() + Offset(block, layer, 0, slot);
+}
+const float* KvBlockPool::V(int32_t block, int layer, int slot) const {
+  return data_.get() + Offset(block, layer, 1, slot);
+}
+
+}  // namespace flatstate

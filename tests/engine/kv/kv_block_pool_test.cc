@@ -1,0 +1,144 @@
+#include "engine/kv/kv_block_pool.h"
+
+#include <set>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace flatstate {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(KvBlockPoolTest, Sizes) {
+  KvBlockPool pool(10, 16, 3, 8);
+  EXPECT_EQ(pool.block_size(), 16);
+  EXPECT_EQ(pool.num_layers(), 3);
+  EXPECT_EQ(pool.hidden(), 8);
+  EXPECT_EQ(pool.blocks_total(), 10);
+  EXPECT_EQ(pool.blocks_free(), 10);
+  EXPECT_EQ(pool.blocks_used(), 0);
+  EXPECT_EQ(pool.bytes_per_block(), size_t{2 * 3 * 16 * 8 * 4});
+  EXPECT_EQ(pool.bytes_total(), 10 * pool.bytes_per_block());
+  EXPECT_EQ(pool.bytes_used(), 0u);
+}
+
+TEST(KvBlockPoolTest, ReserveCoversCeilTokensOverBlockSize) {
+  for (int64_t n : {1, 15, 16, 17, 100}) {
+    KvBlockPool pool(16, 16, 2, 4);
+    std::vector<int32_t> table;
+    ASSERT_TRUE(pool.Reserve(&table, n).ok()) << n;
+    const size_t want = static_cast<size_t>((n + 15) / 16);
+    EXPECT_EQ(table.size(), want) << n;
+    EXPECT_EQ(pool.blocks_used(), static_cast<int>(want));
+    for (size_t i = 0; i < table.size(); ++i) EXPECT_EQ(table[i], static_cast<int32_t>(i));
+    // Reserving the same or fewer tokens is a no-op.
+    ASSERT_TRUE(pool.Reserve(&table, n).ok());
+    ASSERT_TRUE(pool.Reserve(&table, 0).ok());
+    EXPECT_EQ(table.size(), want);
+  }
+}
+
+TEST(KvBlockPoolTest, ReserveGrowsIncrementally) {
+  KvBlockPool pool(8, 4, 1, 2);
+  std::vector<int32_t> a, b;
+  ASSERT_TRUE(pool.Reserve(&a, 3).ok());
+  ASSERT_TRUE(pool.Reserve(&b, 5).ok());
+  ASSERT_TRUE(pool.Reserve(&a, 9).ok());
+  EXPECT_EQ(a, (std::vector<int32_t>{0, 3, 4}));
+  EXPECT_EQ(b, (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(pool.blocks_free(), 3);
+}
+
+TEST(KvBlockPoolTest, ExhaustionIsAllOrNothing) {
+  KvBlockPool pool(4, 16, 2, 4);
+  std::vector<int32_t> a;
+  ASSERT_TRUE(pool.Reserve(&a, 40).ok());  // 3 blocks
+  std::vector<int32_t> b = {};
+  absl::Status s = pool.Reserve(&b, 33);  // needs 3, 1 free
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("KV block pool exhausted: need 3 more blocks, 1 free of 4"));
+  EXPECT_TRUE(b.empty());
+  EXPECT_EQ(pool.blocks_free(), 1);
+
+  // Growing an existing table past the pool leaves it unchanged too.
+  const std::vector<int32_t> before = a;
+  s = pool.Reserve(&a, 16 * 6);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(a, before);
+  EXPECT_EQ(pool.blocks_free(), 1);
+}
+
+TEST(KvBlockPoolTest, NegativeTokensRejected) {
+  KvBlockPool pool(4, 16, 2, 4);
+  std::vector<int32_t> t;
+  EXPECT_EQ(pool.Reserve(&t, -1).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(t.empty());
+}
+
+TEST(KvBlockPoolTest, ReleaseRestoresAndLowestIdsGoFirst) {
+  KvBlockPool pool(6, 2, 1, 2);
+  std::vector<int32_t> a, b, c;
+  ASSERT_TRUE(pool.Reserve(&a, 4).ok());  // 0, 1
+  ASSERT_TRUE(pool.Reserve(&b, 4).ok());  // 2, 3
+  ASSERT_TRUE(pool.Reserve(&c, 4).ok());  // 4, 5
+  EXPECT_EQ(pool.blocks_free(), 0);
+  EXPECT_EQ(pool.Reserve(&a, 6).code(), absl::StatusCode::kResourceExhausted);
+  pool.Release(&c);
+  pool.Release(&a);
+  EXPECT_TRUE(a.empty());
+  EXPECT_TRUE(c.empty());
+  EXPECT_EQ(pool.blocks_free(), 4);
+  EXPECT_EQ(pool.bytes_used(), 2 * pool.bytes_per_block());
+  std::vector<int32_t> d;
+  ASSERT_TRUE(pool.Reserve(&d, 8).ok());
+  EXPECT_EQ(d, (std::vector<int32_t>{0, 1, 4, 5}));
+  pool.Release(&b);
+  pool.Release(&d);
+  EXPECT_EQ(pool.blocks_free(), 6);
+  pool.Release(&d);  // empty: no-op
+  EXPECT_EQ(pool.blocks_free(), 6);
+}
+
+TEST(KvBlockPoolTest, RowsDoNotAlias) {
+  constexpr int kBlocks = 3, kBs = 4, kLayers = 2, kHidden = 5;
+  KvBlockPool pool(kBlocks, kBs, kLayers, kHidden);
+  auto value = [](int b, int l, int kv, int s, int h) {
+    return static_cast<float>(((((b * kLayers + l) * 2 + kv) * kBs + s) * kHidden) + h);
+  };
+  std::set<const float*> rows;
+  for (int b = 0; b < kBlocks; ++b) {
+    for (int l = 0; l < kLayers; ++l) {
+      for (int s = 0; s < kBs; ++s) {
+        float* k = pool.K(b, l, s);
+        float* v = pool.V(b, l, s);
+        EXPECT_TRUE(rows.insert(k).second);
+        EXPECT_TRUE(rows.insert(v).second);
+        for (int h = 0; h < kHidden; ++h) {
+          k[h] = value(b, l, 0, s, h);
+          v[h] = value(b, l, 1, s, h);
+        }
+      }
+    }
+  }
+  const KvBlockPool& cpool = pool;
+  for (int b = 0; b < kBlocks; ++b) {
+    for (int l = 0; l < kLayers; ++l) {
+      for (int s = 0; s < kBs; ++s) {
+        for (int h = 0; h < kHidden; ++h) {
+          ASSERT_EQ(cpool.K(b, l, s)[h], value(b, l, 0, s, h));
+          ASSERT_EQ(cpool.V(b, l, s)[h], value(b, l, 1, s, h));
+        }
+      }
+    }
+  }
+  // Rows lie inside the single allocation: the first and last row span bytes_total().
+  const float* first = cpool.K(0, 0, 0);
+  const float* last = cpool.V(kBlocks - 1, kLayers - 1, kBs - 1);
+  EXPECT_EQ(static_cast<size_t>(last + kHidden - first) * sizeof(float), pool.bytes_total());
+}
+
+}  // namespace
+}  // namespace flatstate
