@@ -1,5 +1,6 @@
 #include "engine/model/config.h"
 
+#include <climits>
 #include <cmath>
 #include <limits>
 
@@ -36,7 +37,9 @@ absl::Status ReadFloat(const json& j, absl::string_view path, const char* key, f
   if (it == j.end()) return absl::OkStatus();
   if (!it->is_number()) return Bad(path, key, "must be a number");
   double v = it->get<double>();
-  if (!std::isfinite(v) || v <= 0) return Bad(path, key, "must be a finite number > 0");
+  if (!std::isfinite(v) || v <= 0 || v > std::numeric_limits<float>::max()) {
+    return Bad(path, key, "must be a finite number > 0 that fits a float");
+  }
   *out = static_cast<float>(v);
   return absl::OkStatus();
 }
@@ -123,7 +126,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text, absl::
                          read("conv_kernel_size", false, 0, 64, &c.conv_kernel_size),
                          read("max_position_embeddings", false, 1, int64_t{1} << 40,
                               &c.max_position_embeddings),
-                         read("cosformer_horizon", false, 1, int64_t{1} << 40,
+                         read("cosformer_horizon", false, 1, INT32_MAX,
                               &c.cosformer_horizon),
                          read("favor_num_features", false, 1, kBig, &c.favor_num_features),
                          read("chunk_size", false, 1, 1 << 16, &c.chunk_size)}) {

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package flatstate needs, then configures and builds it (Release) into
+# build/. Safe to re-run. Run as root (or with sudo available).
+#   bash scripts/setup.sh            # install + build
+#   FLATSTATE_SKIP_APT=1 bash scripts/setup.sh   # build only
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config git ca-certificates
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libssl-dev
+  libabsl-dev nlohmann-json3-dev libopenblas-dev libcpp-httplib-dev
+  googletest libgtest-dev libgmock-dev libbenchmark-dev
+  python3 python3-torch python3-numpy python3-pytest python3-grpcio python3-protobuf
+  python3-grpc-tools gnuplot-nox clang libclang-rt-14-dev docker-compose
+)
+
+if [[ "${FLATSTATE_SKIP_APT:-0}" != 1 ]]; then
+  missing=()
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if ((${#missing[@]})); then
+    SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+    echo "setup: installing ${missing[*]}"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  fi
+fi
+
+JOBS="${FLATSTATE_JOBS:-$(nproc)}"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release ${FLATSTATE_CMAKE_ARGS:-}
+cmake --build build -j "$JOBS"
+echo "setup: built into build/"

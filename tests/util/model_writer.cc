@@ -1,0 +1,192 @@
+#include "tests/util/model_writer.h"
+
+#include <stdlib.h>
+
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace flatstate::testing {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+// splitmix64-based generator with Box-Muller normals: identical on every platform.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : s_(seed) {}
+  uint64_t Next() {
+    uint64_t z = (s_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  double Uniform() { return ((Next() >> 11) + 0.5) * (1.0 / 9007199254740992.0); }  // (0, 1)
+  double Normal() {
+    return std::sqrt(-2.0 * std::log(Uniform())) * std::cos(6.283185307179586 * Uniform());
+  }
+
+ private:
+  uint64_t s_;
+};
+
+NamedTensor Filled(std::string name, std::vector<int64_t> shape, float value) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return {std::move(name), std::move(shape), std::vector<float>(n, value)};
+}
+
+NamedTensor Normal(std::string name, std::vector<int64_t> shape, float mean, float stddev,
+                   Rng& rng) {
+  NamedTensor t = Filled(std::move(name), std::move(shape), 0.f);
+  for (float& v : t.data) v = mean + stddev * static_cast<float>(rng.Normal());
+  return t;
+}
+
+// A float written with its shortest round-tripping decimal form (1e-5f -> 1e-05).
+double ShortestDouble(float f) {
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof(buf), f);
+  return std::strtod(std::string(buf, r.ptr).c_str(), nullptr);
+}
+
+}  // namespace
+
+std::string RawSafetensors(std::string_view header_json, std::string_view data) {
+  std::string out(8, '\0');
+  const uint64_t n = header_json.size();
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+  out.append(header_json);
+  out.append(data);
+  return out;
+}
+
+std::string SerializeSafetensors(const std::vector<NamedTensor>& tensors) {
+  json header = json::object();
+  std::string data;
+  for (const NamedTensor& t : tensors) {
+    const size_t begin = data.size();
+    data.append(reinterpret_cast<const char*>(t.data.data()), t.data.size() * sizeof(float));
+    header[t.name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {begin, data.size()}}};
+  }
+  std::string text = header.dump();
+  text.append((8 - (8 + text.size()) % 8) % 8, ' ');
+  return RawSafetensors(text, data);
+}
+
+std::string WriteSafetensors(const std::string& path, const std::vector<NamedTensor>& tensors) {
+  WriteFile(path, SerializeSafetensors(tensors));
+  return path;
+}
+
+std::vector<NamedTensor> RandomModelTensors(const ModelConfig& cfg, uint64_t seed, float scale) {
+  Rng rng(seed);
+  const int64_t D = cfg.hidden_size, H = cfg.num_attention_heads, hd = cfg.head_dim;
+  const int64_t F = cfg.intermediate_size, K = cfg.conv_kernel_size, V = cfg.vocab_size;
+  std::vector<NamedTensor> t;
+  t.push_back(Normal("embed.weight", {V, D}, 0.f, scale, rng));
+  for (int i = 0; i < cfg.num_hidden_layers; ++i) {
+    const std::string p = absl::StrCat("layers.", i, ".");
+    t.push_back(Filled(p + "attn_norm.weight", {D}, 1.f));
+    if (cfg.is_linear() && K > 0) {
+      NamedTensor conv = Normal(p + "attn.conv", {D, K}, 0.f, scale * 0.1f, rng);
+      for (int64_t d = 0; d < D; ++d) conv.data[d * K + K - 1] += 1.f;
+      t.push_back(std::move(conv));
+    }
+    t.push_back(Normal(p + "attn.wqkv.weight", {3 * D, D}, 0.f, scale, rng));
+    t.push_back(Normal(p + "attn.wo.weight", {D, D}, 0.f, scale, rng));
+    if (cfg.attention_kind == AttentionKind::kCosine) {
+      t.push_back(Normal(p + "attn.decay_logit", {H}, 0.5f, scale * 0.1f, rng));
+    }
+    if (cfg.attention_kind == AttentionKind::kFavor) {
+      t.push_back(Normal(p + "attn.feature_proj", {cfg.favor_num_features, hd}, 0.f, 1.f, rng));
+    }
+    t.push_back(Filled(p + "mlp_norm.weight", {D}, 1.f));
+    t.push_back(Normal(p + "mlp.w1.weight", {F, D}, 0.f, scale, rng));
+    t.push_back(Normal(p + "mlp.w2.weight", {D, F}, 0.f, scale, rng));
+  }
+  t.push_back(Filled("norm.weight", {D}, 1.f));
+  t.push_back(Normal("lm_head.weight", {V, D}, 0.f, scale, rng));
+  return t;
+}
+
+std::string ConfigJson(const ModelConfig& c) {
+  json j = {
+      {"attention_kind", std::string(AttentionKindName(c.attention_kind))},
+      {"vocab_size", c.vocab_size},
+      {"hidden_size", c.hidden_size},
+      {"num_hidden_layers", c.num_hidden_layers},
+      {"num_attention_heads", c.num_attention_heads},
+      {"intermediate_size", c.intermediate_size},
+      {"rms_norm_eps", ShortestDouble(c.rms_norm_eps)},
+      {"linear_eps", ShortestDouble(c.linear_eps)},
+      {"conv_kernel_size", c.conv_kernel_size},
+      {"rope_theta", ShortestDouble(c.rope_theta)},
+      {"max_position_embeddings", c.max_position_embeddings},
+      {"cosformer_horizon", c.cosformer_horizon},
+      {"favor_num_features", c.favor_num_features},
+      {"chunk_size", c.chunk_size},
+      {"model_type", "flatstate"},
+      {"architectures", {"FlatstateForCausalLM"}},
+      {"head_dim", c.hidden_size / c.num_attention_heads},
+      {"torch_dtype", "float32"},
+  };
+  return j.dump(2) + "\n";
+}
+
+absl::StatusOr<std::string> WriteRandomModel(const std::string& dir, const ModelConfig& cfg,
+                                             uint64_t seed) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    ADD_FAILURE() << "cannot create " << dir << ": " << ec.message();
+    return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
+  }
+  if (!WriteFile(dir + "/config.json", ConfigJson(cfg)) ||
+      !WriteFile(dir + "/model.safetensors",
+                 SerializeSafetensors(RandomModelTensors(cfg, seed)))) {
+    return absl::InternalError(absl::StrCat("cannot write the model files in ", dir));
+  }
+  return dir;
+}
+
+std::string TempDir() {
+  const char* base = getenv("TEST_TMPDIR");
+  std::string pattern =
+      absl::StrCat(base != nullptr && *base != '\0' ? base : "/tmp", "/flatstate_XXXXXX");
+  if (mkdtemp(pattern.data()) == nullptr) {
+    ADD_FAILURE() << "mkdtemp(" << pattern << ") failed";
+  }
+  return pattern;
+}
+
+bool WriteFile(const std::string& path, std::string_view bytes) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  f.close();
+  if (!f) {
+    ADD_FAILURE() << "cannot write " << path;
+    return false;
+  }
+  return true;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) {
+    ADD_FAILURE() << "cannot read " << path;
+    return "";
+  }
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+}  // namespace flatstate::testing

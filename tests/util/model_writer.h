@@ -1,0 +1,55 @@
+// Test helpers that write model folders and safetensors files (namespace flatstate::testing).
+//
+// For tests only: functions report I/O failures with GoogleTest ADD_FAILURE (and, where a
+// StatusOr is returned, an error status) rather than crashing. Stateless and thread-safe apart
+// from the files they write. Everything is deterministic given the seed.
+#ifndef FLATSTATE_TESTS_UTIL_MODEL_WRITER_H_
+#define FLATSTATE_TESTS_UTIL_MODEL_WRITER_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/model/config.h"
+
+namespace flatstate::testing {
+
+struct NamedTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::vector<float> data;  // row-major, product(shape) values
+};
+
+// The bytes of a valid F32 safetensors file holding `tensors` in order, the JSON header padded
+// with spaces to a multiple of 8 bytes (so every tensor is 8-byte aligned).
+std::string SerializeSafetensors(const std::vector<NamedTensor>& tensors);
+// Raw file: 8-byte little-endian `header_json.size()` + header + data, no padding or checks;
+// for writing malformed files.
+std::string RawSafetensors(std::string_view header_json, std::string_view data);
+// Writes SerializeSafetensors(tensors) to `path`; returns `path`.
+std::string WriteSafetensors(const std::string& path, const std::vector<NamedTensor>& tensors);
+
+// Every tensor of the model.h naming table for `cfg`, in file order, filled with deterministic
+// pseudo-random values: matrices ~ N(0, scale^2); norm weights 1; conv kernel last tap 1 and
+// the others ~ N(0, (scale/10)^2) plus the same small noise on the last tap; decay_logit
+// 0.5 + small noise; feature_proj ~ N(0, 1).
+std::vector<NamedTensor> RandomModelTensors(const ModelConfig& cfg, uint64_t seed,
+                                            float scale = 0.05f);
+// config.json text for `cfg` (the keys of tools/flatstate_ref/model.py ModelConfig.to_json).
+std::string ConfigJson(const ModelConfig& cfg);
+// Creates `dir` (and parents) and writes config.json + model.safetensors
+// (RandomModelTensors(cfg, seed)). Returns `dir`.
+absl::StatusOr<std::string> WriteRandomModel(const std::string& dir, const ModelConfig& cfg,
+                                             uint64_t seed);
+
+// A fresh, unique, empty directory under $TEST_TMPDIR (or /tmp). Not removed automatically.
+std::string TempDir();
+// Whole-file helpers; failures are reported with ADD_FAILURE.
+bool WriteFile(const std::string& path, std::string_view bytes);
+std::string ReadFile(const std::string& path);
+
+}  // namespace flatstate::testing
+
+#endif  // FLATSTATE_TESTS_UTIL_MODEL_WRITER_H_
