@@ -1,6 +1,6 @@
 // flatstate-cli: command-line client.
 //
-//   flatstate-cli generate --model models/shakespeare-linear-elu --prompt "ROMEO:" \
+//   flatstate-cli generate --model models/shakespeare-linear-elu --prompt "ROMEO:"
 //       [--max_new_tokens 200] [--temperature 0.8] [--top_k 0] [--top_p 1] [--seed 1]
 //
 // Runs the engine in-process on the given model folder and streams the text as it is generated.
