@@ -6,10 +6,10 @@
 // whatever m is and wherever the row sits in the batch. The CPU body calls OpenBLAS sgemm, whose
 // small-matrix kernel (taken when m*n*k <= 1e6 on AVX-512 machines) accumulates in an order that
 // depends on m; so calls below that size are zero-padded to enough rows to take the regular
-// kernel, whose per-element order is fixed. tests/kernels/gemm_test.cc checks the property for
-// every shape the shipped and benchmark models use. Columns are split across `par` in fixed slices of
-// 256, each an independent single-threaded sgemm (OpenBLAS runs with one thread: no
-// oversubscription with the engine's pool).
+// kernel, whose per-element order is fixed (and independent of the column range). Large calls
+// split their columns into one slice per thread of `par`; OpenBLAS itself runs with one thread,
+// so it never oversubscribes the engine's pool. tests/kernels/gemm_test.cc checks the property
+// for every shape the shipped and benchmark models use, with 1 and 2 threads.
 #ifndef FLATSTATE_KERNELS_GEMM_H_
 #define FLATSTATE_KERNELS_GEMM_H_
 

@@ -25,7 +25,9 @@ void SgemmSlice(const float* x, int64_t m, int64_t k, const float* w, int64_t n,
   thread_local std::vector<float> xp, yp;
   const float* a = x;
   if (rows > m) {
-    xp.assign(static_cast<size_t>(rows * k), 0.f);
+    // Padding rows only need finite values (each output row depends on its own input row only):
+    // grow with zeros, then leave whatever earlier calls wrote there.
+    if (xp.size() < static_cast<size_t>(rows * k)) xp.resize(static_cast<size_t>(rows * k), 0.f);
     std::memcpy(xp.data(), x, sizeof(float) * m * k);
     a = xp.data();
   }
@@ -51,19 +53,21 @@ template <>
 void Gemm<Device::kCpu>(const float* x, int64_t m, int64_t k, const float* w, int64_t n,
                         float* y, bool accumulate, const Parallel& par) {
   if (m <= 0 || n <= 0) return;
-  constexpr int64_t kSlice = 256;  // fixed: results never depend on the thread count
-  const int64_t slices = (n + kSlice - 1) / kSlice;
-  // Small problems stay on one thread: the fork/join costs more than it saves.
-  if (par.num_threads() == 1 || static_cast<double>(m) * n * k < 2e5) {
-    for (int64_t s = 0; s < slices; ++s) {
-      const int64_t c0 = s * kSlice, cn = std::min(kSlice, n - c0);
-      SgemmSlice(x, m, k, w + c0 * k, cn, y + c0, n, accumulate);
-    }
+  // Small problems stay on one thread in one call: the fork/join and the extra padding of
+  // narrower slices cost more than they save.
+  const int threads = par.num_threads();
+  if (threads == 1 || static_cast<double>(m) * n * k < 2e5) {
+    SgemmSlice(x, m, k, w, n, y, n, accumulate);
     return;
   }
+  // One slice per thread, a multiple of 16 columns. Results do not depend on the slicing:
+  // every call takes the regular kernel, whose per-element order ignores the column range
+  // (tests/kernels/gemm_test.cc checks 1 and 2 threads bit for bit).
+  const int64_t slice = ((n + threads - 1) / threads + 15) / 16 * 16;
+  const int64_t slices = (n + slice - 1) / slice;
   par.For(slices, [&](int64_t b, int64_t e) {
     for (int64_t s = b; s < e; ++s) {
-      const int64_t c0 = s * kSlice, cn = std::min(kSlice, n - c0);
+      const int64_t c0 = s * slice, cn = std::min(slice, n - c0);
       SgemmSlice(x, m, k, w + c0 * k, cn, y + c0, n, accumulate);
     }
   });
