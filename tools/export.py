@@ -1,0 +1,388 @@
+#!/usr/bin/env python3
+"""Export a trained checkpoint (tools/train.py) to a model folder the C++ engine loads.
+
+    /usr/bin/python3 tools/export.py --checkpoint build/train/linear_elu.pt \
+        --name shakespeare-linear-elu [--models_dir models] [--force]
+
+writes models/<name>/
+    config.json        ModelConfig.to_json(), sorted keys, indent 2
+    model.safetensors  written by hand (no safetensors package):
+                         u64 little-endian header length N
+                         N bytes of JSON header, padded with spaces so N % 8 == 0:
+                           {"__metadata__": {"format": "pt"},
+                            "<name>": {"dtype": "F32", "shape": [...], "data_offsets": [b, e]}, ...}
+                         raw little-endian fp32 data, tensors in sorted-name order, contiguous,
+                         offsets relative to the start of the data (8 + N)
+    MODEL_CARD.md      architecture, attention kind, positional choice, parameters, training
+                       command, wall time, losses, state (or KV) bytes
+
+Tensor names are exactly FlatstateLM's state_dict names; anything missing or extra is an error.
+An existing folder whose config.json describes a different model is never overwritten unless
+--force.  load_exported(dir) reads a folder back into a FlatstateLM (also by hand).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import struct
+import sys
+from collections import OrderedDict
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from flatstate_ref.model import (FlatstateLM, ModelConfig, kv_bytes_per_token,  # noqa: E402
+                                 state_bytes)
+
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.safetensors"
+CARD_FILE = "MODEL_CARD.md"
+
+
+class ExportError(Exception):
+    """A user-facing error: printed as 'error: ...' by the command line, exit status 1."""
+
+
+# ----------------------------------------------------------------------------------------------
+# Tensor names
+# ----------------------------------------------------------------------------------------------
+
+def expected_tensor_names(cfg: ModelConfig) -> List[str]:
+    """The exact state_dict names of FlatstateLM(cfg), in sorted order."""
+    names = ["embed.weight", "norm.weight", "lm_head.weight"]
+    for i in range(cfg.num_hidden_layers):
+        p = f"layers.{i}."
+        names += [p + "attn_norm.weight", p + "attn.wqkv.weight", p + "attn.wo.weight",
+                  p + "mlp_norm.weight", p + "mlp.w1.weight", p + "mlp.w2.weight"]
+        if cfg.is_linear and cfg.conv_kernel_size > 0:
+            names.append(p + "attn.conv")
+        if cfg.attention_kind == "cosine":
+            names.append(p + "attn.decay_logit")
+        if cfg.attention_kind == "favor":
+            names.append(p + "attn.feature_proj")
+    return sorted(names)
+
+
+def expected_shapes(cfg: ModelConfig) -> Dict[str, Tuple[int, ...]]:
+    D, H, hd = cfg.hidden_size, cfg.num_attention_heads, cfg.head_dim
+    shapes = {"embed.weight": (cfg.vocab_size, D), "norm.weight": (D,),
+              "lm_head.weight": (cfg.vocab_size, D)}
+    for i in range(cfg.num_hidden_layers):
+        p = f"layers.{i}."
+        shapes.update({p + "attn_norm.weight": (D,), p + "attn.wqkv.weight": (3 * D, D),
+                       p + "attn.wo.weight": (D, D), p + "mlp_norm.weight": (D,),
+                       p + "mlp.w1.weight": (cfg.intermediate_size, D),
+                       p + "mlp.w2.weight": (D, cfg.intermediate_size),
+                       p + "attn.conv": (D, cfg.conv_kernel_size),
+                       p + "attn.decay_logit": (H,),
+                       p + "attn.feature_proj": (cfg.favor_num_features, hd)})
+    names = set(expected_tensor_names(cfg))
+    return {k: v for k, v in shapes.items() if k in names}
+
+
+def check_state_dict(cfg: ModelConfig, sd: Dict[str, torch.Tensor]) -> None:
+    want = expected_tensor_names(cfg)
+    got = sorted(sd.keys())
+    missing = sorted(set(want) - set(got))
+    extra = sorted(set(got) - set(want))
+    if missing or extra:
+        raise ExportError(f"state_dict does not match a {cfg.attention_kind} FlatstateLM: "
+                          f"missing {missing or 'none'}, unexpected {extra or 'none'}")
+    # Cross-check against the module itself (catches drift between this list and model.py).
+    with torch.random.fork_rng(devices=[]):
+        ref_names = sorted(FlatstateLM(cfg).state_dict().keys()) if _small(cfg) else want
+    if ref_names != want:
+        raise ExportError(f"internal: expected tensor names {want} differ from "
+                          f"FlatstateLM.state_dict() {ref_names}")
+    shapes = expected_shapes(cfg)
+    for n in want:
+        t = sd[n]
+        if tuple(t.shape) != shapes[n]:
+            raise ExportError(f"tensor {n}: shape {tuple(t.shape)}, expected {shapes[n]}")
+        if not t.is_floating_point():
+            raise ExportError(f"tensor {n}: dtype {t.dtype} is not floating point")
+        if not torch.isfinite(t).all():
+            raise ExportError(f"tensor {n}: contains NaN or Inf")
+
+
+def _small(cfg: ModelConfig) -> bool:
+    """Building a throwaway FlatstateLM to cross-check names is cheap only for small models."""
+    D, L, I = cfg.hidden_size, cfg.num_hidden_layers, cfg.intermediate_size
+    return L * (4 * D * D + 2 * D * I) <= 8_000_000
+
+
+# ----------------------------------------------------------------------------------------------
+# safetensors, by hand
+# ----------------------------------------------------------------------------------------------
+
+def write_safetensors(path: str, tensors: Dict[str, torch.Tensor]) -> None:
+    """fp32 safetensors: sorted names, contiguous 4-byte aligned data, header padded to 8."""
+    names = sorted(tensors)
+    header: "OrderedDict[str, object]" = OrderedDict()
+    header["__metadata__"] = {"format": "pt"}
+    off = 0
+    for n in names:
+        t = tensors[n]
+        nbytes = 4 * t.numel()
+        header[n] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [off, off + nbytes]}
+        off += nbytes
+    hb = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    hb += b" " * ((-len(hb)) % 8)
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(struct.pack("<Q", len(hb)))
+        f.write(hb)
+        for n in names:
+            a = tensors[n].detach().to(torch.float32).contiguous().cpu().numpy()
+            f.write(np.ascontiguousarray(a, dtype="<f4").tobytes(order="C"))
+    os.replace(tmp, path)
+
+
+def read_safetensors_header(path: str) -> Tuple[int, dict]:
+    """Returns (header_len N, header dict). Data starts at 8 + N."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        raw = f.read(8)
+        if len(raw) != 8:
+            raise ExportError(f"{path}: too short for a safetensors header")
+        (n,) = struct.unpack("<Q", raw)
+        if n > size - 8:
+            raise ExportError(f"{path}: header length {n} exceeds file size {size}")
+        header = json.loads(f.read(n).decode("utf-8"), object_pairs_hook=OrderedDict)
+    return n, header
+
+
+def read_safetensors(path: str) -> "OrderedDict[str, torch.Tensor]":
+    n, header = read_safetensors_header(path)
+    base = 8 + n
+    size = os.path.getsize(path)
+    out: "OrderedDict[str, torch.Tensor]" = OrderedDict()
+    with open(path, "rb") as f:
+        for name, info in header.items():
+            if name == "__metadata__":
+                continue
+            if info.get("dtype") != "F32":
+                raise ExportError(f"{path}: tensor {name}: dtype {info.get('dtype')}, want F32")
+            b, e = info["data_offsets"]
+            shape = [int(s) for s in info["shape"]]
+            count = int(np.prod(shape)) if shape else 1
+            if e - b != 4 * count or base + e > size or b < 0:
+                raise ExportError(f"{path}: tensor {name}: bad data_offsets {[b, e]} for shape "
+                                  f"{shape}")
+            f.seek(base + b)
+            buf = f.read(e - b)
+            arr = np.frombuffer(buf, dtype="<f4").astype(np.float32).reshape(shape)
+            out[name] = torch.from_numpy(arr.copy())
+    return out
+
+
+def load_exported(model_dir: str) -> FlatstateLM:
+    """models/<name>/ -> FlatstateLM (fp32 weights exactly as stored), in eval mode."""
+    cfg_path = os.path.join(model_dir, CONFIG_FILE)
+    st_path = os.path.join(model_dir, WEIGHTS_FILE)
+    for p in (cfg_path, st_path):
+        if not os.path.isfile(p):
+            raise ExportError(f"{p}: not found")
+    with open(cfg_path) as f:
+        cfg = ModelConfig.from_json(json.load(f))
+    sd = read_safetensors(st_path)
+    check_state_dict(cfg, sd)
+    model = FlatstateLM(cfg)
+    model.load_state_dict(sd, strict=True)
+    model.eval()
+    return model
+
+
+# ----------------------------------------------------------------------------------------------
+# Export
+# ----------------------------------------------------------------------------------------------
+
+def _config_text(cfg_json: dict) -> str:
+    return json.dumps(cfg_json, sort_keys=True, indent=2) + "\n"
+
+
+def _check_overwrite(out_dir: str, cfg_json: dict, force: bool) -> None:
+    if not os.path.exists(out_dir):
+        return
+    if not os.path.isdir(out_dir):
+        raise ExportError(f"{out_dir} exists and is not a directory")
+    if force:
+        return
+    cfg_path = os.path.join(out_dir, CONFIG_FILE)
+    if not os.path.isfile(cfg_path):
+        if os.listdir(out_dir):
+            raise ExportError(f"{out_dir} exists, is not empty and has no {CONFIG_FILE}; "
+                              f"refusing to overwrite it (pass --force to replace)")
+        return
+    try:
+        with open(cfg_path) as f:
+            old = json.load(f)
+    except (OSError, ValueError) as e:
+        raise ExportError(f"{cfg_path}: unreadable ({e}); refusing to overwrite "
+                          f"(pass --force to replace)")
+    new = json.loads(json.dumps(cfg_json))
+    if old != new:
+        diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+        desc = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in diff)
+        raise ExportError(f"{out_dir} already holds a model with a different architecture "
+                          f"({desc}); refusing to overwrite (pass --force to replace)")
+
+
+def _fmt_bytes(n: int) -> str:
+    if n >= 1 << 20:
+        return f"{n} ({n / (1 << 20):.2f} MiB)"
+    if n >= 1 << 10:
+        return f"{n} ({n / (1 << 10):.1f} KiB)"
+    return str(n)
+
+
+POSITIONAL = {
+    "softmax": "RoPE (rotate-half, theta = {rope_theta:g}) on q and k; no convolution; KV cache.",
+    "linear": ("short causal depthwise convolution ('token shift') of {conv_kernel_size} taps on "
+               "the normalised attention input before the q/k/v projection; its window (the last "
+               "{km1} normalised inputs) is part of the recurrent state."),
+}
+
+FEATURES = {
+    "softmax": "causal scaled dot-product softmax attention",
+    "linear_elu": "linear attention, phi(x) = elu(x) + 1, output num / (den + eps)",
+    "cosformer": ("cosFormer: phi = ReLU with cos(pi/2 (i-j)/M) re-weighting, features "
+                  "[phi cos, phi sin] (F = 2 head_dim), fixed horizon M = {cosformer_horizon}; "
+                  "past M the weight of old tokens turns negative (untrained region, quality "
+                  "degrades, nothing breaks numerically)"),
+    "cosine": ("Cottention: L2-normalised q and k, no denominator, values scaled by "
+               "t^(-sigmoid(m_h)) with one learned m per head (decay_logit)"),
+    "favor": ("Performer FAVOR+ positive random features, F = {favor_num_features}, fixed "
+              "orthogonal projection stored as feature_proj, causal running-max stabiliser M"),
+}
+
+
+def model_card(name: str, cfg: ModelConfig, record: dict, nparams: int, ntensors: int,
+               st_bytes: int) -> str:
+    kind = cfg.attention_kind
+    fmt = dict(vars(cfg))
+    fmt["km1"] = max(cfg.conv_kernel_size - 1, 0)
+    pos = POSITIONAL["softmax" if kind == "softmax" else "linear"].format(**fmt)
+    if cfg.is_linear and cfg.conv_kernel_size == 0:
+        pos = "none (conv_kernel_size = 0)" + (
+            "; cosFormer's cos/sin re-weighting is its only positional signal"
+            if kind == "cosformer" else "")
+    elif kind == "cosformer":
+        pos += " Plus cosFormer's cos/sin position re-weighting (horizon M above)."
+    elif kind == "cosine":
+        pos += " Plus the per-head t^(-sigmoid(m)) value scaling."
+    if cfg.is_linear:
+        mem = (f"Recurrent state per session: {_fmt_bytes(state_bytes(cfg))} fp32 "
+               f"(S {cfg.feature_dim()}x{cfg.head_dim}, z {cfg.feature_dim()}, M per head, "
+               f"plus the conv window), constant in sequence length.")
+    else:
+        mem = f"KV cache: {_fmt_bytes(kv_bytes_per_token(cfg))} fp32 per token (grows with length)."
+
+    def num(key, fmt_s="{:.4f}"):
+        v = record.get(key)
+        return fmt_s.format(v) if isinstance(v, (int, float)) else "n/a"
+
+    trained = record.get("command") is not None and not record.get("random_init")
+    lines = [
+        f"# {name}",
+        "",
+        "flatstate byte-level (256-id vocabulary) decoder-only language model"
+        + (" trained on tiny Shakespeare (first 90 % train, last 10 % validation)."
+           if trained else " with RANDOM weights (not trained; for benchmarks only)."),
+        "",
+        "## Architecture",
+        "",
+        f"- attention kind: `{kind}` - " + FEATURES[kind].format(**fmt),
+        f"- positional information: {pos}",
+        f"- hidden_size {cfg.hidden_size}, layers {cfg.num_hidden_layers}, heads "
+        f"{cfg.num_attention_heads} (head_dim {cfg.head_dim}), intermediate_size "
+        f"{cfg.intermediate_size}, RMSNorm (eps {cfg.rms_norm_eps:g}), exact-GELU MLP, untied "
+        f"lm_head, chunk_size {cfg.chunk_size}",
+        f"- parameters: {nparams:,} ({ntensors} tensors in model.safetensors, "
+        f"{_fmt_bytes(st_bytes)} on disk, fp32)",
+        f"- {mem}",
+        "",
+        "## Training",
+        "",
+    ]
+    if trained:
+        wall = record.get("wall_seconds")
+        lines += [
+            f"- command: `{record.get('command')}`",
+            f"- seed {record.get('seed', 'n/a')}, steps {record.get('steps', 'n/a')}, batch "
+            f"{record.get('batch', 'n/a')}, seq_len {record.get('seq_len', 'n/a')}",
+            f"- wall time: {wall:.0f} s" if isinstance(wall, (int, float)) else "- wall time: n/a",
+            f"- final train loss (EMA): {num('train_loss')} nats/byte",
+            f"- final validation loss (full validation split): {num('val_loss')} nats/byte",
+        ]
+    else:
+        lines += ["- not trained: " + record.get("note", "random initialisation") + "."]
+    lines += ["", "Files: config.json, model.safetensors (fp32, sorted tensor names), this card.",
+              "Exported by tools/export.py.", ""]
+    return "\n".join(lines)
+
+
+def export_checkpoint(ckpt: dict, name: str, models_dir: str = "models",
+                      force: bool = False) -> str:
+    """ckpt: {"config": cfg.to_json(), "state_dict": ..., "record": ...}. Returns the folder."""
+    if not name or "/" in name or name.startswith("."):
+        raise ExportError(f"bad model name {name!r}")
+    for key in ("config", "state_dict"):
+        if key not in ckpt:
+            raise ExportError(f"checkpoint has no {key!r} entry (keys: {sorted(ckpt)})")
+    try:
+        cfg = ModelConfig.from_json(ckpt["config"])
+    except (TypeError, ValueError) as e:
+        raise ExportError(f"checkpoint config invalid: {e}")
+    cfg_json = cfg.to_json()
+    sd = OrderedDict((k, v.detach().cpu()) for k, v in ckpt["state_dict"].items())
+    check_state_dict(cfg, sd)
+    record = dict(ckpt.get("record") or {})
+
+    out_dir = os.path.join(models_dir, name)
+    _check_overwrite(out_dir, cfg_json, force)
+    os.makedirs(out_dir, exist_ok=True)
+
+    st_path = os.path.join(out_dir, WEIGHTS_FILE)
+    write_safetensors(st_path, sd)
+    with open(os.path.join(out_dir, CONFIG_FILE), "w") as f:
+        f.write(_config_text(cfg_json))
+    nparams = record.get("params")
+    if not isinstance(nparams, int):
+        buffers = {"feature_proj"}
+        nparams = sum(v.numel() for k, v in sd.items() if k.rsplit(".", 1)[-1] not in buffers)
+    with open(os.path.join(out_dir, CARD_FILE), "w") as f:
+        f.write(model_card(name, cfg, record, nparams, len(sd), os.path.getsize(st_path)))
+    return out_dir
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--checkpoint", required=True, help="checkpoint .pt written by tools/train.py")
+    p.add_argument("--name", required=True, help="model folder name, e.g. shakespeare-linear-elu")
+    p.add_argument("--models_dir", default="models")
+    p.add_argument("--force", action="store_true",
+                   help="overwrite an existing folder even if its architecture differs")
+    a = p.parse_args(argv)
+    try:
+        if not os.path.isfile(a.checkpoint):
+            raise ExportError(f"checkpoint file not found: {a.checkpoint}")
+        try:
+            ckpt = torch.load(a.checkpoint, map_location="cpu")
+        except Exception as e:  # noqa: BLE001 - any unpickling failure is a bad file
+            raise ExportError(f"cannot read checkpoint {a.checkpoint}: {e}")
+        if not isinstance(ckpt, dict):
+            raise ExportError(f"checkpoint {a.checkpoint} is not a dict")
+        out = export_checkpoint(ckpt, a.name, a.models_dir, a.force)
+    except ExportError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(f"exported {a.checkpoint} -> {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
