@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets with clang + ASan + UBSan into build-fuzz/ and runs each one for
+# FUZZ_SECONDS (default 60) from its seed corpus in tests/fuzz/corpus/<name>. Fails on any crash,
+# leak or sanitizer report.   FUZZ_SECONDS=600 bash scripts/fuzz.sh   for a longer run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECONDS_EACH="${FUZZ_SECONDS:-60}"
+CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DFLATSTATE_BUILD_FUZZERS=ON -DFLATSTATE_SANITIZE=address,undefined \
+  -DFLATSTATE_BUILD_TESTS=OFF -DFLATSTATE_BUILD_BENCH=OFF -DFLATSTATE_WITH_CUDA=OFF \
+  ${FLATSTATE_FUZZ_CMAKE_ARGS:-} > build-fuzz.configure.log
+targets=(safetensors_fuzzer config_fuzzer checkpoint_fuzzer detokenizer_fuzzer)
+[[ -f tests/fuzz/request_fuzzer.cc ]] && grep -q "FLATSTATE_WITH_GRPC:BOOL=ON" build-fuzz/CMakeCache.txt && targets+=(request_fuzzer)
+cmake --build build-fuzz -j "$(nproc)" --target "${targets[@]}"
+status=0
+for t in "${targets[@]}"; do
+  name="${t%_fuzzer}"
+  work="$(mktemp -d)"
+  cp -r "tests/fuzz/corpus/$name/." "$work/" 2>/dev/null || true
+  echo "== $t: ${SECONDS_EACH}s =="
+  if ! ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+      "build-fuzz/tests/fuzz/$t" -max_total_time="$SECONDS_EACH" -rss_limit_mb=2048 \
+      -timeout=10 -print_final_stats=1 -artifact_prefix="build-fuzz/$t-" "$work" \
+      > "build-fuzz/$t.log" 2>&1; then
+    echo "FAIL: $t (log build-fuzz/$t.log)"; tail -40 "build-fuzz/$t.log"; status=1
+  else
+    grep -E "stat::number_of_executed_units|stat::peak_rss_mb" "build-fuzz/$t.log" || true
+  fi
+  rm -rf "$work"
+done
+exit $status
