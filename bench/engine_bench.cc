@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "engine/runtime/engine.h"
 #include "tests/util/model_writer.h"
 
@@ -217,28 +218,34 @@ void RegisterAll() {
                                   {"shakespeare-softmax", soft}}) {
     if (fs::exists(dir + "/config.json")) models.emplace_back(name, dir);
   }
+  // FLATSTATE_BENCH_MODELS=dir1,dir2 adds more model folders (named by their base name).
+  if (const char* extra = std::getenv("FLATSTATE_BENCH_MODELS")) {
+    for (std::string d : std::vector<std::string>(absl::StrSplit(extra, ',', absl::SkipEmpty()))) {
+      models.emplace_back(fs::path(d).filename().string(), d);
+    }
+  }
   models.emplace_back("gpt2-small-linear_elu", Gpt2Small(AttentionKind::kLinearElu));
   models.emplace_back("gpt2-small-softmax", Gpt2Small(AttentionKind::kSoftmax));
   for (int threads : {1, 2}) {
     for (const auto& [name, dir] : models) {
       const std::string tag = absl::StrCat(name, "/threads:", threads);
       benchmark::RegisterBenchmark(absl::StrCat("Decode/", tag).c_str(), Decode, dir, threads)
-          ->ArgName("batch")->Arg(1)->Arg(8)->Arg(32)->Unit(benchmark::kMillisecond);
+          ->ArgName("batch")->Arg(1)->Arg(8)->Arg(32)->Unit(benchmark::kMillisecond)->UseRealTime();
     }
   }
   for (const auto& [name, dir] : models) {
     if (name.rfind("gpt2", 0) == 0) continue;  // context sweep on the shipped models
     benchmark::RegisterBenchmark(absl::StrCat("DecodeAtContext/", name).c_str(), DecodeAtContext,
                                  dir, 2)
-        ->ArgName("ctx")->Arg(1024)->Arg(16384)->Arg(65536)->Unit(benchmark::kMicrosecond);
+        ->ArgName("ctx")->Arg(1024)->Arg(16384)->Arg(65536)->Unit(benchmark::kMicrosecond)->UseRealTime();
   }
   for (const auto& [name, dir] : models) {
     benchmark::RegisterBenchmark(absl::StrCat("Prefill/", name, "/chunked").c_str(), Prefill, dir,
                                  2, true)
-        ->ArgName("len")->Arg(4096)->Unit(benchmark::kMillisecond)->Iterations(2);
+        ->ArgName("len")->Arg(4096)->Unit(benchmark::kMillisecond)->Iterations(2)->UseRealTime();
     benchmark::RegisterBenchmark(absl::StrCat("Prefill/", name, "/token_by_token").c_str(),
                                  PrefillTokenByToken, dir, 2)
-        ->ArgName("len")->Arg(4096)->Unit(benchmark::kMillisecond)->Iterations(1);
+        ->ArgName("len")->Arg(4096)->Unit(benchmark::kMillisecond)->Iterations(1)->UseRealTime();
   }
 }
 

@@ -4,8 +4,9 @@
 // Batch invariance (the property flatstate promises: a session's outputs do not depend on which
 // other sessions share its step): row i of y depends only on row i of x and on w, bit for bit,
 // whatever m is and wherever the row sits in the batch. The CPU body calls OpenBLAS sgemm, whose
-// small-matrix kernel (taken when m*n*k <= 1e6 on AVX-512 machines) accumulates in an order that
-// depends on m; so calls below that size are zero-padded to enough rows to take the regular
+// small-matrix kernel (taken for this layout when m*n <= 1200 and m*n*k <= 1e6 on AVX-512
+// machines) accumulates in an order that depends on m; so such calls are padded to enough rows
+// (m*n > 1200) to take the regular
 // kernel, whose per-element order is fixed (and independent of the column range). Large calls
 // split their columns into one slice per thread of `par`; OpenBLAS itself runs with one thread,
 // so it never oversubscribes the engine's pool. tests/kernels/gemm_test.cc checks the property

@@ -11,16 +11,18 @@ extern "C" void openblas_set_num_threads(int);
 namespace flatstate {
 namespace {
 
-// OpenBLAS (0.3.21, SkylakeX/Zen4 kernels) uses its small-matrix path when m*n*k <= 1e6.
-constexpr double kSmallMatrixLimit = 1e6;
+// OpenBLAS 0.3.21 on AVX-512 machines (SkylakeX/Cooperlake/Zen4 kernels) takes its small-matrix
+// sgemm path for our layout (row-major x * w^T, i.e. column-major "TN") only when m*n*k <= 1e6
+// AND m*n <= 1200 (sgemm_small_kernel_permit_skylakex.c). Keeping m*n above 1200 is enough and
+// costs far less padding than the m*n*k bound: a 1-row decode with n = 384 pads to 4 rows.
+constexpr int64_t kSmallMatrixMaxMN = 1200;
 
 // One column slice. sgemm always runs with beta = 0 into a scratch (never accumulating into y):
 // with beta = 1 OpenBLAS adds each K-block's partial sum into y separately, which would make the
 // rounding depend on whether the call was padded.
 void SgemmSlice(const float* x, int64_t m, int64_t k, const float* w, int64_t n, float* y,
                 int64_t ldy, bool accumulate) {
-  const int64_t min_rows =
-      static_cast<int64_t>(kSmallMatrixLimit / (static_cast<double>(n) * k)) + 1;
+  const int64_t min_rows = kSmallMatrixMaxMN / n + 1;
   const int64_t rows = std::max(m, min_rows);
   thread_local std::vector<float> xp, yp;
   const float* a = x;
