@@ -25,11 +25,11 @@ kinds=("$@")
 hparams() {
   local common="--seq_len 128 --batch 32 --warmup 50 --seed 1234 --eval_every 200"
   case "$1" in
-    softmax)    echo "$common --steps 800 --lr 3e-3" ;;
-    linear_elu) echo "$common --steps 800 --lr 3e-3" ;;
-    cosformer)  echo "$common --steps 800 --lr 3e-3" ;;
+    softmax)    echo "$common --steps 600 --lr 3e-3" ;;
+    linear_elu) echo "$common --steps 600 --lr 3e-3" ;;
+    cosformer)  echo "$common --steps 600 --lr 3e-3" ;;
     cosine)     echo "$common --steps 800 --lr 3e-3" ;;
-    favor)      echo "$common --steps 800 --lr 3e-3" ;;
+    favor)      echo "$common --steps 600 --lr 3e-3" ;;
     *) return 1 ;;
   esac
 }
