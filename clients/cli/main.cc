@@ -1,105 +1,80 @@
 // flatstate-cli: command-line client.
 //
-//   flatstate-cli generate --model models/shakespeare-linear-elu --prompt "ROMEO:"
+// Local engine (no server):
+//   flatstate-cli generate --local_model models/shakespeare-linear-elu --prompt "ROMEO:"
 //       [--max_new_tokens 200] [--temperature 0.8] [--top_k 0] [--top_p 1] [--seed 1]
-//
-// Runs the engine in-process on the given model folder and streams the text as it is generated.
-// Exits non-zero with the error message on bad input.
-#include <chrono>
-#include <cstdio>
+// Server (gRPC, --server host:port, default localhost:50051):
+//   flatstate-cli generate --prompt TEXT [--model NAME] [--session ID] [--max_new_tokens N]
+//       [--temperature T --top_k K --top_p P --seed S] [--stop a,b]
+//   flatstate-cli session create [--model NAME] [sampling flags]
+//   flatstate-cli session info|delete ID
+//   flatstate-cli checkpoint SESSION [-o FILE]
+//   flatstate-cli restore FILE|CHECKPOINT_ID
+//   flatstate-cli models | stats | health
+// Common: --auth_token T, --tls (system roots) or --tls_ca FILE, --timeout SECONDS.
+// Exits non-zero with the error (the server's code and message) on failure.
 #include <iostream>
 #include <string>
 #include <vector>
 
+#include "absl/flags/commandlineflag.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
-#include "absl/strings/str_cat.h"
-#include "engine/runtime/engine.h"
-#include "engine/tokenizer/byte_tokenizer.h"
+#include "clients/cli/flags.h"
 
-ABSL_FLAG(std::string, model, "models/shakespeare-linear-elu", "model folder");
+ABSL_FLAG(std::string, local_model, "",
+          "model folder: run the engine in-process instead of calling a server");
+ABSL_FLAG(std::string, model, "", "server model name (empty: the server's default)");
 ABSL_FLAG(std::string, prompt, "ROMEO:\n", "prompt text (UTF-8)");
+ABSL_FLAG(std::string, session, "", "session id to continue (generate)");
 ABSL_FLAG(uint32_t, max_new_tokens, 200, "tokens to generate");
 ABSL_FLAG(float, temperature, 0.8f, "sampling temperature (0 = greedy)");
 ABSL_FLAG(uint32_t, top_k, 0, "top-k cut (0 = off)");
 ABSL_FLAG(float, top_p, 1.0f, "nucleus mass in (0, 1]");
 ABSL_FLAG(uint64_t, seed, 1, "sampling seed");
-ABSL_FLAG(int, threads, 0, "engine threads (0 = all cores)");
-ABSL_FLAG(std::string, device, "cpu", "auto | cpu | cuda");
-ABSL_FLAG(bool, stats, true, "print timing to stderr at the end");
+ABSL_FLAG(std::vector<std::string>, stop, {}, "stop strings, comma-separated (generate)");
+ABSL_FLAG(int, threads, 0, "engine threads, local mode (0 = all cores)");
+ABSL_FLAG(std::string, device, "cpu", "auto | cpu | cuda (local mode)");
+ABSL_FLAG(bool, stats, true, "print timing/usage to stderr at the end of generate");
+ABSL_FLAG(std::string, server, "localhost:50051", "server address host:port");
+ABSL_FLAG(std::string, auth_token, "", "sent as 'authorization: Bearer <token>'");
+ABSL_FLAG(std::string, tls_ca, "", "PEM CA bundle: connect with TLS, trusting these roots");
+ABSL_FLAG(bool, tls, false, "connect with TLS using the system roots");
+ABSL_FLAG(std::string, o, "", "output file (checkpoint)");
+ABSL_FLAG(double, timeout, 0, "call deadline in seconds (0: none)");
 
-namespace flatstate {
-namespace {
+namespace flatstate::cli {
 
-int Fail(const absl::Status& s) {
-  std::cerr << "error: " << s << "\n";
-  return 1;
+bool SamplingFlagsSet() {
+  for (const char* name : {"temperature", "top_k", "top_p", "seed"}) {
+    const absl::CommandLineFlag* f = absl::FindCommandLineFlag(name);
+    if (f != nullptr && f->CurrentValue() != f->DefaultValue()) return true;
+  }
+  return false;
 }
 
-int Generate() {
-  auto device = ParseDevice(absl::GetFlag(FLAGS_device));
-  if (!device.ok()) return Fail(device.status());
-  auto model = Model::Load(absl::GetFlag(FLAGS_model));
-  if (!model.ok()) return Fail(model.status());
-  EngineOptions opts;
-  opts.device = *device;
-  opts.threads = absl::GetFlag(FLAGS_threads);
-  auto engine = Engine::Create(std::move(*model), opts);
-  if (!engine.ok()) return Fail(engine.status());
-  SamplingParams sp{absl::GetFlag(FLAGS_temperature), absl::GetFlag(FLAGS_top_k),
-                    absl::GetFlag(FLAGS_top_p), absl::GetFlag(FLAGS_seed)};
-  if (absl::Status s = ValidateSamplingParams(sp); !s.ok()) return Fail(s);
-  const uint32_t max_new = absl::GetFlag(FLAGS_max_new_tokens);
-  if (max_new == 0) return Fail(absl::InvalidArgumentError("max_new_tokens must be > 0"));
-  const std::vector<int32_t> prompt = Encode(absl::GetFlag(FLAGS_prompt));
-  if (prompt.empty()) return Fail(absl::InvalidArgumentError("prompt is empty"));
-
-  SessionState session = (*engine)->NewSession(sp);
-  if (absl::Status s = (*engine)->Append(&session, prompt); !s.ok()) return Fail(s);
-  IncrementalDecoder decoder;
-  std::cout << absl::GetFlag(FLAGS_prompt) << std::flush;
-  const auto t0 = std::chrono::steady_clock::now();
-  auto t_first = t0;
-  uint32_t generated = 0;
-  std::vector<StepResult> results;
-  while (generated < max_new) {
-    StepRequest req{&session, 1 << 30, true};
-    if (absl::Status s = (*engine)->Step(std::span<const StepRequest>(&req, 1), &results);
-        !s.ok()) {
-      return Fail(s);
-    }
-    if (!results[0].sampled) continue;
-    if (generated == 0) t_first = std::chrono::steady_clock::now();
-    ++generated;
-    std::cout << decoder.Push(results[0].token) << std::flush;
-  }
-  std::cout << decoder.Flush() << std::endl;
-  const auto t1 = std::chrono::steady_clock::now();
-  if (absl::GetFlag(FLAGS_stats)) {
-    const double ttft = std::chrono::duration<double>(t_first - t0).count();
-    const double dec = std::chrono::duration<double>(t1 - t_first).count();
-    std::cerr << absl::StrCat("[", (*engine)->model().name(), " ",
-                              AttentionKindName((*engine)->config().attention_kind),
-                              "] prompt ", prompt.size(), " tokens, generated ", generated,
-                              ", first token ", ttft * 1e3, " ms, decode ",
-                              generated > 1 ? (generated - 1) / dec : 0.0, " tokens/s, state ",
-                              (*engine)->SessionBytes(session), " bytes\n");
-  }
-  (*engine)->ReleaseSession(&session);
-  return 0;
-}
-
-}  // namespace
-}  // namespace flatstate
+}  // namespace flatstate::cli
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "flatstate-cli generate --model DIR --prompt TEXT [--max_new_tokens N] [--temperature T]");
-  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
-  if (args.size() < 2 || std::string(args[1]) != "generate") {
+      "flatstate-cli generate|session|checkpoint|restore|models|stats|health [args] [flags]\n"
+      "  local engine: flatstate-cli generate --local_model DIR --prompt TEXT");
+  std::vector<char*> raw = absl::ParseCommandLine(argc, argv);
+  std::vector<std::string> args(raw.begin() + 1, raw.end());
+  if (args.empty()) {
     std::cerr << "usage: " << absl::ProgramUsageMessage() << "\n";
     return 2;
   }
-  return flatstate::Generate();
+  if (args[0] == "generate" && !absl::GetFlag(FLAGS_local_model).empty()) {
+    return flatstate::cli::LocalGenerate();
+  }
+#ifdef FLATSTATE_CLI_WITH_GRPC
+  return flatstate::cli::RunRemote(args);
+#else
+  std::cerr << "error: this flatstate-cli was built without gRPC; only "
+               "`generate --local_model DIR` is available\n";
+  return 2;
+#endif
 }

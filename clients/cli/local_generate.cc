@@ -1,0 +1,76 @@
+// `flatstate-cli generate --local_model DIR`: the engine in-process, text streamed to stdout.
+#include <chrono>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "clients/cli/flags.h"
+#include "engine/runtime/engine.h"
+#include "engine/tokenizer/byte_tokenizer.h"
+
+namespace flatstate::cli {
+namespace {
+
+int Fail(const absl::Status& s) {
+  std::cerr << "error: " << s << "\n";
+  return 1;
+}
+
+}  // namespace
+
+int LocalGenerate() {
+  auto device = ParseDevice(absl::GetFlag(FLAGS_device));
+  if (!device.ok()) return Fail(device.status());
+  auto model = Model::Load(absl::GetFlag(FLAGS_local_model));
+  if (!model.ok()) return Fail(model.status());
+  EngineOptions opts;
+  opts.device = *device;
+  opts.threads = absl::GetFlag(FLAGS_threads);
+  auto engine = Engine::Create(std::move(*model), opts);
+  if (!engine.ok()) return Fail(engine.status());
+  SamplingParams sp{absl::GetFlag(FLAGS_temperature), absl::GetFlag(FLAGS_top_k),
+                    absl::GetFlag(FLAGS_top_p), absl::GetFlag(FLAGS_seed)};
+  if (absl::Status s = ValidateSamplingParams(sp); !s.ok()) return Fail(s);
+  const uint32_t max_new = absl::GetFlag(FLAGS_max_new_tokens);
+  if (max_new == 0) return Fail(absl::InvalidArgumentError("max_new_tokens must be > 0"));
+  const std::vector<int32_t> prompt = Encode(absl::GetFlag(FLAGS_prompt));
+  if (prompt.empty()) return Fail(absl::InvalidArgumentError("prompt is empty"));
+
+  SessionState session = (*engine)->NewSession(sp);
+  if (absl::Status s = (*engine)->Append(&session, prompt); !s.ok()) return Fail(s);
+  IncrementalDecoder decoder;
+  std::cout << absl::GetFlag(FLAGS_prompt) << std::flush;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto t_first = t0;
+  uint32_t generated = 0;
+  std::vector<StepResult> results;
+  while (generated < max_new) {
+    StepRequest req{&session, 1 << 30, true};
+    if (absl::Status s = (*engine)->Step(std::span<const StepRequest>(&req, 1), &results);
+        !s.ok()) {
+      return Fail(s);
+    }
+    if (!results[0].sampled) continue;
+    if (generated == 0) t_first = std::chrono::steady_clock::now();
+    ++generated;
+    std::cout << decoder.Push(results[0].token) << std::flush;
+  }
+  std::cout << decoder.Flush() << std::endl;
+  const auto t1 = std::chrono::steady_clock::now();
+  if (absl::GetFlag(FLAGS_stats)) {
+    const double ttft = std::chrono::duration<double>(t_first - t0).count();
+    const double dec = std::chrono::duration<double>(t1 - t_first).count();
+    std::cerr << absl::StrCat("[", (*engine)->model().name(), " ",
+                              AttentionKindName((*engine)->config().attention_kind),
+                              "] prompt ", prompt.size(), " tokens, generated ", generated,
+                              ", first token ", ttft * 1e3, " ms, decode ",
+                              generated > 1 ? (generated - 1) / dec : 0.0, " tokens/s, state ",
+                              (*engine)->SessionBytes(session), " bytes\n");
+  }
+  (*engine)->ReleaseSession(&session);
+  return 0;
+}
+
+}  // namespace flatstate::cli

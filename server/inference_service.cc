@@ -1,0 +1,273 @@
+#include "server/inference_service.h"
+
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "server/generate_reactor.h"
+#include "server/ids.h"
+#include "server/status_mapping.h"
+#include "server/validation.h"
+
+namespace flatstate::server {
+
+namespace pb = flatstate::v1;
+
+namespace {
+
+void FillSession(const SessionInfo& i, pb::Session* out) {
+  out->set_session_id(i.session_id);
+  out->set_model(i.model);
+  out->set_attention_kind(i.attention_kind);
+  out->set_context_tokens(i.context_tokens);
+  out->set_state_bytes(i.state_bytes);
+  out->set_generating(i.generating);
+  out->set_evicted(i.evicted);
+}
+
+bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+}  // namespace
+
+InferenceService::InferenceService(EngineLoop* loop, Metrics* metrics,
+                                   const ServerOptions& options, std::string device_name)
+    : loop_(loop), metrics_(metrics), options_(options), device_(std::move(device_name)) {}
+
+absl::Status InferenceService::Authenticate(const grpc::CallbackServerContext* ctx) const {
+  if (options_.auth_token.empty()) return absl::OkStatus();
+  const auto& md = ctx->client_metadata();
+  auto it = md.find("authorization");
+  if (it == md.end()) {
+    return absl::UnauthenticatedError("missing 'authorization: Bearer <token>' metadata");
+  }
+  const absl::string_view value(it->second.data(), it->second.size());
+  const std::string expected = absl::StrCat("Bearer ", options_.auth_token);
+  if (!ConstantTimeEquals(value, expected)) {
+    return absl::UnauthenticatedError("invalid bearer token in 'authorization' metadata");
+  }
+  return absl::OkStatus();
+}
+
+void InferenceService::Done(grpc::ServerUnaryReactor* r, const char* method,
+                            const absl::Status& s, absl::Time start) const {
+  const grpc::Status gs = ToGrpcStatus(s);
+  metrics_->RecordRequest(method, GrpcCodeName(gs.error_code()));
+  if (options_.log_requests) {
+    std::fprintf(stderr, "%s\n",
+                 absl::StrFormat("[flatstate] %s status=%s time_ms=%.1f%s", method,
+                                 GrpcCodeName(gs.error_code()),
+                                 absl::ToDoubleMilliseconds(absl::Now() - start),
+                                 s.ok() ? "" : absl::StrCat(" error=\"", s.message(), "\""))
+                     .c_str());
+  }
+  r->Finish(gs);
+}
+
+grpc::ServerWriteReactor<pb::GenerateResponse>* InferenceService::Generate(
+    grpc::CallbackServerContext* ctx, const pb::GenerateRequest* req) {
+  std::shared_ptr<GenerateReactor> r = GenerateReactor::Create(metrics_);
+  absl::Status s = Authenticate(ctx);
+  absl::StatusOr<GenerateJob> job =
+      s.ok() ? ValidateGenerate(*req, *loop_, options_) : absl::StatusOr<GenerateJob>(s);
+  if (!job.ok()) {
+    if (options_.log_requests) {
+      std::fprintf(stderr, "[flatstate] Generate session=%s status=%s error=\"%s\"\n",
+                   req->session_id().c_str(),
+                   GrpcCodeName(ToGrpcStatus(job.status()).error_code()),
+                   std::string(job.status().message()).c_str());
+    }
+    r->FinishWithError(ToGrpcStatus(job.status()));
+    return r.get();
+  }
+  loop_->Generate(std::move(*job), r);
+  return r.get();
+}
+
+grpc::ServerUnaryReactor* InferenceService::CreateSession(grpc::CallbackServerContext* ctx,
+                                                          const pb::CreateSessionRequest* req,
+                                                          pb::Session* resp) {
+  grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
+  const absl::Time start = absl::Now();
+  absl::Status s = Authenticate(ctx);
+  if (s.ok()) s = ValidateModelName(req->model(), *loop_);
+  std::optional<SamplingParams> sampling;
+  if (s.ok() && req->has_sampling()) {
+    absl::StatusOr<SamplingParams> sp = ConvertSampling(req->sampling());
+    if (sp.ok()) sampling = *sp;
+    s = sp.status();
+  }
+  if (!s.ok()) {
+    Done(r, "CreateSession", s, start);
+    return r;
+  }
+  loop_->CreateSession(req->model(), sampling, [this, r, resp, start](
+                                                   absl::StatusOr<SessionInfo> info) {
+    if (info.ok()) FillSession(*info, resp);
+    Done(r, "CreateSession", info.status(), start);
+  });
+  return r;
+}
+
+grpc::ServerUnaryReactor* InferenceService::GetSession(grpc::CallbackServerContext* ctx,
+                                                       const pb::GetSessionRequest* req,
+                                                       pb::Session* resp) {
+  grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
+  const absl::Time start = absl::Now();
+  absl::Status s = Authenticate(ctx);
+  if (s.ok()) s = ValidateSessionId(req->session_id());
+  if (!s.ok()) {
+    Done(r, "GetSession", s, start);
+    return r;
+  }
+  loop_->GetSession(req->session_id(),
+                    [this, r, resp, start](absl::StatusOr<SessionInfo> info) {
+                      if (info.ok()) FillSession(*info, resp);
+                      Done(r, "GetSession", info.status(), start);
+                    });
+  return r;
+}
+
+grpc::ServerUnaryReactor* InferenceService::DeleteSession(grpc::CallbackServerContext* ctx,
+                                                          const pb::DeleteSessionRequest* req,
+                                                          pb::DeleteSessionResponse*) {
+  grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
+  const absl::Time start = absl::Now();
+  absl::Status s = Authenticate(ctx);
+  if (s.ok()) s = ValidateSessionId(req->session_id());
+  if (!s.ok()) {
+    Done(r, "DeleteSession", s, start);
+    return r;
+  }
+  loop_->DeleteSession(req->session_id(), [this, r, start](absl::Status st) {
+    Done(r, "DeleteSession", st, start);
+  });
+  return r;
+}
+
+grpc::ServerUnaryReactor* InferenceService::CheckpointSession(
+    grpc::CallbackServerContext* ctx, const pb::CheckpointSessionRequest* req,
+    pb::Checkpoint* resp) {
+  grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
+  const absl::Time start = absl::Now();
+  absl::Status s = Authenticate(ctx);
+  if (s.ok()) s = ValidateSessionId(req->session_id());
+  if (!s.ok()) {
+    Done(r, "CheckpointSession", s, start);
+    return r;
+  }
+  loop_->CheckpointSession(req->session_id(),
+                           [this, r, resp, start](absl::StatusOr<CheckpointInfo> c) {
+                             if (c.ok()) {
+                               resp->set_data(std::move(c->data));
+                               resp->set_checkpoint_id(c->checkpoint_id);
+                               resp->set_context_tokens(c->context_tokens);
+                               resp->set_model_fingerprint(c->model_fingerprint);
+                               resp->set_model(c->model);
+                             }
+                             Done(r, "CheckpointSession", c.status(), start);
+                           });
+  return r;
+}
+
+grpc::ServerUnaryReactor* InferenceService::RestoreSession(grpc::CallbackServerContext* ctx,
+                                                           const pb::RestoreSessionRequest* req,
+                                                           pb::Session* resp) {
+  grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
+  const absl::Time start = absl::Now();
+  absl::Status s = Authenticate(ctx);
+  std::string blob;
+  if (s.ok()) {
+    if (req->source_case() == pb::RestoreSessionRequest::kCheckpointId) {
+      const std::string& id = req->checkpoint_id();
+      if (!IsValidId(id)) {
+        s = absl::InvalidArgumentError(absl::StrCat(
+            "checkpoint_id: '", id, "' is not a checkpoint id (32 lower-case hex characters)"));
+      } else {
+        // File I/O stays off the engine loop.
+        absl::StatusOr<std::string> data = loop_->store().Read(
+            loop_->store().CheckpointPath(id), absl::StrCat("checkpoint_id: checkpoint ", id));
+        if (data.ok()) blob = std::move(*data);
+        s = data.status();
+      }
+    } else if (req->source_case() == pb::RestoreSessionRequest::kData) {
+      blob = req->data();
+    } else {
+      s = absl::InvalidArgumentError("set data or checkpoint_id");
+    }
+  }
+  if (!s.ok()) {
+    Done(r, "RestoreSession", s, start);
+    return r;
+  }
+  loop_->RestoreSession(std::move(blob),
+                        [this, r, resp, start](absl::StatusOr<SessionInfo> info) {
+                          if (info.ok()) FillSession(*info, resp);
+                          Done(r, "RestoreSession", info.status(), start);
+                        });
+  return r;
+}
+
+grpc::ServerUnaryReactor* InferenceService::ListModels(grpc::CallbackServerContext* ctx,
+                                                       const pb::ListModelsRequest*,
+                                                       pb::ListModelsResponse* resp) {
+  grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
+  const absl::Time start = absl::Now();
+  absl::Status s = Authenticate(ctx);
+  if (s.ok()) {
+    for (const auto& m : loop_->models()) {
+      const ModelConfig& c = m->config();
+      pb::ModelInfo* info = resp->add_models();
+      info->set_name(m->name);
+      info->set_attention_kind(std::string(AttentionKindName(c.attention_kind)));
+      info->set_fingerprint(m->fingerprint());
+      info->set_state_bytes_per_session(c.state_bytes());
+      info->set_kv_bytes_per_token(c.is_linear() ? 0 : c.kv_bytes_per_token());
+      info->set_device(device_);
+      info->set_is_default(m->name == loop_->default_model());
+      info->set_vocab_size(c.vocab_size);
+      info->set_num_layers(c.num_hidden_layers);
+      info->set_hidden_size(c.hidden_size);
+      info->set_weight_bytes(m->engine->model().weight_bytes());
+      info->set_kv_blocks_total(c.is_linear() ? 0 : options_.kv_blocks);
+    }
+  }
+  Done(r, "ListModels", s, start);
+  return r;
+}
+
+grpc::ServerUnaryReactor* InferenceService::GetStats(grpc::CallbackServerContext* ctx,
+                                                     const pb::GetStatsRequest*,
+                                                     pb::ServerStats* resp) {
+  grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
+  const absl::Time start = absl::Now();
+  absl::Status s = Authenticate(ctx);
+  if (!s.ok()) {
+    Done(r, "GetStats", s, start);
+    return r;
+  }
+  loop_->GetStats([this, r, resp, start](absl::StatusOr<StatsInfo> st) {
+    if (st.ok()) {
+      resp->set_active_sessions(st->active_sessions);
+      resp->set_evicted_sessions(st->evicted_sessions);
+      resp->set_active_streams(st->active_streams);
+      resp->set_state_bytes_total(st->state_bytes_total);
+      resp->set_kv_blocks_used(st->kv_blocks_used);
+      resp->set_kv_blocks_total(st->kv_blocks_total);
+      resp->set_tokens_generated_total(st->tokens_generated_total);
+      resp->set_rss_bytes(ReadRssBytes());
+      resp->set_device(device_);
+      resp->set_uptime_seconds(
+          static_cast<uint64_t>(absl::ToInt64Seconds(absl::Now() - started_)));
+      resp->set_requests_total(metrics_->requests_total());
+    }
+    Done(r, "GetStats", st.status(), start);
+  });
+  return r;
+}
+
+}  // namespace flatstate::server

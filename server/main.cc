@@ -1,0 +1,111 @@
+// flatstate-server: serves every model under --models_dir over gRPC (flatstate.v1.Inference,
+// grpc.health.v1, reflection) with continuous batching. See docs/server.md.
+//
+//   flatstate-server --models_dir models --port 50051 [--checkpoint_dir DIR] [--auth_token T]
+//
+// SIGTERM/SIGINT shut it down cleanly (streams in flight end with UNAVAILABLE).
+#include <signal.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/ascii.h"
+#include "absl/time/time.h"
+#include "server/server.h"
+
+ABSL_FLAG(std::string, host, "0.0.0.0", "address to listen on");
+ABSL_FLAG(int, port, 50051, "gRPC port (0: pick a free one and print it)");
+ABSL_FLAG(std::string, models_dir, "models", "folder whose subfolders with a config.json are "
+          "loaded, one model each (named after the subfolder)");
+ABSL_FLAG(std::string, default_model, "",
+          "model used when a request names none (default: first sorted name containing "
+          "'linear-elu', else the first)");
+ABSL_FLAG(int, threads, 0, "engine threads per model (0: all cores)");
+ABSL_FLAG(std::string, device, "auto", "auto | cpu | cuda");
+ABSL_FLAG(int, max_sessions, 1024, "sessions held (in memory or evicted to disk)");
+ABSL_FLAG(int64_t, max_prompt_tokens, int64_t{1} << 20, "longest accepted prompt");
+ABSL_FLAG(uint32_t, max_new_tokens_limit, 65536, "largest accepted max_new_tokens");
+ABSL_FLAG(int, kv_blocks, 16384, "KV cache blocks (16 tokens each) per softmax model");
+ABSL_FLAG(int64_t, step_token_budget, 512,
+          "tokens one engine step may run per model (decodes first, prefill chunks share the rest)");
+ABSL_FLAG(std::string, checkpoint_dir, "/tmp/flatstate-checkpoints",
+          "where checkpoints and evicted sessions are written (created if missing)");
+ABSL_FLAG(std::string, auth_token, "", "if set, require 'authorization: Bearer <token>'");
+ABSL_FLAG(std::string, auth_token_file, "", "read --auth_token from this file");
+ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain (with --tls_key: serve TLS)");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key");
+ABSL_FLAG(absl::Duration, session_idle_ttl, absl::Minutes(10),
+          "idle sessions are checkpointed to --checkpoint_dir and evicted after this long "
+          "(0: never)");
+ABSL_FLAG(int, metrics_port, 9090, "Prometheus /metrics HTTP port (0: off)");
+ABSL_FLAG(int, max_receive_message_bytes, 64 << 20, "largest accepted request message");
+ABSL_FLAG(bool, log_requests, true, "one stderr line per finished request");
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("flatstate-server --models_dir DIR [--port N] [flags]");
+  absl::ParseCommandLine(argc, argv);
+  using flatstate::server::ServerOptions;
+  ServerOptions o;
+  o.host = absl::GetFlag(FLAGS_host);
+  o.port = absl::GetFlag(FLAGS_port);
+  o.models_dir = absl::GetFlag(FLAGS_models_dir);
+  o.default_model = absl::GetFlag(FLAGS_default_model);
+  o.threads = absl::GetFlag(FLAGS_threads);
+  o.device = absl::GetFlag(FLAGS_device);
+  o.max_sessions = absl::GetFlag(FLAGS_max_sessions);
+  o.max_prompt_tokens = absl::GetFlag(FLAGS_max_prompt_tokens);
+  o.max_new_tokens_limit = absl::GetFlag(FLAGS_max_new_tokens_limit);
+  o.kv_blocks = absl::GetFlag(FLAGS_kv_blocks);
+  o.step_token_budget = absl::GetFlag(FLAGS_step_token_budget);
+  o.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  o.auth_token = absl::GetFlag(FLAGS_auth_token);
+  if (const std::string f = absl::GetFlag(FLAGS_auth_token_file); !f.empty()) {
+    std::ifstream in(f);
+    if (!in) {
+      std::fprintf(stderr, "error: auth_token_file: cannot read %s\n", f.c_str());
+      return 1;
+    }
+    std::stringstream ss;
+    ss << in.rdbuf();
+    o.auth_token = std::string(absl::StripAsciiWhitespace(ss.str()));
+  }
+  o.tls_cert = absl::GetFlag(FLAGS_tls_cert);
+  o.tls_key = absl::GetFlag(FLAGS_tls_key);
+  o.session_idle_ttl = absl::GetFlag(FLAGS_session_idle_ttl);
+  o.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  o.max_receive_message_bytes = absl::GetFlag(FLAGS_max_receive_message_bytes);
+  o.log_requests = absl::GetFlag(FLAGS_log_requests);
+
+  // Block the shutdown signals in every thread; this one waits for them.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+
+  auto server = flatstate::server::Server::Create(o);
+  if (!server.ok()) {
+    std::fprintf(stderr, "error: %s\n", server.status().ToString().c_str());
+    return 1;
+  }
+  if (absl::Status s = (*server)->Start(); !s.ok()) {
+    std::fprintf(stderr, "error: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  std::fprintf(stderr, "[flatstate] serving on %s:%d (default model %s, metrics port %d)\n",
+               o.host.c_str(), (*server)->port(), (*server)->default_model().c_str(),
+               (*server)->metrics_port());
+  std::printf("port %d\n", (*server)->port());
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&set, &sig);
+  std::fprintf(stderr, "[flatstate] signal %d: shutting down\n", sig);
+  (*server)->Shutdown();
+  return 0;
+}

@@ -1,0 +1,126 @@
+#include "server/metrics.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+
+namespace flatstate::server {
+namespace {
+
+std::vector<double> LatencyBounds() {
+  return {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+}
+
+void Scalar(const std::string& name, const std::string& type, const std::string& help,
+            uint64_t v, std::string* out) {
+  absl::StrAppend(out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n", name, " ",
+                  v, "\n");
+}
+
+}  // namespace
+
+Histogram::Histogram(std::vector<double> bounds)
+    : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
+
+void Histogram::Observe(double v) {
+  size_t i = 0;
+  while (i < bounds_.size() && v > bounds_[i]) ++i;
+  absl::MutexLock lock(&mu_);
+  ++counts_[i];
+  sum_ += v;
+  ++count_;
+}
+
+void Histogram::Render(const std::string& name, const std::string& help,
+                       std::string* out) const {
+  absl::MutexLock lock(&mu_);
+  absl::StrAppend(out, "# HELP ", name, " ", help, "\n# TYPE ", name, " histogram\n");
+  uint64_t cum = 0;
+  for (size_t i = 0; i < bounds_.size(); ++i) {
+    cum += counts_[i];
+    absl::StrAppend(out, name, "_bucket{le=\"", bounds_[i], "\"} ", cum, "\n");
+  }
+  cum += counts_.back();
+  absl::StrAppend(out, name, "_bucket{le=\"+Inf\"} ", cum, "\n", name, "_sum ", sum_, "\n", name,
+                  "_count ", count_, "\n");
+}
+
+uint64_t ReadRssBytes() {
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  unsigned long long size = 0, resident = 0;
+  const int n = std::fscanf(f, "%llu %llu", &size, &resident);
+  std::fclose(f);
+  if (n != 2) return 0;
+  return static_cast<uint64_t>(resident) * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+Metrics::Metrics()
+    : time_to_first_token(LatencyBounds()),
+      inter_token_latency(LatencyBounds()),
+      step_seconds(LatencyBounds()),
+      step_batch_size({1, 2, 4, 8, 16, 32, 64, 128, 256, 512}),
+      step_tokens({1, 4, 16, 64, 256, 1024, 4096}) {}
+
+void Metrics::RecordRequest(const std::string& method, const std::string& code) {
+  absl::MutexLock lock(&mu_);
+  ++requests_[{method, code}];
+}
+
+uint64_t Metrics::requests_total() const {
+  absl::MutexLock lock(&mu_);
+  uint64_t n = 0;
+  for (const auto& [k, v] : requests_) n += v;
+  return n;
+}
+
+std::string Metrics::Render() const {
+  std::string out;
+  {
+    absl::MutexLock lock(&mu_);
+    absl::StrAppend(&out,
+                    "# HELP flatstate_requests_total Finished RPCs by method and status code.\n"
+                    "# TYPE flatstate_requests_total counter\n");
+    for (const auto& [k, v] : requests_) {
+      absl::StrAppend(&out, "flatstate_requests_total{method=\"", k.first, "\",code=\"", k.second,
+                      "\"} ", v, "\n");
+    }
+  }
+  Scalar("flatstate_tokens_generated_total", "counter", "Tokens sampled and streamed.",
+         tokens_generated.load(), &out);
+  Scalar("flatstate_prompt_tokens_total", "counter", "Prompt tokens accepted.",
+         prompt_tokens.load(), &out);
+  Scalar("flatstate_engine_steps_total", "counter", "Engine::Step calls.", engine_steps.load(),
+         &out);
+  Scalar("flatstate_sessions_evicted_total", "counter", "Idle sessions checkpointed to disk.",
+         sessions_evicted_total.load(), &out);
+  Scalar("flatstate_sessions_restored_total", "counter",
+         "Evicted sessions restored on their next use.", sessions_restored_total.load(), &out);
+  Scalar("flatstate_active_sessions", "gauge", "Sessions held in memory.",
+         active_sessions.load(), &out);
+  Scalar("flatstate_evicted_sessions", "gauge", "Sessions checkpointed to disk after idling.",
+         evicted_sessions.load(), &out);
+  Scalar("flatstate_active_streams", "gauge", "Generate calls in progress.",
+         active_streams.load(), &out);
+  Scalar("flatstate_state_bytes", "gauge", "Per-session state bytes held in memory, all sessions.",
+         state_bytes.load(), &out);
+  Scalar("flatstate_kv_blocks_used", "gauge", "KV blocks in use (softmax models).",
+         kv_blocks_used.load(), &out);
+  Scalar("flatstate_kv_blocks_free", "gauge", "KV blocks free (softmax models).",
+         kv_blocks_free.load(), &out);
+  Scalar("flatstate_rss_bytes", "gauge", "Resident set size of the server process.",
+         ReadRssBytes(), &out);
+  time_to_first_token.Render("flatstate_time_to_first_token_seconds",
+                             "Time from request arrival to its first token.", &out);
+  inter_token_latency.Render("flatstate_inter_token_latency_seconds",
+                             "Time between consecutive tokens of one stream.", &out);
+  step_seconds.Render("flatstate_engine_step_seconds", "Duration of one Engine::Step.", &out);
+  step_batch_size.Render("flatstate_engine_step_batch_size", "Sessions in one Engine::Step.",
+                         &out);
+  step_tokens.Render("flatstate_engine_step_tokens", "Tokens run in one Engine::Step.", &out);
+  return out;
+}
+
+}  // namespace flatstate::server

@@ -1,0 +1,76 @@
+// Server metrics, rendered in the Prometheus text exposition format (version 0.0.4).
+//
+// Thread-safe: counters and gauges are atomics, histograms and the per-method request table are
+// mutex-guarded. Written by the engine loop and the transport threads, read by the HTTP thread
+// (metrics_http.h). Nothing here fails.
+#ifndef FLATSTATE_SERVER_METRICS_H_
+#define FLATSTATE_SERVER_METRICS_H_
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+
+namespace flatstate::server {
+
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> bounds);
+  void Observe(double v);
+  // Appends "# HELP/# TYPE" and the _bucket/_sum/_count lines.
+  void Render(const std::string& name, const std::string& help, std::string* out) const;
+
+ private:
+  const std::vector<double> bounds_;
+  mutable absl::Mutex mu_;
+  std::vector<uint64_t> counts_ ABSL_GUARDED_BY(mu_);  // per bucket, not cumulative; +Inf last
+  double sum_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t count_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// Resident set size of this process from /proc/self/statm (0 if unreadable).
+uint64_t ReadRssBytes();
+
+class Metrics {
+ public:
+  Metrics();
+
+  // One finished RPC (gRPC method short name, canonical code name).
+  void RecordRequest(const std::string& method, const std::string& code);
+  uint64_t requests_total() const;
+
+  // Counters.
+  std::atomic<uint64_t> tokens_generated{0};
+  std::atomic<uint64_t> prompt_tokens{0};
+  std::atomic<uint64_t> engine_steps{0};
+  std::atomic<uint64_t> sessions_evicted_total{0};
+  std::atomic<uint64_t> sessions_restored_total{0};
+  // Gauges (set by the engine loop after every iteration).
+  std::atomic<uint64_t> active_sessions{0};   // in memory
+  std::atomic<uint64_t> evicted_sessions{0};  // on disk, restorable
+  std::atomic<uint64_t> active_streams{0};
+  std::atomic<uint64_t> state_bytes{0};
+  std::atomic<uint64_t> kv_blocks_used{0};
+  std::atomic<uint64_t> kv_blocks_free{0};
+
+  Histogram time_to_first_token;  // seconds
+  Histogram inter_token_latency;  // seconds
+  Histogram step_seconds;         // one Engine::Step
+  Histogram step_batch_size;      // sessions in one Engine::Step
+  Histogram step_tokens;          // tokens run in one Engine::Step
+
+  std::string Render() const;
+
+ private:
+  mutable absl::Mutex mu_;
+  std::map<std::pair<std::string, std::string>, uint64_t> requests_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace flatstate::server
+
+#endif  // FLATSTATE_SERVER_METRICS_H_

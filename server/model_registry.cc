@@ -1,0 +1,59 @@
+#include "server/model_registry.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "engine/util/status_macros.h"
+
+namespace flatstate::server {
+
+absl::StatusOr<std::vector<std::unique_ptr<LoadedModel>>> LoadModels(const std::string& dir,
+                                                                      const EngineOptions& opts) {
+  std::error_code ec;
+  std::vector<std::string> folders;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    if (entry.is_directory() && std::filesystem::exists(entry.path() / "config.json")) {
+      folders.push_back(entry.path().string());
+    }
+  }
+  if (ec) return absl::NotFoundError(absl::StrCat("models_dir ", dir, ": ", ec.message()));
+  if (folders.empty()) {
+    return absl::NotFoundError(
+        absl::StrCat("models_dir ", dir, " has no model folder (a subfolder with config.json)"));
+  }
+  std::sort(folders.begin(), folders.end());
+  std::vector<std::unique_ptr<LoadedModel>> out;
+  for (const std::string& f : folders) {
+    ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load(f));
+    auto m = std::make_unique<LoadedModel>();
+    m->name = model->name();
+    ASSIGN_OR_RETURN(m->engine, Engine::Create(std::move(model), opts));
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> PickDefaultModel(const std::vector<std::string>& names,
+                                             const std::string& requested) {
+  if (!requested.empty()) {
+    if (std::find(names.begin(), names.end(), requested) == names.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("default_model: unknown model '", requested,
+                                                     "' (loaded: ", absl::StrJoin(names, ", "),
+                                                     ")"));
+    }
+    return requested;
+  }
+  if (names.empty()) return absl::NotFoundError("no models loaded");
+  std::vector<std::string> sorted = names;
+  std::sort(sorted.begin(), sorted.end());
+  for (const std::string& n : sorted) {
+    if (n.find("linear-elu") != std::string::npos || n.find("linear_elu") != std::string::npos) {
+      return n;
+    }
+  }
+  return sorted.front();
+}
+
+}  // namespace flatstate::server

@@ -1,0 +1,115 @@
+#include "server/server.h"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include "absl/strings/str_cat.h"
+#include "engine/util/status_macros.h"
+#include "server/checkpoint_store.h"
+#include "server/model_registry.h"
+
+namespace flatstate::server {
+namespace {
+
+absl::StatusOr<std::string> ReadText(const std::string& path, absl::string_view flag) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(flag, ": cannot read ", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& options) {
+  auto s = std::unique_ptr<Server>(new Server());
+  s->options_ = options;
+  if (options.step_token_budget < 1) {
+    return absl::InvalidArgumentError("step_token_budget must be >= 1");
+  }
+  if (options.max_sessions < 1) return absl::InvalidArgumentError("max_sessions must be >= 1");
+  if (options.tls_cert.empty() != options.tls_key.empty()) {
+    return absl::InvalidArgumentError("tls_cert and tls_key must be given together");
+  }
+  ASSIGN_OR_RETURN(Device device, ParseDevice(options.device));
+  s->device_name_ = std::string(DeviceName(device));
+  EngineOptions eo;
+  eo.device = device;
+  eo.threads = options.threads;
+  eo.kv_blocks = options.kv_blocks;
+  ASSIGN_OR_RETURN(auto models, LoadModels(options.models_dir, eo));
+  std::vector<std::string> names;
+  for (const auto& m : models) names.push_back(m->name);
+  ASSIGN_OR_RETURN(std::string def, PickDefaultModel(names, options.default_model));
+  ASSIGN_OR_RETURN(CheckpointStore store, CheckpointStore::Open(options.checkpoint_dir));
+  s->loop_ = std::make_unique<EngineLoop>(std::move(models), std::move(def), std::move(store),
+                                          options, &s->metrics_);
+  s->service_ =
+      std::make_unique<InferenceService>(s->loop_.get(), &s->metrics_, options, s->device_name_);
+  return s;
+}
+
+Server::~Server() { Shutdown(); }
+
+absl::Status Server::Start() {
+  std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials();
+  if (!options_.tls_cert.empty()) {
+    grpc::SslServerCredentialsOptions ssl;
+    grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
+    ASSIGN_OR_RETURN(pair.private_key, ReadText(options_.tls_key, "tls_key"));
+    ASSIGN_OR_RETURN(pair.cert_chain, ReadText(options_.tls_cert, "tls_cert"));
+    ssl.pem_key_cert_pairs.push_back(std::move(pair));
+    creds = grpc::SslServerCredentials(ssl);
+  }
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(absl::StrCat(options_.host, ":", options_.port), creds, &port_);
+  builder.RegisterService(service_.get());
+  builder.SetMaxReceiveMessageSize(options_.max_receive_message_bytes);
+  builder.SetMaxSendMessageSize(options_.max_receive_message_bytes);
+  loop_->Start();
+  grpc_ = builder.BuildAndStart();
+  if (grpc_ == nullptr || port_ == 0) {
+    loop_->Stop();
+    grpc_.reset();
+    return absl::UnavailableError(
+        absl::StrCat("port: cannot listen on ", options_.host, ":", options_.port));
+  }
+  if (options_.metrics_port > 0 || options_.metrics_any_port) {
+    metrics_http_ = std::make_unique<MetricsHttpServer>(&metrics_);
+    absl::Status st = metrics_http_->Start(options_.metrics_host,
+                                           options_.metrics_any_port ? 0 : options_.metrics_port);
+    if (!st.ok()) {
+      metrics_http_.reset();
+      Shutdown();
+      return st;
+    }
+  }
+  started_ = true;
+  return absl::OkStatus();
+}
+
+void Server::Shutdown() {
+  if (loop_ != nullptr) loop_->BeginShutdown();
+  if (grpc_ != nullptr) {
+    grpc_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  }
+  if (loop_ != nullptr) loop_->Stop();
+  if (grpc_ != nullptr) {
+    grpc_->Wait();
+    grpc_.reset();
+  }
+  if (metrics_http_ != nullptr) metrics_http_->Stop();
+  started_ = false;
+}
+
+void Server::Wait() {
+  if (grpc_ != nullptr) grpc_->Wait();
+}
+
+}  // namespace flatstate::server

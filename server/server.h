@@ -1,0 +1,56 @@
+// Server: a complete flatstate server (models, engine loop, gRPC service with health and
+// reflection, metrics endpoint) that can run inside a test process or behind server/main.cc.
+//
+// Create loads the models and opens the checkpoint dir; Start binds the ports and starts the
+// threads; Shutdown stops everything (in-flight streams end with UNAVAILABLE). Not thread-safe:
+// call Create/Start/Shutdown from one thread; port() may then be read from any thread.
+// Failures are statuses naming the flag or file involved.
+#ifndef FLATSTATE_SERVER_SERVER_H_
+#define FLATSTATE_SERVER_SERVER_H_
+
+#include <memory>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/statusor.h"
+#include "server/engine_loop.h"
+#include "server/inference_service.h"
+#include "server/metrics.h"
+#include "server/metrics_http.h"
+#include "server/options.h"
+
+namespace flatstate::server {
+
+class Server {
+ public:
+  static absl::StatusOr<std::unique_ptr<Server>> Create(const ServerOptions& options);
+  ~Server();  // Shutdown()
+
+  absl::Status Start();
+  void Shutdown();
+  // Blocks until Shutdown is called from another thread (or the server dies).
+  void Wait();
+
+  int port() const { return port_; }
+  int metrics_port() const { return metrics_http_ ? metrics_http_->port() : 0; }
+  const std::string& default_model() const { return loop_->default_model(); }
+  Metrics* metrics() { return &metrics_; }
+
+ private:
+  Server() = default;
+
+  ServerOptions options_;
+  std::string device_name_;
+  Metrics metrics_;
+  std::unique_ptr<EngineLoop> loop_;
+  std::unique_ptr<InferenceService> service_;
+  std::unique_ptr<grpc::Server> grpc_;
+  std::unique_ptr<MetricsHttpServer> metrics_http_;
+  int port_ = 0;
+  bool started_ = false;
+};
+
+}  // namespace flatstate::server
+
+#endif  // FLATSTATE_SERVER_SERVER_H_

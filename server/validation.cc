@@ -1,0 +1,99 @@
+#include "server/validation.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "engine/tokenizer/byte_tokenizer.h"
+#include "server/ids.h"
+
+namespace flatstate::server {
+
+absl::StatusOr<SamplingParams> ConvertSampling(const flatstate::v1::SamplingParams& p) {
+  SamplingParams s;
+  s.temperature = p.temperature();
+  s.top_k = p.top_k();
+  s.top_p = p.top_p() == 0.f ? 1.f : p.top_p();
+  s.seed = p.seed();
+  if (!(s.temperature >= 0.f) || !std::isfinite(s.temperature)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sampling.temperature = ", p.temperature(), " must be a finite value >= 0"));
+  }
+  if (!(s.top_p > 0.f && s.top_p <= 1.f)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sampling.top_p = ", p.top_p(), " must be in (0, 1]"));
+  }
+  if (absl::Status st = ValidateSamplingParams(s); !st.ok()) return st;
+  return s;
+}
+
+absl::Status ValidateModelName(const std::string& model, const EngineLoop& loop) {
+  if (!model.empty() && loop.FindModel(model) == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("model: unknown model '", model,
+                                                   "' (loaded: ", loop.ModelNames(), ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateSessionId(const std::string& id) {
+  if (!IsValidId(id)) {
+    return absl::NotFoundError(absl::StrCat("session_id: session '", id, "' not found"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<GenerateJob> ValidateGenerate(const flatstate::v1::GenerateRequest& req,
+                                             const EngineLoop& loop,
+                                             const ServerOptions& options) {
+  GenerateJob job;
+  if (absl::Status s = ValidateModelName(req.model(), loop); !s.ok()) return s;
+  if (!req.session_id().empty()) {
+    if (absl::Status s = ValidateSessionId(req.session_id()); !s.ok()) return s;
+  }
+  if (!req.prompt().empty() && req.prompt_tokens_size() > 0) {
+    return absl::InvalidArgumentError("prompt and prompt_tokens are both set; send one of them");
+  }
+  if (req.max_new_tokens() == 0) {
+    return absl::InvalidArgumentError("max_new_tokens must be > 0");
+  }
+  if (req.max_new_tokens() > options.max_new_tokens_limit) {
+    return absl::InvalidArgumentError(absl::StrCat("max_new_tokens = ", req.max_new_tokens(),
+                                                   " exceeds the server limit ",
+                                                   options.max_new_tokens_limit));
+  }
+  if (req.has_sampling()) {
+    absl::StatusOr<SamplingParams> sp = ConvertSampling(req.sampling());
+    if (!sp.ok()) return sp.status();
+    job.sampling = *sp;
+  }
+  const int64_t n = req.prompt_tokens_size() > 0 ? req.prompt_tokens_size()
+                                                 : static_cast<int64_t>(req.prompt().size());
+  if (n > options.max_prompt_tokens) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "prompt: ", n, " tokens exceed the server limit max_prompt_tokens = ",
+        options.max_prompt_tokens));
+  }
+  if (req.prompt_tokens_size() > 0) {
+    job.prompt.assign(req.prompt_tokens().begin(), req.prompt_tokens().end());
+    const LoadedModel* m =
+        loop.FindModel(req.model().empty() ? loop.default_model() : req.model());
+    const int vocab = m != nullptr ? m->config().vocab_size : kByteVocabSize;
+    if (absl::Status s = ValidateTokens(job.prompt, vocab, "prompt_tokens"); !s.ok()) return s;
+  } else {
+    job.prompt = Encode(req.prompt());
+  }
+  if (job.prompt.empty() && req.session_id().empty()) {
+    return absl::InvalidArgumentError(
+        "prompt: empty input on a throwaway session (set prompt or prompt_tokens, or pass the "
+        "session_id of a session to continue)");
+  }
+  job.model = req.model();
+  job.session_id = req.session_id();
+  job.max_new_tokens = req.max_new_tokens();
+  for (const std::string& s : req.stop()) {
+    if (s.empty()) return absl::InvalidArgumentError("stop: empty stop string");
+    job.stop.push_back(s);
+  }
+  return job;
+}
+
+}  // namespace flatstate::server

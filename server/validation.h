@@ -1,0 +1,31 @@
+// Request validation and conversion for the transport threads: everything that can be checked
+// without touching a session. Stateless; thread-safe. Failures are InvalidArgument (NotFound for a
+// malformed session id) with a message naming the field.
+#ifndef FLATSTATE_SERVER_VALIDATION_H_
+#define FLATSTATE_SERVER_VALIDATION_H_
+
+#include <optional>
+
+#include "absl/status/statusor.h"
+#include "flatstate/v1/inference.pb.h"
+#include "server/engine_loop.h"
+#include "server/options.h"
+
+namespace flatstate::server {
+
+// proto -> engine sampling params (top_p 0 means "unset" = 1); validated.
+absl::StatusOr<SamplingParams> ConvertSampling(const flatstate::v1::SamplingParams& p);
+
+absl::StatusOr<GenerateJob> ValidateGenerate(const flatstate::v1::GenerateRequest& req,
+                                             const EngineLoop& loop,
+                                             const ServerOptions& options);
+
+// A model name that must be loaded (empty is fine: the default).
+absl::Status ValidateModelName(const std::string& model, const EngineLoop& loop);
+
+// A session id that is not 32 lower-case hex characters cannot exist: NotFound.
+absl::Status ValidateSessionId(const std::string& id);
+
+}  // namespace flatstate::server
+
+#endif  // FLATSTATE_SERVER_VALIDATION_H_
