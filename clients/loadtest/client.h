@@ -1,0 +1,79 @@
+// Client: a thin, measuring wrapper over the flatstate.v1.Inference stub (and grpc.health.v1)
+// for the load tester.
+//
+// Ownership: owns its channel and stub. Thread-safety: every method is thread-safe (gRPC stubs
+// are); concurrent calls share one channel. Failure: RPC methods return the grpc::Status of the
+// call (never throw); Connect fails only on bad TLS options (unreadable CA file).
+// Every call carries the configured deadline and, if set, "authorization: Bearer <token>".
+#ifndef FLATSTATE_CLIENTS_LOADTEST_CLIENT_H_
+#define FLATSTATE_CLIENTS_LOADTEST_CLIENT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "flatstate/v1/inference.grpc.pb.h"
+
+namespace flatstate::loadtest {
+
+struct ClientOptions {
+  std::string server = "localhost:50051";
+  std::string auth_token;                      // empty: no authorization metadata
+  absl::Duration deadline = absl::Minutes(10);  // per RPC
+  bool tls = false;                             // TLS with the system roots (or tls_ca_file)
+  std::string tls_ca_file;                      // PEM roots; implies tls
+};
+
+// What one Generate stream looked like from the client side.
+struct GenerateResult {
+  grpc::Status status;
+  uint64_t tokens = 0;          // generated token ids received
+  double ttft_s = -1;           // call start to the first token (-1: none arrived)
+  double total_s = 0;           // call start to the end of the stream
+  double decode_s = 0;          // first token to last token
+  std::vector<double> itl_s;    // one gap per token after the first (coalesced tokens: 0)
+  flatstate::v1::Usage usage;   // from the final message (zero if none)
+  std::string session_id;       // from the final message
+
+  bool ok() const { return status.ok(); }
+  // Decode rate: (tokens - 1) / decode_s; 0 with fewer than two tokens.
+  double DecodeTokensPerSecond() const;
+};
+
+class Client {
+ public:
+  static absl::StatusOr<std::unique_ptr<Client>> Connect(const ClientOptions& options);
+
+  // Runs one streaming Generate to completion and times every token message.
+  GenerateResult Generate(const flatstate::v1::GenerateRequest& request) const;
+
+  grpc::Status CreateSession(const std::string& model, flatstate::v1::Session* out) const;
+  grpc::Status GetSession(const std::string& session_id, flatstate::v1::Session* out) const;
+  grpc::Status DeleteSession(const std::string& session_id) const;
+  grpc::Status GetStats(flatstate::v1::ServerStats* out) const;
+  grpc::Status ListModels(flatstate::v1::ListModelsResponse* out) const;
+  // grpc.health.v1.Health/Check for the whole server (service ""); *serving is true for SERVING.
+  grpc::Status Health(bool* serving) const;
+
+  const ClientOptions& options() const { return options_; }
+
+ private:
+  Client(ClientOptions options, std::shared_ptr<grpc::Channel> channel);
+  void Prepare(grpc::ClientContext* ctx) const;
+
+  const ClientOptions options_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<flatstate::v1::Inference::Stub> stub_;
+};
+
+// "RESOURCE_EXHAUSTED" etc.
+const char* CodeName(grpc::StatusCode code);
+
+}  // namespace flatstate::loadtest
+
+#endif  // FLATSTATE_CLIENTS_LOADTEST_CLIENT_H_

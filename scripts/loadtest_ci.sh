@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Short load test for CI (docs/loadtest.md): starts a flatstate-server on a free loopback port
+# with two small random-weight models (linear_elu, and softmax with a 512-block KV pool so the
+# pool fills at 8k tokens), runs flatstate-loadtest's memory sweep (1k..64k tokens; softmax until
+# RESOURCE_EXHAUSTED) and a short concurrency sweep (1, 4, 16), and fails if any check fails.
+# The server is killed on exit. About a minute on 2 cores.
+#
+#   bash scripts/loadtest_ci.sh [SERVER_BIN] [LOADTEST_BIN] [WORK_DIR]
+#
+# Defaults: build/server/flatstate-server, build/clients/loadtest/flatstate-loadtest, a fresh
+# temporary folder (CSV files and plots land in WORK_DIR/out).
+set -euo pipefail
+FS_ROOT=$(cd "$(dirname "$0")/.." && pwd)
+SERVER=${1:-$FS_ROOT/build/server/flatstate-server}
+LOADTEST=${2:-$FS_ROOT/build/clients/loadtest/flatstate-loadtest}
+FS_WORK=${3:-$(mktemp -d /tmp/flatstate-loadtest-ci.XXXXXX)}
+mkdir -p "$FS_WORK"
+FS_WORK=$(cd "$FS_WORK" && pwd)
+# shellcheck source=tests/clients/live_server.sh
+source "$FS_ROOT/tests/clients/live_server.sh"
+trap fs_stop_server EXIT
+
+for bin in "$SERVER" "$LOADTEST"; do
+  [[ -x "$bin" ]] || { echo "error: $bin is not built" >&2; exit 2; }
+done
+SIZE=(--hidden_size 64 --layers 2 --heads 2)
+fs_make_model ci-linear-elu linear_elu "${SIZE[@]}"
+fs_make_model ci-softmax softmax "${SIZE[@]}"
+TOKEN=loadtest-ci-token  # exercises --auth_token end to end
+fs_start_server "$SERVER" --kv_blocks 512 --max_sessions 128 --threads 2 --auth_token "$TOKEN"
+
+ADDR=127.0.0.1:$FS_PORT
+COMMON=(--server "$ADDR" --auth_token "$TOKEN" --deadline 120s --wait_for_server 30s
+  --progress=false)
+echo "== memory sweep"
+timeout 150 nice "$LOADTEST" "${COMMON[@]}" --mode memory --models ci-linear-elu,ci-softmax \
+  --contexts 1k,4k,16k,64k --chunk_tokens 4096 --decode_tokens 32 --csv_dir "$FS_WORK/out"
+echo "== concurrency sweep"
+timeout 90 nice "$LOADTEST" "${COMMON[@]}" --mode concurrency --models ci-linear-elu \
+  --concurrency 1,4,16 --requests_per_session 2 --prompt_tokens 32 --new_tokens 32 \
+  --csv_dir "$FS_WORK/out"
+kill -0 "$FS_SERVER_PID" || { echo "error: the server died" >&2; exit 1; }
+echo "loadtest_ci: PASS (results in $FS_WORK/out)"

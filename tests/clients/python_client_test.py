@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""Live-server tests of clients/python (flatstate_client). Run by python_client_test.sh, which
+starts flatstate-server (random models ci-linear-elu and ci-softmax, --auth_token) and sets
+FLATSTATE_SERVER, FLATSTATE_AUTH_TOKEN, FLATSTATE_PYTHON_STUBS and PYTHONPATH."""
+import os
+import subprocess
+import sys
+import unittest
+
+import grpc
+
+from flatstate_client import Client, FlatstateError, pb2
+
+SERVER = os.environ["FLATSTATE_SERVER"]
+TOKEN = os.environ["FLATSTATE_AUTH_TOKEN"]
+ROOT = os.environ["FLATSTATE_SOURCE_DIR"]
+LINEAR, SOFTMAX = "ci-linear-elu", "ci-softmax"
+
+
+def token_ids(client, **kwargs):
+    out = []
+    for resp in client.generate(**kwargs):
+        out.extend(resp.token_ids)
+    return out
+
+
+class ClientTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.c = Client(SERVER, auth_token=TOKEN, timeout=60)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.c.close()
+
+    def test_health(self):
+        self.assertTrue(self.c.health())
+
+    def test_list_models_and_stats(self):
+        models = {m.name: m for m in self.c.list_models()}
+        self.assertEqual(models[LINEAR].attention_kind, "linear_elu")
+        self.assertEqual(models[SOFTMAX].attention_kind, "softmax")
+        self.assertGreater(models[LINEAR].state_bytes_per_session, 0)
+        self.assertEqual(models[SOFTMAX].kv_bytes_per_token, 2 * 2 * 64 * 4)
+        stats = self.c.stats()
+        self.assertGreater(stats.rss_bytes, 0)
+        self.assertGreater(stats.kv_blocks_total, 0)
+
+    def test_generate_streams_then_finishes(self):
+        msgs = list(self.c.generate("Hello", model=LINEAR, max_new_tokens=12))
+        last = msgs[-1]
+        self.assertEqual(last.finish_reason, pb2.LENGTH)
+        self.assertEqual(last.usage.generated_tokens, 12)
+        self.assertEqual(last.usage.prompt_tokens, 5)
+        self.assertEqual(sum(len(m.token_ids) for m in msgs), 12)
+        text = "".join(self.c.stream_text("Hello", model=SOFTMAX, max_new_tokens=8))
+        self.assertIsInstance(text, str)
+
+    def test_session_lifecycle(self):
+        s = self.c.create_session(LINEAR, temperature=0.0)
+        self.assertEqual(s.model, LINEAR)
+        _, last = self.c.generate_text("abc", session_id=s.session_id, max_new_tokens=4)
+        self.assertEqual(last.session_id, s.session_id)
+        got = self.c.get_session(s.session_id)
+        self.assertEqual(got.context_tokens, last.usage.context_tokens)
+        self.assertGreater(got.state_bytes, 0)
+        self.c.delete_session(s.session_id)
+        with self.assertRaises(FlatstateError) as e:
+            self.c.get_session(s.session_id)
+        self.assertEqual(e.exception.code, grpc.StatusCode.NOT_FOUND)
+
+    def test_checkpoint_restore_continues_exactly(self):
+        for model in (LINEAR, SOFTMAX):
+            with self.subTest(model=model):
+                s = self.c.create_session(model, temperature=0.0)
+                token_ids(self.c, prompt="To be, or not", session_id=s.session_id,
+                          max_new_tokens=10)
+                ck = self.c.checkpoint(s.session_id)
+                self.assertGreater(len(ck.data), 0)
+                self.assertEqual(ck.model, model)
+                want = token_ids(self.c, session_id=s.session_id, max_new_tokens=16)
+                r1 = self.c.restore(ck.data)
+                r2 = self.c.restore(checkpoint_id=ck.checkpoint_id)
+                for r in (r1, r2):
+                    self.assertEqual(r.context_tokens, ck.context_tokens)
+                    self.assertEqual(token_ids(self.c, session_id=r.session_id,
+                                               max_new_tokens=16), want)
+                for sid in (s.session_id, r1.session_id, r2.session_id):
+                    self.c.delete_session(sid)
+
+    def test_errors(self):
+        with self.assertRaises(FlatstateError) as e:
+            list(self.c.generate("x", max_new_tokens=0))
+        self.assertEqual(e.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+        with self.assertRaises(ValueError):
+            self.c.restore()
+        with Client(SERVER) as anonymous:
+            with self.assertRaises(FlatstateError) as e:
+                anonymous.list_models()
+            self.assertEqual(e.exception.code, grpc.StatusCode.UNAUTHENTICATED)
+        with Client(SERVER, auth_token="wrong") as wrong:
+            with self.assertRaises(FlatstateError) as e:
+                list(wrong.generate("x", max_new_tokens=1))
+            self.assertEqual(e.exception.code, grpc.StatusCode.UNAUTHENTICATED)
+
+    def test_example_script(self):
+        example = os.path.join(ROOT, "clients", "python", "examples",
+                               "stream_checkpoint_restore.py")
+        r = subprocess.run([sys.executable, example, "--server", SERVER, "--auth_token", TOKEN,
+                            "--model", LINEAR, "--max_new_tokens", "24",
+                            "--continue_tokens", "16"],
+                           capture_output=True, text=True, timeout=120, check=False)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("identical continuations", r.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
