@@ -25,6 +25,14 @@ absl::Status CheckBlob(std::string_view blob) {
   return absl::OkStatus();
 }
 
+// A detokenizer holding `tail` (the incomplete character a checkpoint carried), so the text of a
+// restored session continues exactly where the original left off.
+IncrementalDecoder DecoderWithTail(const std::string& tail) {
+  IncrementalDecoder d;
+  for (char c : tail) d.Push(static_cast<uint8_t>(c));
+  return d;
+}
+
 }  // namespace
 
 absl::StatusOr<EngineLoop::Session*> EngineLoop::FindSession(const std::string& id) {
@@ -81,7 +89,7 @@ absl::Status EngineLoop::EnsureResident(Session* s) {
   }
   s->state = std::move(*state);
   s->resident = true;
-  s->decoder = IncrementalDecoder();
+  s->decoder = DecoderWithTail(s->state.text_tail);
   store_.Remove(path);
   metrics_->sessions_restored_total++;
   return absl::OkStatus();
@@ -147,6 +155,7 @@ void EngineLoop::CheckpointSession(std::string session_id, Callback<CheckpointIn
           absl::StrCat("session ", id, " is generating; checkpoint it between Generate calls")));
     }
     if (absl::Status st = EnsureResident(s); !st.ok()) return done(st);
+    s->state.text_tail = s->decoder.pending_bytes();
     absl::StatusOr<std::string> blob = s->model->engine->Checkpoint(s->state);
     if (!blob.ok()) return done(blob.status());
     CheckpointInfo info;
@@ -182,6 +191,7 @@ void EngineLoop::RestoreSession(std::string blob, Callback<SessionInfo> done) {
     absl::StatusOr<SessionState> state = model->engine->Restore(*b);
     if (!state.ok()) return done(state.status());
     Session* s = AddSession(model, std::move(*state), /*throwaway=*/false);
+    s->decoder = DecoderWithTail(s->state.text_tail);
     done(Info(*s));
   });
 }
@@ -219,6 +229,7 @@ void EngineLoop::MaybeEvictIdle() {
   for (auto& [id, s] : sessions_) {
     if (!s->resident || s->throwaway || s->stream != nullptr) continue;
     if (now - s->last_used < options_.session_idle_ttl) continue;
+    s->state.text_tail = s->decoder.pending_bytes();
     absl::StatusOr<std::string> blob = s->model->engine->Checkpoint(s->state);
     absl::Status st = blob.ok() ? store_.WriteAtomic(store_.EvictedPath(id), *blob) : blob.status();
     if (!st.ok()) {

@@ -19,6 +19,7 @@ constexpr char kMagic[8] = {'F', 'S', 'C', 'K', 'P', 'T', '\0', '\1'};
 constexpr size_t kPrefixBytes = 16;  // magic, u32 version, u32 header length
 constexpr size_t kCrcBytes = 4;
 constexpr size_t kMinBytes = kPrefixBytes + kCrcBytes;
+constexpr uint32_t kMaxTextTail = 3;  // bytes of one incomplete UTF-8 character
 constexpr int kMaxKind = static_cast<int>(AttentionKind::kFavor);
 
 // ---- encoding ----
@@ -154,6 +155,7 @@ struct Header {
   std::vector<int32_t> pending;
   SamplingParams sampling;
   std::array<uint64_t, 4> rng{};
+  std::string text_tail;
 };
 
 // Checks length, magic and version (in that order), and the checksum when `verify_crc`.
@@ -226,6 +228,15 @@ absl::Status ParseHeaderFields(std::string_view blob, uint32_t header_len, Heade
   RETURN_IF_ERROR(r.F32("sampling.top_p", &h->sampling.top_p));
   RETURN_IF_ERROR(r.U64("sampling.seed", &h->sampling.seed));
   for (uint64_t& w : h->rng) RETURN_IF_ERROR(r.U64("rng state", &w));
+  uint32_t tail_len = 0;
+  RETURN_IF_ERROR(r.U32("text tail length", &tail_len));
+  if (tail_len > kMaxTextTail) {
+    return absl::DataLossError(absl::StrCat("checkpoint text tail length ", tail_len, " > ",
+                                            kMaxTextTail));
+  }
+  std::string_view tail;
+  RETURN_IF_ERROR(r.Bytes("text tail", tail_len, &tail));
+  h->text_tail.assign(tail.data(), tail.size());
   if (r.remaining() != 0) {
     return absl::DataLossError(absl::StrCat("checkpoint header length ", header_len, " has ",
                                             r.remaining(), " bytes beyond the last header field"));
@@ -316,6 +327,9 @@ absl::StatusOr<std::string> SerializeSession(const CheckpointModel& model,
       }
     }
   }
+  if (state.text_tail.size() > kMaxTextTail) {
+    return absl::InvalidArgumentError("SerializeSession: text_tail longer than 3 bytes");
+  }
   if (state.pending.size() > std::numeric_limits<uint32_t>::max() ||
       model.fingerprint.size() > std::numeric_limits<uint32_t>::max()) {
     return absl::InvalidArgumentError("SerializeSession: pending tokens or fingerprint too long");
@@ -346,6 +360,8 @@ absl::StatusOr<std::string> SerializeSession(const CheckpointModel& model,
   w.F32(state.sampling.top_p);
   w.U64(state.sampling.seed);
   for (uint64_t s : state.rng.state()) w.U64(s);
+  w.U32(static_cast<uint32_t>(state.text_tail.size()));
+  w.Bytes(state.text_tail);
   w.PatchU32(header_len_at, static_cast<uint32_t>(out.size() - kPrefixBytes));
 
   w.U64(payload_floats);
@@ -436,6 +452,7 @@ absl::Status RestoreSession(const CheckpointModel& model, std::string_view blob,
   st.pending = std::move(h.pending);
   st.sampling = h.sampling;
   st.rng.set_state(h.rng);
+  st.text_tail = std::move(h.text_tail);
   if (c.is_linear()) {
     st.linear.resize(payload_floats);
     LoadFloats(payload.data(), payload_floats, st.linear.data());

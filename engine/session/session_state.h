@@ -17,6 +17,7 @@
 #define FLATSTATE_ENGINE_SESSION_SESSION_STATE_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "engine/model/config.h"
@@ -31,6 +32,10 @@ struct SessionState {
   std::vector<int32_t> kv_blocks;
   SamplingParams sampling;
   Rng rng;
+  // Bytes of an incomplete UTF-8 character already generated but not yet emitted as text (at
+  // most 3). The server's detokenizer keeps them between calls; carried in checkpoints so a
+  // restored session's text continues exactly too.
+  std::string text_tail;
 
   int64_t context_tokens() const { return position + static_cast<int64_t>(pending.size()); }
 };

@@ -47,6 +47,9 @@ class IncrementalDecoder {
   std::string Flush();
   // True when bytes of an incomplete character are held back.
   bool has_pending() const { return !pending_.empty(); }
+  // The held-back bytes (at most 3), e.g. to store in a checkpoint; a fresh decoder fed these
+  // bytes with Push is in the same state again.
+  const std::string& pending_bytes() const { return pending_; }
 
  private:
   // Starts a sequence with `b`, appending to `out` whatever is complete.

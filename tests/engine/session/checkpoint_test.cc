@@ -118,6 +118,20 @@ TEST(CheckpointTest, LinearRoundTrip) {
   }
 }
 
+TEST(CheckpointTest, TextTailRoundTripsAndIsBounded) {
+  const CheckpointModel m = LinearModel();
+  SessionState st = RandomLinearState(m);
+  st.text_tail = "\xE2\x9C";  // first two bytes of U+2713
+  absl::StatusOr<std::string> blob = SerializeSession(m, st, nullptr);
+  ASSERT_TRUE(blob.ok()) << blob.status();
+  SessionState out = Sentinel();
+  ASSERT_TRUE(RestoreSession(m, *blob, nullptr, &out).ok());
+  EXPECT_EQ(out.text_tail, st.text_tail);
+  st.text_tail = "abcd";
+  EXPECT_EQ(SerializeSession(m, st, nullptr).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(CheckpointTest, FavorKeepsMinusInfinityStabiliser) {
   const CheckpointModel m = LinearModel(AttentionKind::kFavor);
   const SessionState st = RandomLinearState(m);
