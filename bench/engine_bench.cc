@@ -76,6 +76,14 @@ Engine* GetEngine(const std::string& dir, int threads) {
   EngineOptions o;
   o.threads = threads;
   o.kv_blocks = 8192 + 64;  // 64k-token context on the softmax models, plus headroom
+  // FLATSTATE_BENCH_DEVICE=cpu|cuda|auto (default cpu); see docs/gpu.md for the CUDA runs.
+  const char* dev = std::getenv("FLATSTATE_BENCH_DEVICE");
+  auto device = ParseDevice(dev != nullptr ? dev : "cpu");
+  if (!device.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(device.status().message()).c_str());
+    std::exit(1);
+  }
+  o.device = *device;
   auto e = Engine::Create(std::move(*model), o);
   if (!e.ok()) {
     std::fprintf(stderr, "%s\n", std::string(e.status().message()).c_str());

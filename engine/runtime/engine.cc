@@ -158,12 +158,18 @@ absl::StatusOr<std::vector<float>> Engine::Score(SessionState* s,
 }
 
 absl::StatusOr<std::string> Engine::Checkpoint(const SessionState& s) const {
+  RETURN_IF_ERROR(forward_->SyncKvToHost(s.kv_blocks));  // CUDA softmax: KV lives on the GPU
   return SerializeSession(ckpt_model_, s, kv_.get());
 }
 
 absl::StatusOr<SessionState> Engine::Restore(std::string_view blob) {
   SessionState s;
   RETURN_IF_ERROR(RestoreSession(ckpt_model_, blob, kv_.get(), &s));
+  absl::Status st = forward_->SyncKvToDevice(s.kv_blocks);
+  if (!st.ok()) {
+    ReleaseSession(&s);
+    return st;
+  }
   return s;
 }
 

@@ -6,6 +6,8 @@
 #include <numbers>
 
 #include "absl/strings/str_cat.h"
+#include "engine/runtime/forward_cuda.h"
+#include "engine/util/status_macros.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
 #include "kernels/paged_attention.h"
@@ -33,12 +35,6 @@ absl::StatusOr<std::unique_ptr<ForwardPass>> ForwardPass::Create(const Model* mo
                                                                  Device device, KvBlockPool* kv,
                                                                  const Parallel* par,
                                                                  int chunk_size) {
-  if (device != Device::kCpu) {
-    // The CUDA forward is not wired into the engine yet: refuse clearly rather than run wrongly.
-    return absl::UnimplementedError(
-        absl::StrCat("device ", DeviceName(device), ": the engine's forward pass runs on cpu only "
-                     "in this build"));
-  }
   const ModelConfig& c = model->config();
   if (!c.is_linear() && kv == nullptr) {
     return absl::InvalidArgumentError("softmax model needs a KV block pool");
@@ -78,7 +74,22 @@ absl::StatusOr<std::unique_ptr<ForwardPass>> ForwardPass::Create(const Model* mo
       }
     }
   }
+  if (device == Device::kCuda) {
+    ASSIGN_OR_RETURN(fp->cuda_, ForwardCuda::Create(model, kv, chunk_size, fp->heads_));
+  }
   return fp;
+}
+
+ForwardPass::~ForwardPass() = default;
+
+absl::Status ForwardPass::SyncKvToHost(std::span<const int32_t> blocks) {
+  if (cuda_ == nullptr || cfg_->is_linear()) return absl::OkStatus();
+  return cuda_->SyncKvToHost(blocks);
+}
+
+absl::Status ForwardPass::SyncKvToDevice(std::span<const int32_t> blocks) {
+  if (cuda_ == nullptr || cfg_->is_linear()) return absl::OkStatus();
+  return cuda_->SyncKvToDevice(blocks);
 }
 
 void ForwardPass::Attention(int layer, std::span<const SequenceRun> batch,
@@ -182,6 +193,11 @@ absl::Status ForwardPass::Run(std::span<const SequenceRun> batch, std::vector<fl
       }
     }
     row_start[s + 1] = row_start[s] + static_cast<int64_t>(r.tokens.size());
+  }
+  if (cuda_ != nullptr) {
+    RETURN_IF_ERROR(cuda_->Run(batch, row_start, logits));
+    for (const SequenceRun& r : batch) r.state->position += static_cast<int64_t>(r.tokens.size());
+    return absl::OkStatus();
   }
   const int64_t N = row_start.back();
   float* x = Grow(x_, N * D).data();

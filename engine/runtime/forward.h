@@ -6,6 +6,10 @@
 // recurrent form for a 1-token run and the chunked form (chunks aligned to absolute multiples of
 // the chunk size) otherwise; softmax writes K/V into the paged pool and attends over it.
 //
+// Device::kCuda: Create builds a ForwardCuda twin (engine/runtime/forward_cuda.h: weights on the
+// GPU, linear states copied in/out per step, softmax KV in a device pool mirroring `kv`) and Run
+// delegates to it after the same validation.
+//
 // Owns its workspace; not thread-safe (the engine loop owns it). Fails with InvalidArgument for a
 // token id out of range or an empty run, OutOfRange past max_position_embeddings (softmax), and
 // FailedPrecondition when a softmax session has not reserved KV blocks for its new tokens.
@@ -33,8 +37,12 @@ struct SequenceRun {
   bool all_logits = false;          // logits for every token (tests) or only the last
 };
 
+class ForwardCuda;
+
 class ForwardPass {
  public:
+  ~ForwardPass();
+
   // `kv` is required for softmax models and ignored otherwise; `par` must outlive this object.
   static absl::StatusOr<std::unique_ptr<ForwardPass>> Create(const Model* model, Device device,
                                                              KvBlockPool* kv,
@@ -45,6 +53,11 @@ class ForwardPass {
   absl::Status Run(std::span<const SequenceRun> batch, std::vector<float>* logits);
 
   int chunk_size() const { return chunk_size_; }
+
+  // Softmax on CUDA: copy a session's KV blocks device -> host pool before it is checkpointed,
+  // and host -> device after it is restored. No-ops (OK) on the CPU and for linear kinds.
+  absl::Status SyncKvToHost(std::span<const int32_t> blocks);
+  absl::Status SyncKvToDevice(std::span<const int32_t> blocks);
 
  private:
   ForwardPass() = default;
@@ -58,6 +71,7 @@ class ForwardPass {
   const Parallel* par_ = nullptr;
   int chunk_size_ = 64;
   std::vector<LinearHead> heads_;  // [layer * H + h]
+  std::unique_ptr<ForwardCuda> cuda_;  // set for Device::kCuda
   LinearStateLayout layout_;
   // Workspace, grown as needed.
   std::vector<float> x_, h_, h2_, qkv_, att_, mlp_, last_;

@@ -1,0 +1,179 @@
+// CUDA bodies of kernels/elementwise.h (device pointers; asynchronous on cuda::Stream(); failures
+// recorded in the CUDA context) and the batched CausalConvBatch / GatherRows launchers of
+// kernels/cuda/batched_ops.h. Same math as elementwise_cpu.cc; RMSNorm accumulates in double
+// like the CPU, RoPE computes its angles in double like the CPU.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/batched_ops.h"
+#include "kernels/cuda/context.h"
+#include "kernels/elementwise.h"
+
+namespace flatstate {
+namespace cuda {
+namespace {
+
+constexpr int kNormThreads = 256;
+constexpr int kThreads = 256;
+
+unsigned Blocks(int64_t n, int threads) {
+  const int64_t b = (n + threads - 1) / threads;
+  return static_cast<unsigned>(b < 65535 * 16 ? b : 65535 * 16);  // grid-stride loops cover rest
+}
+
+__global__ void __launch_bounds__(kNormThreads)
+    RmsNormKernel(const float* x, const float* weight, int64_t dim, float eps, float* y) {
+  __shared__ double red[kNormThreads];
+  const int64_t r = blockIdx.x;
+  const float* xr = x + r * dim;
+  float* yr = y + r * dim;
+  double ss = 0;
+  for (int64_t i = threadIdx.x; i < dim; i += kNormThreads) {
+    ss += static_cast<double>(xr[i]) * xr[i];
+  }
+  red[threadIdx.x] = ss;
+  __syncthreads();
+  for (int s = kNormThreads / 2; s > 0; s >>= 1) {
+    if (static_cast<int>(threadIdx.x) < s) red[threadIdx.x] += red[threadIdx.x + s];
+    __syncthreads();
+  }
+  const float inv = static_cast<float>(1.0 / sqrt(red[0] / dim + eps));
+  // y may alias x: each thread rewrites exactly the elements it alone read above.
+  for (int64_t i = threadIdx.x; i < dim; i += kNormThreads) yr[i] = xr[i] * inv * weight[i];
+}
+
+__global__ void GeluKernel(float* x, int64_t n) {
+  constexpr float kInvSqrt2 = 0.70710678118654752f;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    x[i] = 0.5f * x[i] * (1.f + erff(x[i] * kInvSqrt2));
+  }
+}
+
+__global__ void AddKernel(float* y, const float* x, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    y[i] += x[i];
+  }
+}
+
+// One thread per channel c of one sequence: all T outputs of the column, then the column's new
+// window (ascending rows: row r reads row T + r > r, not yet overwritten). Columns never mix, so
+// no synchronisation is needed. Grid (channel tiles, sequences).
+__global__ void ConvKernel(const float* in, int64_t dim, int K, const float* w,
+                           const ConvSeq* seqs, int64_t layer_offset, float* out) {
+  const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (c >= dim) return;
+  const ConvSeq sq = seqs[blockIdx.y];
+  float* window = sq.window + layer_offset;
+  const int64_t hist = K - 1;
+  const float* src = in + sq.row * dim;
+  float* dst = out + sq.row * dim;
+  auto full = [&](int64_t f) -> float {  // row f of [window; in], channel c
+    return f < hist ? window[f * dim + c] : src[(f - hist) * dim + c];
+  };
+  for (int64_t t = 0; t < sq.T; ++t) {
+    float o = 0.f;
+    for (int i = 0; i < K; ++i) o += full(t + i) * w[c * K + i];
+    dst[t * dim + c] = o;
+  }
+  for (int64_t r = 0; r < hist; ++r) window[r * dim + c] = full(sq.T + r);
+}
+
+// One block per row (T rows); pairs (head, i) over the threads.
+__global__ void RopeKernel(float* x, int64_t stride, int64_t pos0, const PagedRow* rows,
+                           int heads, int head_dim, float theta) {
+  const int64_t t = blockIdx.x;
+  const int64_t pos = rows != nullptr ? rows[t].ctx - 1 : pos0 + t;
+  float* row = x + (rows != nullptr ? rows[t].row : t) * stride;
+  const int half = head_dim / 2;
+  for (int p = threadIdx.x; p < heads * half; p += blockDim.x) {
+    const int h = p / half, i = p % half;
+    const double inv = pow(static_cast<double>(theta), -2.0 * i / head_dim);
+    const float c = static_cast<float>(cos(static_cast<double>(pos) * inv));
+    const float s = static_cast<float>(sin(static_cast<double>(pos) * inv));
+    float* v = row + static_cast<int64_t>(h) * head_dim;
+    const float x1 = v[i], x2 = v[i + half];
+    v[i] = x1 * c - x2 * s;
+    v[i + half] = x2 * c + x1 * s;
+  }
+}
+
+__global__ void GatherKernel(const float* src, const int32_t* idx, int64_t dim, float* dst) {
+  const int64_t r = blockIdx.x;
+  const float* s = src + static_cast<int64_t>(idx[r]) * dim;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) dst[r * dim + i] = s[i];
+}
+
+}  // namespace
+
+void CausalConvBatch(const float* in, int64_t dim, int K, const float* w, const ConvSeq* seqs,
+                     int B, int64_t layer_offset, float* out) {
+  if (B <= 0 || dim <= 0) return;
+  const unsigned tiles = static_cast<unsigned>((dim + 127) / 128);
+  ConvKernel<<<dim3(tiles, B), 128, 0, Stream()>>>(in, dim, K, w, seqs, layer_offset, out);
+  FS_CUDA_CHECK_LAUNCH("ConvKernel");
+}
+
+void GatherRows(const float* src, const int32_t* idx, int64_t n, int64_t dim, float* dst) {
+  if (n <= 0) return;
+  GatherKernel<<<static_cast<unsigned>(n), 256, 0, Stream()>>>(src, idx, dim, dst);
+  FS_CUDA_CHECK_LAUNCH("GatherKernel");
+}
+
+// Used by paged_attention_gpu.cu (RopeAndWriteKv).
+void RopeRows(float* x, int64_t stride, const PagedRow* rows, int64_t n, int heads, int head_dim,
+              float theta) {
+  if (n <= 0) return;
+  RopeKernel<<<static_cast<unsigned>(n), 128, 0, Stream()>>>(x, stride, 0, rows, heads, head_dim,
+                                                              theta);
+  FS_CUDA_CHECK_LAUNCH("RopeKernel");
+}
+
+}  // namespace cuda
+
+template <>
+void RmsNorm<Device::kCuda>(const float* x, const float* weight, int64_t rows, int64_t dim,
+                            float eps, float* y) {
+  if (rows <= 0) return;
+  cuda::RmsNormKernel<<<static_cast<unsigned>(rows), cuda::kNormThreads, 0, cuda::Stream()>>>(
+      x, weight, dim, eps, y);
+  FS_CUDA_CHECK_LAUNCH("RmsNormKernel");
+}
+
+template <>
+void Gelu<Device::kCuda>(float* x, int64_t n) {
+  if (n <= 0) return;
+  cuda::GeluKernel<<<cuda::Blocks(n, cuda::kThreads), cuda::kThreads, 0, cuda::Stream()>>>(x, n);
+  FS_CUDA_CHECK_LAUNCH("GeluKernel");
+}
+
+template <>
+void AddInPlace<Device::kCuda>(float* y, const float* x, int64_t n) {
+  if (n <= 0) return;
+  cuda::AddKernel<<<cuda::Blocks(n, cuda::kThreads), cuda::kThreads, 0, cuda::Stream()>>>(y, x,
+                                                                                          n);
+  FS_CUDA_CHECK_LAUNCH("AddKernel");
+}
+
+template <>
+void CausalConv<Device::kCuda>(const float* in, int64_t T, int64_t dim, int K, const float* w,
+                               float* window, float* out) {
+  if (T <= 0) return;
+  cuda::ConvSeq seq{0, T, window};
+  auto* dev = static_cast<cuda::ConvSeq*>(cuda::UploadParams(&seq, sizeof(seq)));
+  if (dev == nullptr) return;
+  cuda::CausalConvBatch(in, dim, K, w, dev, 1, 0, out);
+}
+
+template <>
+void Rope<Device::kCuda>(float* x, int64_t T, int64_t stride, int64_t pos0, int heads,
+                         int head_dim, float theta) {
+  if (T <= 0) return;
+  cuda::RopeKernel<<<static_cast<unsigned>(T), 128, 0, cuda::Stream()>>>(
+      x, stride, pos0, nullptr, heads, head_dim, theta);
+  FS_CUDA_CHECK_LAUNCH("RopeKernel");
+}
+
+}  // namespace flatstate

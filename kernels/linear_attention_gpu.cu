@@ -1,0 +1,433 @@
+// CUDA bodies of kernels/linear_attention.h plus the batched launchers of
+// kernels/cuda/batched_ops.h: the fused recurrent decode kernel and the chunked prefill.
+//
+// The math is kernels/linear_attention_cpu.cc's, term for term (FAVOR+'s running-max stabiliser,
+// cosFormer's cos/sin features at the absolute position, cosine's t^-sigmoid(m) value scaling and
+// no denominator). Block shape is fixed (kLinearThreads); reductions are fixed-order trees, so
+// results are deterministic, and the feature map and recurrent step are __noinline__ device
+// functions shared by the decode and prefill kernels, so a token gives the same floats in both.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/cuda/batched_ops.h"
+#include "kernels/cuda/context.h"
+#include "kernels/linear_attention.h"
+
+namespace flatstate {
+namespace cuda {
+namespace {
+
+constexpr int kT = kLinearThreads;
+static_assert((kT & (kT - 1)) == 0, "tree reductions need a power-of-two block");
+
+// Fixed-order tree reductions over the block; every thread gets the result. `red` holds kT
+// floats of shared memory. Must be called by all threads of the block.
+__device__ float BlockSum(float v, float* red) {
+  red[threadIdx.x] = v;
+  __syncthreads();
+  for (int s = kT / 2; s > 0; s >>= 1) {
+    if (static_cast<int>(threadIdx.x) < s) red[threadIdx.x] += red[threadIdx.x + s];
+    __syncthreads();
+  }
+  const float r = red[0];
+  __syncthreads();
+  return r;
+}
+
+__device__ float BlockMax(float v, float* red) {
+  red[threadIdx.x] = v;
+  __syncthreads();
+  for (int s = kT / 2; s > 0; s >>= 1) {
+    if (static_cast<int>(threadIdx.x) < s) {
+      red[threadIdx.x] = fmaxf(red[threadIdx.x], red[threadIdx.x + s]);
+    }
+    __syncthreads();
+  }
+  const float r = red[0];
+  __syncthreads();
+  return r;
+}
+
+// exp(a - b) with a == -inf giving 0 (b finite where used), as the CPU's DecayExp.
+__device__ __forceinline__ float DecayExp(float a, float b) {
+  return a == -INFINITY ? 0.f : expf(a - b);
+}
+
+// Feature maps of one token: fq, fk (F floats), vv (hd floats); returns m (the key's
+// log-stabiliser; 0 except FAVOR+). `work` is 2*hd floats and `red` kT floats of shared memory.
+// Outputs may be shared or global memory; they are visible to the whole block on return.
+__device__ __noinline__ float FeaturesBlock(const LinearHead* hp, const float* q, const float* k,
+                                            const float* v, int64_t pos, float* fq, float* fk,
+                                            float* vv, float* work, float* red) {
+  const LinearHead& h = *hp;
+  const int hd = h.head_dim, F = h.feature_dim, tid = threadIdx.x;
+  float m = 0.f;
+  for (int i = tid; i < hd; i += kT) vv[i] = v[i];
+  switch (h.map) {
+    case FeatureMap::kEluPlusOne:
+      for (int i = tid; i < hd; i += kT) {
+        fq[i] = q[i] > 0.f ? q[i] + 1.f : expf(q[i]);
+        fk[i] = k[i] > 0.f ? k[i] + 1.f : expf(k[i]);
+      }
+      break;
+    case FeatureMap::kCosformer: {
+      const double ang = static_cast<double>(pos) * h.cosformer_step;
+      const float c = static_cast<float>(cos(ang)), s = static_cast<float>(sin(ang));
+      for (int i = tid; i < hd; i += kT) {
+        const float rq = fmaxf(q[i], 0.f), rk = fmaxf(k[i], 0.f);
+        fq[i] = rq * c;
+        fq[hd + i] = rq * s;
+        fk[i] = rk * c;
+        fk[hd + i] = rk * s;
+      }
+      break;
+    }
+    case FeatureMap::kCosine: {
+      float pq = 0.f, pk = 0.f;
+      for (int i = tid; i < hd; i += kT) {
+        pq += q[i] * q[i];
+        pk += k[i] * k[i];
+      }
+      const float nq = fmaxf(sqrtf(BlockSum(pq, red)), 1e-6f);
+      const float nk = fmaxf(sqrtf(BlockSum(pk, red)), 1e-6f);
+      const float scale =
+          static_cast<float>(pow(static_cast<double>(pos + 1), -h.cosine_exponent));
+      for (int i = tid; i < hd; i += kT) {
+        fq[i] = q[i] / nq;
+        fk[i] = k[i] / nk;
+        vv[i] *= scale;
+      }
+      break;
+    }
+    case FeatureMap::kFavor: {
+      const float s = static_cast<float>(pow(static_cast<double>(hd), -0.25));
+      float* qs = work;
+      float* ks = work + hd;
+      float pq = 0.f, pk = 0.f;
+      for (int i = tid; i < hd; i += kT) {
+        qs[i] = q[i] * s;
+        ks[i] = k[i] * s;
+        pq += qs[i] * qs[i];
+        pk += ks[i] * ks[i];
+      }
+      const float q2 = BlockSum(pq, red);  // its barriers also publish qs / ks
+      const float k2 = BlockSum(pk, red);
+      float mq = -INFINITY, mk = -INFINITY;
+      for (int f = tid; f < F; f += kT) {
+        const float* w = h.favor_proj + static_cast<int64_t>(f) * hd;
+        float dq = 0.f, dk = 0.f;
+        for (int i = 0; i < hd; ++i) {
+          dq += w[i] * qs[i];
+          dk += w[i] * ks[i];
+        }
+        fq[f] = dq - 0.5f * q2;
+        fk[f] = dk - 0.5f * k2;
+        mq = fmaxf(mq, fq[f]);
+        mk = fmaxf(mk, fk[f]);
+      }
+      mq = BlockMax(mq, red);
+      mk = BlockMax(mk, red);
+      for (int f = tid; f < F; f += kT) {  // same thread wrote fq[f] / fk[f] above
+        fq[f] = expf(fq[f] - mq);
+        fk[f] = expf(fk[f] - mk);
+      }
+      m = mk;
+      break;
+    }
+  }
+  __syncthreads();
+  return m;
+}
+
+// The recurrent step (decode, and every 1-token prefill chunk): S, z, M updated in place (global
+// memory), out (hd floats) written. One pass over S: each thread owns columns d and, for every
+// feature f, rescales S[f][d], adds k_f v_d and accumulates the readout fq_f S[f][d].
+__device__ __noinline__ void RecurrentStepBlock(const LinearHead* hp, const float* fq,
+                                                const float* fk, float m, const float* vv,
+                                                float* S, float* z, float* M, float* out,
+                                                float* red) {
+  const LinearHead& h = *hp;
+  const int F = h.feature_dim, hd = h.head_dim, tid = threadIdx.x;
+  const bool favor = h.map == FeatureMap::kFavor;
+  const float M_old = *M;
+  const float M_new = favor ? fmaxf(M_old, m) : M_old;
+  const float scale = favor ? DecayExp(M_old, M_new) : 1.f;
+  const float kw_scale = favor ? expf(m - M_new) : 1.f;
+  for (int d = tid; d < hd; d += kT) {
+    const float vd = vv[d];
+    float num = 0.f;
+    for (int f = 0; f < F; ++f) {
+      const float kw = fk[f] * kw_scale;
+      float* sp = S + static_cast<int64_t>(f) * hd + d;
+      const float s_new = favor ? *sp * scale + kw * vd : *sp + kw * vd;
+      *sp = s_new;
+      num += fq[f] * s_new;
+    }
+    out[d] = num;
+  }
+  float part = 0.f;
+  for (int f = tid; f < F; f += kT) {
+    const float kw = fk[f] * kw_scale;
+    const float zf = favor ? z[f] * scale + kw : z[f] + kw;
+    z[f] = zf;
+    part += fq[f] * zf;
+  }
+  const float den = BlockSum(part, red) + h.eps;  // barrier: every thread has read *M
+  if (tid == 0) *M = M_new;
+  if (h.use_den) {
+    for (int d = tid; d < hd; d += kT) out[d] = out[d] / den;  // same thread wrote out[d]
+  }
+  __syncthreads();
+}
+
+struct HeadState {
+  float* S;
+  float* z;
+  float* M;
+};
+
+__device__ HeadState StateOf(const LinearBatch& b, const LinearSeq& sq, int h, int F, int hd) {
+  if (b.S != nullptr) return HeadState{b.S, b.z, b.M};
+  float* base = sq.state + b.layer_offset;
+  return HeadState{base + b.s_off + static_cast<int64_t>(h) * F * hd,
+                   base + b.z_off + static_cast<int64_t>(h) * F, base + b.m_off + h};
+}
+
+__global__ void __launch_bounds__(kT) DecodeKernel(LinearBatch b) {
+  const int s = blockIdx.x, h = blockIdx.y;
+  const LinearHead* hp = b.heads + h;
+  const int hd = hp->head_dim, F = hp->feature_dim;
+  extern __shared__ float smem[];
+  float* fq = smem;
+  float* fk = fq + F;
+  float* vv = fk + F;
+  float* work = vv + hd;
+  float* red = work + 2 * hd;
+  const LinearSeq sq = b.seqs[s];
+  const int64_t r = sq.row;
+  const int64_t off = r * b.in_stride + static_cast<int64_t>(h) * hd;
+  const float m = FeaturesBlock(hp, b.q + off, b.k + off, b.v + off, sq.pos0, fq, fk, vv, work,
+                                red);
+  const HeadState st = StateOf(b, sq, h, F, hd);
+  RecurrentStepBlock(hp, fq, fk, m, vv, st.S, st.z, st.M,
+                     b.out + r * b.out_stride + static_cast<int64_t>(h) * hd, red);
+}
+
+struct Scratch {
+  float *fq, *fk, *m, *Mi, *vv, *A;
+  int64_t L;
+};
+
+__device__ Scratch ScratchOf(float* workspace, const LinearSeq& sq, int h, int F, int hd,
+                             int chunk) {
+  Scratch sc;
+  float* base = workspace + sq.scratch + static_cast<int64_t>(h) * sq.head_scratch;
+  sc.L = sq.T < chunk ? sq.T : chunk;
+  sc.fq = base;
+  sc.fk = sc.fq + sq.T * F;
+  sc.m = sc.fk + sq.T * F;
+  sc.Mi = sc.m + sq.T;
+  sc.vv = sc.Mi + sq.T;
+  sc.A = sc.vv + sq.T * hd;
+  return sc;
+}
+
+// Grid (rows, H): features of one prefill token for one head, into the sequence's scratch.
+__global__ void __launch_bounds__(kT) FeaturesKernel(LinearBatch b, const int32_t* row_seq,
+                                                     const int64_t* row_t, float* workspace) {
+  const int64_t i = blockIdx.x;
+  const int h = blockIdx.y;
+  const int s = row_seq != nullptr ? row_seq[i] : 0;
+  const int64_t t = row_t != nullptr ? row_t[i] : i;
+  const LinearHead* hp = b.heads + h;
+  const int hd = hp->head_dim, F = hp->feature_dim;
+  extern __shared__ float smem[];
+  float* work = smem;
+  float* red = work + 2 * hd;
+  const LinearSeq sq = b.seqs[s];
+  const Scratch sc = ScratchOf(workspace, sq, h, F, hd, b.chunk);
+  const int64_t off = (sq.row + t) * b.in_stride + static_cast<int64_t>(h) * hd;
+  const float m = FeaturesBlock(hp, b.q + off, b.k + off, b.v + off, sq.pos0 + t, sc.fq + t * F,
+                                sc.fk + t * F, sc.vv + t * hd, work, red);
+  if (threadIdx.x == 0) sc.m[t] = m;
+}
+
+__device__ float Dot(const float* a, const float* b, int n) {
+  float s = 0.f;
+  for (int i = 0; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+// Grid (B, H): the chunk loop of one (sequence, head), chunks in order (each depends on the
+// state the previous one left). Shared memory: red [kT], den [chunk].
+__global__ void __launch_bounds__(kT) ChunkKernel(LinearBatch b, float* workspace) {
+  const int s = blockIdx.x, h = blockIdx.y, tid = threadIdx.x;
+  const LinearHead* hp = b.heads + h;
+  const LinearHead& head = *hp;
+  const int hd = head.head_dim, F = head.feature_dim;
+  const bool favor = head.map == FeatureMap::kFavor;
+  extern __shared__ float smem[];
+  float* red = smem;
+  float* den = red + kT;
+  const LinearSeq sq = b.seqs[s];
+  const int64_t T = sq.T, chunk = b.chunk;
+  const Scratch sc = ScratchOf(workspace, sq, h, F, hd, b.chunk);
+  const HeadState st = StateOf(b, sq, h, F, hd);
+  float* out0 = b.out + sq.row * b.out_stride + static_cast<int64_t>(h) * hd;
+  for (int64_t cs = 0, ce = 0; cs < T; cs = ce) {
+    ce = min(T, cs + (chunk - (sq.pos0 + cs) % chunk));
+    const int64_t n = ce - cs;
+    if (n == 1) {
+      RecurrentStepBlock(hp, sc.fq + cs * F, sc.fk + cs * F, sc.m[cs], sc.vv + cs * hd, st.S,
+                         st.z, st.M, out0 + cs * b.out_stride, red);
+      continue;
+    }
+    const float M_prev = *st.M;
+    if (tid == 0) {
+      float run = M_prev;
+      for (int64_t i = cs; i < ce; ++i) {
+        if (favor) run = fmaxf(run, sc.m[i]);
+        sc.Mi[i] = run;
+      }
+    }
+    __syncthreads();
+    // Intra-chunk scores A[i][j] = (fq_i . fk_j) * exp(m_j - M_i), j <= i.
+    for (int64_t idx = tid; idx < n * n; idx += kT) {
+      const int64_t i = idx / n, j = idx % n;
+      if (j > i) continue;
+      float a = Dot(sc.fq + (cs + i) * F, sc.fk + (cs + j) * F, F);
+      if (favor) a *= expf(sc.m[cs + j] - sc.Mi[cs + i]);
+      sc.A[i * sc.L + j] = a;
+    }
+    __syncthreads();
+    // Numerators (inter-chunk part from S, intra-chunk part from A) and denominators.
+    for (int64_t idx = tid; idx < n * hd; idx += kT) {
+      const int64_t i = idx / hd;
+      const int d = static_cast<int>(idx % hd);
+      const float* fqi = sc.fq + (cs + i) * F;
+      const float inter = favor ? DecayExp(M_prev, sc.Mi[cs + i]) : 1.f;
+      float num = 0.f;
+      for (int f = 0; f < F; ++f) num += fqi[f] * st.S[static_cast<int64_t>(f) * hd + d];
+      num *= inter;
+      for (int64_t j = 0; j <= i; ++j) num += sc.A[i * sc.L + j] * sc.vv[(cs + j) * hd + d];
+      out0[(cs + i) * b.out_stride + d] = num;
+    }
+    for (int64_t i = tid; i < n; i += kT) {
+      const float inter = favor ? DecayExp(M_prev, sc.Mi[cs + i]) : 1.f;
+      float dn = Dot(sc.fq + (cs + i) * F, st.z, F) * inter;
+      for (int64_t j = 0; j <= i; ++j) dn += sc.A[i * sc.L + j];
+      den[i] = dn + head.eps;
+    }
+    __syncthreads();  // all reads of S / z for this chunk's outputs are done; den visible
+    if (head.use_den) {
+      for (int64_t idx = tid; idx < n * hd; idx += kT) {
+        const int64_t i = idx / hd;
+        float* o = out0 + (cs + i) * b.out_stride + idx % hd;
+        *o = *o / den[i];
+      }
+    }
+    // State update to the end of the chunk.
+    const float M_last = sc.Mi[ce - 1];
+    const float scale = favor ? DecayExp(M_prev, M_last) : 1.f;
+    for (int64_t x = tid; x < static_cast<int64_t>(F) * hd; x += kT) {
+      const int64_t f = x / hd, d = x % hd;
+      float acc = favor ? st.S[x] * scale : st.S[x];
+      for (int64_t j = cs; j < ce; ++j) {
+        const float w = favor ? expf(sc.m[j] - M_last) : 1.f;
+        acc += sc.fk[j * F + f] * w * sc.vv[j * hd + d];
+      }
+      st.S[x] = acc;
+    }
+    for (int f = tid; f < F; f += kT) {
+      float zf = favor ? st.z[f] * scale : st.z[f];
+      for (int64_t j = cs; j < ce; ++j) {
+        const float w = favor ? expf(sc.m[j] - M_last) : 1.f;
+        zf += sc.fk[j * F + f] * w;
+      }
+      st.z[f] = zf;
+    }
+    __syncthreads();
+    if (tid == 0) *st.M = M_last;
+    __syncthreads();
+  }
+}
+
+}  // namespace
+
+size_t LinearDecodeSmemBytes(int head_dim, int feature_dim) {
+  return sizeof(float) * (2 * static_cast<size_t>(feature_dim) + 3 * head_dim + kT);
+}
+
+size_t LinearPrefillSmemBytes(int head_dim, int chunk) {
+  // Features kernel: work (2 hd) + red; chunk kernel: red + den (chunk).
+  return sizeof(float) * (std::max<size_t>(2 * static_cast<size_t>(head_dim), chunk) + kT);
+}
+
+void LinearDecode(const LinearBatch& b, int head_dim, int feature_dim) {
+  if (b.B <= 0 || b.H <= 0) return;
+  DecodeKernel<<<dim3(b.B, b.H), kT, LinearDecodeSmemBytes(head_dim, feature_dim), Stream()>>>(b);
+  FS_CUDA_CHECK_LAUNCH("DecodeKernel");
+}
+
+void LinearPrefill(const LinearBatch& b, int head_dim, int /*feature_dim*/,
+                   const int32_t* row_seq, const int64_t* row_t, int64_t rows, float* workspace) {
+  if (b.B <= 0 || b.H <= 0 || rows <= 0) return;
+  cudaStream_t s = Stream();
+  FeaturesKernel<<<dim3(static_cast<unsigned>(rows), b.H), kT,
+                   sizeof(float) * (2 * static_cast<size_t>(head_dim) + kT), s>>>(b, row_seq,
+                                                                                  row_t,
+                                                                                  workspace);
+  FS_CUDA_CHECK_LAUNCH("FeaturesKernel");
+  ChunkKernel<<<dim3(b.B, b.H), kT, sizeof(float) * (static_cast<size_t>(b.chunk) + kT), s>>>(
+      b, workspace);
+  FS_CUDA_CHECK_LAUNCH("ChunkKernel");
+}
+
+}  // namespace cuda
+
+// Single (sequence, head) call on device pointers. `h.favor_proj` must be a device pointer;
+// `scratch` holds LinearAttentionScratch(h, T, chunk) device floats.
+template <>
+void LinearAttention<Device::kCuda>(const LinearHead& h, const float* q, const float* k,
+                                    const float* v, int64_t in_stride, int64_t T, int64_t pos0,
+                                    int chunk, float* S, float* z, float* M, float* out,
+                                    int64_t out_stride, float* scratch) {
+  if (T <= 0) return;
+  struct Params {
+    LinearHead head;
+    cuda::LinearSeq seq;
+  } p;
+  p.head = h;
+  p.seq.row = 0;
+  p.seq.T = T;
+  p.seq.pos0 = pos0;
+  p.seq.scratch = 0;
+  p.seq.head_scratch = static_cast<int64_t>(LinearAttentionScratch(h, T, chunk));
+  auto* dev = static_cast<Params*>(cuda::UploadParams(&p, sizeof(p)));
+  if (dev == nullptr) return;  // recorded
+  cuda::LinearBatch b;
+  b.heads = &dev->head;
+  b.H = 1;
+  b.q = q;
+  b.k = k;
+  b.v = v;
+  b.in_stride = in_stride;
+  b.out = out;
+  b.out_stride = out_stride;
+  b.seqs = &dev->seq;
+  b.B = 1;
+  b.S = S;
+  b.z = z;
+  b.M = M;
+  b.chunk = chunk;
+  if (T == 1) {
+    cuda::LinearDecode(b, h.head_dim, h.feature_dim);
+  } else {
+    cuda::LinearPrefill(b, h.head_dim, h.feature_dim, nullptr, nullptr, T, scratch);
+  }
+}
+
+}  // namespace flatstate

@@ -1,0 +1,109 @@
+// Helpers for running the kernel tests on every Device: arrays that live on the device under test,
+// a dispatch macro that calls an op's kCpu or kCuda specialisation, and the skip rule (a device
+// whose CheckDevice fails is GTEST_SKIP()ped with the reason, never silently passed).
+#ifndef FLATSTATE_TESTS_KERNELS_DEVICE_TEST_UTIL_H_
+#define FLATSTATE_TESTS_KERNELS_DEVICE_TEST_UTIL_H_
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/device.h"
+
+#ifdef FLATSTATE_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/context.h"
+// Calls fn<D>(args...) for the runtime device d.
+#define FS_ON_DEVICE(d, fn, ...) \
+  ((d) == ::flatstate::Device::kCuda ? fn<::flatstate::Device::kCuda>(__VA_ARGS__) \
+                                     : fn<::flatstate::Device::kCpu>(__VA_ARGS__))
+#else
+#define FS_ON_DEVICE(d, fn, ...) fn<::flatstate::Device::kCpu>(__VA_ARGS__)
+#endif
+
+namespace flatstate::testing {
+
+inline const std::vector<Device>& AllDevices() {
+  static const std::vector<Device> d = {Device::kCpu, Device::kCuda};
+  return d;
+}
+
+inline std::string DeviceParamName(const ::testing::TestParamInfo<Device>& info) {
+  return std::string(DeviceName(info.param));
+}
+
+// Use as the first statement of a test (or SetUp): skips, with CheckDevice's reason, when `d` is
+// not usable here.
+#define FS_SKIP_UNLESS_DEVICE(d)                                                            \
+  do {                                                                                      \
+    const absl::Status fs_dev_st_ = ::flatstate::CheckDevice(d);                            \
+    if (!fs_dev_st_.ok()) {                                                                 \
+      GTEST_SKIP() << "no CUDA GPU visible: " << fs_dev_st_.message();                      \
+    }                                                                                       \
+  } while (0)
+
+// Waits for the device's queued work; the first recorded CUDA error fails the test.
+inline void SyncDevice(Device d) {
+#ifdef FLATSTATE_HAVE_CUDA
+  if (d == Device::kCuda) {
+    const absl::Status st = cuda::Synchronize();
+    ASSERT_TRUE(st.ok()) << st;
+  }
+#else
+  (void)d;
+#endif
+}
+
+// An array of T on device d, initialised from a host vector. Not copyable.
+template <typename T>
+class DeviceArray {
+ public:
+  DeviceArray(Device d, const std::vector<T>& init) : device_(d), host_(init) {
+#ifdef FLATSTATE_HAVE_CUDA
+    if (d == Device::kCuda) {
+      const size_t bytes = sizeof(T) * (init.empty() ? 1 : init.size());
+      EXPECT_EQ(cudaMalloc(&dev_, bytes), cudaSuccess);
+      if (!init.empty()) {
+        EXPECT_EQ(cudaMemcpy(dev_, init.data(), sizeof(T) * init.size(), cudaMemcpyHostToDevice),
+                  cudaSuccess);
+      }
+    }
+#endif
+  }
+  ~DeviceArray() {
+#ifdef FLATSTATE_HAVE_CUDA
+    if (dev_ != nullptr) cudaFree(dev_);
+#endif
+  }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+
+  T* get() { return device_ == Device::kCuda ? static_cast<T*>(dev_) : host_.data(); }
+
+  // Synchronises the device and returns the current contents.
+  std::vector<T> ToHost() {
+#ifdef FLATSTATE_HAVE_CUDA
+    if (device_ == Device::kCuda) {
+      SyncDevice(device_);
+      std::vector<T> out(host_.size());
+      if (!out.empty()) {
+        EXPECT_EQ(cudaMemcpy(out.data(), dev_, sizeof(T) * out.size(), cudaMemcpyDeviceToHost),
+                  cudaSuccess);
+      }
+      return out;
+    }
+#endif
+    return host_;
+  }
+
+ private:
+  Device device_;
+  std::vector<T> host_;
+  void* dev_ = nullptr;
+};
+
+}  // namespace flatstate::testing
+
+#endif  // FLATSTATE_TESTS_KERNELS_DEVICE_TEST_UTIL_H_
