@@ -317,6 +317,8 @@ def model_card(name: str, cfg: ModelConfig, record: dict, nparams: int, ntensors
             f"- wall time: {wall:.0f} s" if isinstance(wall, (int, float)) else "- wall time: n/a",
             f"- final train loss (EMA): {num('train_loss')} nats/byte",
             f"- final validation loss (full validation split): {num('val_loss')} nats/byte",
+            f"- reproduce: `scripts/train_all.sh {kind}` (trains, then re-exports this folder; "
+            f"see docs/models.md)",
         ]
     else:
         lines += ["- not trained: " + record.get("note", "random initialisation") + "."]

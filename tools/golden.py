@@ -27,15 +27,22 @@ Shakespeare, crossing chunk boundaries); "utf8" "Ünïcödé — ✓ KING HENRY:
 """
 from __future__ import annotations
 
-import argparse
-import json
-import math
 import os
-import sys
-from typing import List
 
-import numpy as np
-import torch
+# Bit-reproducible output: fix the thread count before torch is imported (the OpenMP/MKL
+# environment changes float64 summation order at the 1e-14 level even with set_num_threads(1)).
+if __name__ == "__main__":
+    os.environ["OMP_NUM_THREADS"] = "1"
+    os.environ["MKL_NUM_THREADS"] = "1"
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import math  # noqa: E402
+import sys  # noqa: E402
+from typing import List  # noqa: E402
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -157,7 +164,9 @@ def main(argv=None) -> int:
     p.add_argument("--data", default=DEFAULT_DATA, help="tiny Shakespeare input.txt")
     p.add_argument("--only", action="append", default=None,
                    help="restrict to these model names (repeatable)")
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch threads; keep the default 1: the files are bit-reproducible only "
+                        "at one thread (other counts change float64 sums at the 1e-14 level)")
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
     dirs = flatstate_model_dirs(a.models_dir)
