@@ -38,6 +38,14 @@ template <Device D>
 void PagedAttention(const PagedKv& kv, const int32_t* table, int layer, int head, int head_dim,
                     const float* q, int64_t ctx, float* out, float* scratch);
 
+// All `heads` heads of one query row at once: q and out hold heads * head_dim floats. Reads each
+// K and V row once (a per-head loop would stream the whole cache once per head). Per head, the
+// arithmetic is exactly PagedAttention's. scratch holds heads * ctx floats.
+template <Device D>
+void PagedAttentionAllHeads(const PagedKv& kv, const int32_t* table, int layer, int heads,
+                            int head_dim, const float* q, int64_t ctx, float* out,
+                            float* scratch);
+
 }  // namespace flatstate
 
 #endif  // FLATSTATE_KERNELS_PAGED_ATTENTION_H_

@@ -156,4 +156,17 @@ void PagedAttention<Device::kCuda>(const PagedKv& kv, const int32_t* table, int 
   FS_CUDA_CHECK_LAUNCH("PagedAttention SingleKernel");
 }
 
+// One launch per head of the single-head kernel (device pointers; scratch unused). The engine's
+// CUDA forward uses the batched PagedAttentionRows instead.
+template <>
+void PagedAttentionAllHeads<Device::kCuda>(const PagedKv& kv, const int32_t* table, int layer,
+                                           int heads, int head_dim, const float* q, int64_t ctx,
+                                           float* out, float* scratch) {
+  for (int h = 0; h < heads; ++h) {
+    PagedAttention<Device::kCuda>(kv, table, layer, h, head_dim,
+                                  q + static_cast<int64_t>(h) * head_dim, ctx,
+                                  out + static_cast<int64_t>(h) * head_dim, scratch);
+  }
+}
+
 }  // namespace flatstate

@@ -139,21 +139,19 @@ void ForwardPass::Attention(int layer, std::span<const SequenceRun> batch,
       }
     }
   });
-  par_->For(tasks, [&](int64_t b, int64_t e) {
+  // One task per query row, all heads at once (each K/V row is read once per query row).
+  const int64_t rows = row_start.back();
+  par_->For(rows, [&](int64_t b, int64_t e) {
     thread_local std::vector<float> scratch;
-    for (int64_t task = b; task < e; ++task) {
-      const size_t s = task / H;
-      const int h = static_cast<int>(task % H);
+    size_t s = std::upper_bound(row_start.begin(), row_start.end(), b) - row_start.begin() - 1;
+    for (int64_t r = b; r < e; ++r) {
+      while (r >= row_start[s + 1]) ++s;
       const SessionState* st = batch[s].state;
-      const int64_t T = static_cast<int64_t>(batch[s].tokens.size());
-      Grow(scratch, static_cast<size_t>(st->position + T));
-      for (int64_t t = 0; t < T; ++t) {
-        const float* q = qkv_.data() + (row_start[s] + t) * qkv_stride + h * hd;
-        PagedAttention<Device::kCpu>(view, st->kv_blocks.data(), layer, h, hd, q,
-                                     st->position + t + 1,
-                                     att_.data() + (row_start[s] + t) * D + h * hd,
-                                     scratch.data());
-      }
+      const int64_t ctx = st->position + (r - row_start[s]) + 1;
+      Grow(scratch, static_cast<size_t>(H * ctx));
+      PagedAttentionAllHeads<Device::kCpu>(view, st->kv_blocks.data(), layer, H, hd,
+                                           qkv_.data() + r * qkv_stride, ctx,
+                                           att_.data() + r * D, scratch.data());
     }
   });
 }
