@@ -251,6 +251,9 @@ void RegisterAll() {
     benchmark::RegisterBenchmark(absl::StrCat("Prefill/", name, "/chunked").c_str(), Prefill, dir,
                                  2, true)
         ->ArgName("len")->Arg(4096)->Unit(benchmark::kMillisecond)->Iterations(2)->UseRealTime();
+    // Token-by-token prefill of 4k tokens on the GPT-2-small softmax shape takes minutes (each
+    // step attends over the growing cache); the linear shapes carry the comparison.
+    if (name == "gpt2-small-softmax") continue;
     benchmark::RegisterBenchmark(absl::StrCat("Prefill/", name, "/token_by_token").c_str(),
                                  PrefillTokenByToken, dir, 2)
         ->ArgName("len")->Arg(4096)->Unit(benchmark::kMillisecond)->Iterations(1)->UseRealTime();

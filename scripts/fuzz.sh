@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang + ASan + UBSan into build-fuzz/ and runs each one for
 # FUZZ_SECONDS (default 60) from its seed corpus in tests/fuzz/corpus/<name>. Fails on any crash,
-# leak or sanitizer report.   FUZZ_SECONDS=600 bash scripts/fuzz.sh   for a longer run.
+# leak or sanitizer report. request_fuzzer needs the server (gRPC ON).
+#   FUZZ_SECONDS=600 bash scripts/fuzz.sh   for a longer run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_EACH="${FUZZ_SECONDS:-60}"
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DFLATSTATE_BUILD_FUZZERS=ON -DFLATSTATE_SANITIZE=address,undefined \
   -DFLATSTATE_BUILD_TESTS=OFF -DFLATSTATE_BUILD_BENCH=OFF -DFLATSTATE_WITH_CUDA=OFF \
+  -DFLATSTATE_WITH_GRPC=ON \
   ${FLATSTATE_FUZZ_CMAKE_ARGS:-} > build-fuzz.configure.log
 targets=(safetensors_fuzzer config_fuzzer checkpoint_fuzzer detokenizer_fuzzer)
 [[ -f tests/fuzz/request_fuzzer.cc ]] && grep -q "FLATSTATE_WITH_GRPC:BOOL=ON" build-fuzz/CMakeCache.txt && targets+=(request_fuzzer)

@@ -12,7 +12,7 @@ PACKAGES=(
   libabsl-dev nlohmann-json3-dev libopenblas-dev libcpp-httplib-dev
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-torch python3-numpy python3-pytest python3-grpcio python3-protobuf
-  python3-grpc-tools gnuplot-nox clang libclang-rt-14-dev docker-compose
+  python3-grpc-tools gnuplot-nox clang libclang-rt-14-dev docker-compose openssl
 )
 
 if [[ "${FLATSTATE_SKIP_APT:-0}" != 1 ]]; then

@@ -61,6 +61,8 @@ class Client {
   grpc::Status Health(bool* serving) const;
 
   const ClientOptions& options() const { return options_; }
+  // The shared channel, for modes that drive calls themselves (soak: cancellation, deadlines).
+  std::shared_ptr<grpc::Channel> channel() const { return channel_; }
 
  private:
   Client(ClientOptions options, std::shared_ptr<grpc::Channel> channel);

@@ -4,6 +4,7 @@
 //       --models shakespeare-linear-elu,shakespeare-softmax --contexts 1k,4k,16k,64k,256k
 //   flatstate-loadtest --mode concurrency --concurrency 1,2,4,8,16,32,64 --csv_dir loadtest-out
 //   flatstate-loadtest --mode health --deadline 3s      # exit 0 iff the server is SERVING
+//   flatstate-loadtest --mode soak --duration 10m --streams 64   # docs/reliability.md
 //
 // Prints one PASS/FAIL line per check; exits 0 when all pass, 1 when one fails, 2 on bad usage
 // or an unreachable server. Talks only to --server.
@@ -32,9 +33,10 @@
 #include "clients/loadtest/plots.h"
 #include "clients/loadtest/progress.h"
 #include "clients/loadtest/report.h"
+#include "clients/loadtest/soak.h"
 
 ABSL_FLAG(std::string, server, "localhost:50051", "flatstate-server address (host:port)");
-ABSL_FLAG(std::string, mode, "memory", "memory | concurrency | all | health");
+ABSL_FLAG(std::string, mode, "memory", "memory | concurrency | all | health | soak");
 ABSL_FLAG(std::string, auth_token, "", "bearer token (the server's --auth_token)");
 ABSL_FLAG(absl::Duration, deadline, absl::Minutes(10), "deadline of every RPC");
 ABSL_FLAG(bool, tls, false, "connect with TLS (system roots, or --tls_ca)");
@@ -62,6 +64,10 @@ ABSL_FLAG(int, requests_per_session, 4, "concurrency mode: Generates per session
 ABSL_FLAG(int, prompt_tokens, 64, "concurrency mode: prompt tokens per Generate");
 ABSL_FLAG(int, new_tokens, 64, "concurrency mode: max_new_tokens per Generate");
 ABSL_FLAG(bool, allow_errors, false, "concurrency mode: report errors without failing");
+ABSL_FLAG(absl::Duration, duration, absl::Minutes(10), "soak mode: how long to run");
+ABSL_FLAG(int, streams, 64, "soak mode: concurrent client streams");
+ABSL_FLAG(absl::Duration, warmup, absl::ZeroDuration(),
+          "soak mode: RSS is judged after this (0: a third of --duration)");
 ABSL_FLAG(std::string, csv_dir, "", "write CSV files (and plots) into this folder");
 ABSL_FLAG(bool, plots, true, "with --csv_dir: draw PNG plots with gnuplot");
 ABSL_FLAG(bool, progress, true, "progress bar on stderr (only when stderr is a terminal)");
@@ -139,11 +145,12 @@ void Emit(const std::string& dir, bool plots, fl::CheckList* checks,
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "flatstate-loadtest --server HOST:PORT --mode memory|concurrency|all|health [flags]");
+      "flatstate-loadtest --server HOST:PORT --mode memory|concurrency|all|health|soak [flags]");
   absl::ParseCommandLine(argc, argv);
   const std::string mode = absl::GetFlag(FLAGS_mode);
-  if (mode != "memory" && mode != "concurrency" && mode != "all" && mode != "health") {
-    std::fprintf(stderr, "error: --mode must be memory, concurrency, all or health\n");
+  if (mode != "memory" && mode != "concurrency" && mode != "all" && mode != "health" &&
+      mode != "soak") {
+    std::fprintf(stderr, "error: --mode must be memory, concurrency, all, health or soak\n");
     return 2;
   }
   fl::ClientOptions co;
@@ -228,6 +235,21 @@ int main(int argc, char** argv) {
     fl::PrintConcurrencyTable(rows);
     Emit(dir, plots, &checks, [&] { return fl::WriteConcurrencyCsv(dir, rows); },
          [&] { return fl::PlotConcurrency(dir, rows); });
+  }
+  if (mode == "soak") {
+    fl::SoakOptions so;
+    so.models = mo.models;
+    so.duration = absl::GetFlag(FLAGS_duration);
+    so.warmup = absl::GetFlag(FLAGS_warmup);
+    so.streams = absl::GetFlag(FLAGS_streams);
+    so.rss_tolerance = absl::GetFlag(FLAGS_rss_tolerance);
+    so.rss_slack_bytes = 0;  // "flat" means within --rss_tolerance
+    const fl::SoakResult r = fl::RunSoak(**client, so, &progress, &checks);
+    fl::PrintSoakReport(r);
+    if (!dir.empty()) {
+      const absl::Status s = fl::WriteSoakCsv(dir, r);
+      checks.Add(s.ok(), "csv", s.ok() ? dir + "/soak_rss.csv" : std::string(s.message()));
+    }
   }
   std::printf("%s: %d passed, %d failed\n", checks.failed() == 0 ? "PASS" : "FAIL",
               checks.passed(), checks.failed());

@@ -1,91 +1,9 @@
 // Checkpoint survives a server restart: real flatstate-server processes (posix_spawn), SIGTERM
 // between them, restore in the second, continuation identical to an uninterrupted run.
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cstdio>
-#include <thread>
-
-#include "absl/strings/str_cat.h"
-#include "grpc/health/v1/health.grpc.pb.h"
-#include "tests/server/server_test_util.h"
-
-extern char** environ;
+#include "tests/server/server_process.h"
 
 namespace flatstate::testing {
 namespace {
-
-// One flatstate-server child process on a free loopback port.
-class ServerProcess {
- public:
-  ServerProcess(const std::string& checkpoint_dir) {
-    int fds[2];
-    EXPECT_EQ(pipe(fds), 0);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
-    posix_spawn_file_actions_addclose(&fa, fds[0]);
-    std::vector<std::string> args = {FLATSTATE_SERVER_BINARY,
-                                     "--host=127.0.0.1",
-                                     "--port=0",
-                                     "--models_dir=" + ModelsDir(),
-                                     "--checkpoint_dir=" + checkpoint_dir,
-                                     "--metrics_port=0",
-                                     "--threads=1",
-                                     "--device=cpu",
-                                     "--kv_blocks=512"};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    EXPECT_EQ(posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), environ), 0);
-    posix_spawn_file_actions_destroy(&fa);
-    close(fds[1]);
-    // The server prints "port N" once it listens.
-    FILE* out = fdopen(fds[0], "r");
-    char line[128] = {0};
-    if (out != nullptr && std::fgets(line, sizeof(line), out) != nullptr) {
-      std::sscanf(line, "port %d", &port_);
-    }
-    if (out != nullptr) std::fclose(out);
-    EXPECT_GT(port_, 0) << "server did not report its port";
-    channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port_),
-                                   grpc::InsecureChannelCredentials());
-    // Wait for health SERVING.
-    auto health = grpc::health::v1::Health::NewStub(channel_);
-    bool serving = false;
-    for (int i = 0; i < 100 && !serving; ++i) {
-      grpc::ClientContext ctx;
-      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
-      grpc::health::v1::HealthCheckResponse resp;
-      serving = health->Check(&ctx, grpc::health::v1::HealthCheckRequest(), &resp).ok() &&
-                resp.status() == grpc::health::v1::HealthCheckResponse::SERVING;
-      if (!serving) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    EXPECT_TRUE(serving);
-    stub_ = pb::Inference::NewStub(channel_);
-  }
-  ~ServerProcess() { Stop(); }
-
-  // SIGTERM and wait: the server must exit cleanly (status 0).
-  void Stop() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGTERM);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
-    pid_ = -1;
-  }
-
-  pb::Inference::Stub* stub() { return stub_.get(); }
-
- private:
-  pid_t pid_ = -1;
-  int port_ = 0;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<pb::Inference::Stub> stub_;
-};
 
 class ProcessRestartTest : public ::testing::TestWithParam<const char*> {};
 

@@ -1,0 +1,161 @@
+// Fuzzes the server's request validation (server/validation.h) and the checkpoint header parser.
+// The input is read three ways: as a serialized GenerateRequest, as a serialized
+// RestoreSessionRequest, and split by FuzzedDataProvider into the fields of both (so values the
+// proto parser rarely produces, like NaN sampling params or ids with NUL bytes, are reached too).
+// Nothing may crash; every accepted request must satisfy the invariants the engine loop relies on.
+#include <fuzzer/FuzzedDataProvider.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "engine/session/checkpoint.h"
+#include "engine/tokenizer/byte_tokenizer.h"
+#include "flatstate/v1/inference.pb.h"
+#include "server/checkpoint_store.h"
+#include "server/engine_loop.h"
+#include "server/ids.h"
+#include "server/validation.h"
+
+namespace {
+
+namespace pb = flatstate::v1;
+using flatstate::server::EngineLoop;
+using flatstate::server::ServerOptions;
+
+// An engine loop with no models (never started): validation only reads its model list.
+const EngineLoop& Loop() {
+  static const EngineLoop* loop = [] {
+    static flatstate::server::Metrics metrics;
+    auto store = flatstate::server::CheckpointStore::Open("/tmp/flatstate-request-fuzzer");
+    if (!store.ok()) __builtin_trap();
+    return new EngineLoop({}, "", std::move(*store), ServerOptions(), &metrics);
+  }();
+  return *loop;
+}
+
+void Check(bool ok) {
+  if (!ok) __builtin_trap();
+}
+
+void ValidateGenerate(const pb::GenerateRequest& req, const ServerOptions& options) {
+  absl::StatusOr<flatstate::server::GenerateJob> job =
+      flatstate::server::ValidateGenerate(req, Loop(), options);
+  if (!job.ok()) {
+    Check(!job.status().message().empty());
+    return;
+  }
+  // Accepted: the invariants AdmitStream relies on.
+  Check(job->max_new_tokens > 0 && job->max_new_tokens <= options.max_new_tokens_limit);
+  Check(static_cast<int64_t>(job->prompt.size()) <= options.max_prompt_tokens);
+  Check(!job->prompt.empty() || !job->session_id.empty());
+  Check(job->session_id.empty() || flatstate::server::IsValidId(job->session_id));
+  for (int32_t t : job->prompt) Check(t >= 0 && t < flatstate::kByteVocabSize);
+  for (const std::string& s : job->stop) Check(!s.empty());
+  if (job->sampling.has_value()) {
+    Check(job->sampling->temperature >= 0.f && std::isfinite(job->sampling->temperature));
+    Check(job->sampling->top_p > 0.f && job->sampling->top_p <= 1.f);
+  }
+}
+
+void ValidateRestore(const pb::RestoreSessionRequest& req) {
+  if (req.source_case() == pb::RestoreSessionRequest::kCheckpointId) {
+    const std::string& id = req.checkpoint_id();
+    if (flatstate::server::IsValidId(id)) {
+      // A valid id names a file directly inside the checkpoint dir.
+      const std::string path = Loop().store().CheckpointPath(id);
+      Check(path == Loop().store().dir() + "/" + id + ".ckpt");
+      Check(id.find('/') == std::string::npos && id.find('.') == std::string::npos);
+    } else {
+      Check(!flatstate::server::ValidateSessionId(id).ok());
+    }
+  } else if (req.source_case() == pb::RestoreSessionRequest::kData) {
+    (void)flatstate::ReadCheckpointHeader(req.data());
+  }
+}
+
+// A well-formed id (32 lower-case hex characters) drawn from the input.
+std::string HexId(FuzzedDataProvider* p) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string id(flatstate::server::kIdHexChars, '0');
+  for (char& c : id) c = kHex[p->ConsumeIntegralInRange<int>(0, 15)];
+  return id;
+}
+
+pb::SamplingParams FuzzSampling(FuzzedDataProvider* p) {
+  pb::SamplingParams s;
+  switch (p->ConsumeIntegralInRange<int>(0, 3)) {
+    case 0: s.set_temperature(p->ConsumeFloatingPoint<float>()); break;
+    case 1: s.set_temperature(std::numeric_limits<float>::quiet_NaN()); break;
+    case 2: s.set_temperature(std::numeric_limits<float>::infinity()); break;
+    default: s.set_temperature(p->ConsumeFloatingPointInRange<float>(0.f, 2.f)); break;
+  }
+  s.set_top_k(p->ConsumeIntegral<uint32_t>());
+  s.set_top_p(p->ConsumeBool() ? p->ConsumeFloatingPoint<float>()
+                               : p->ConsumeFloatingPointInRange<float>(0.f, 1.f));
+  s.set_seed(p->ConsumeIntegral<uint64_t>());
+  return s;
+}
+
+void FromFields(const uint8_t* data, size_t size) {
+  FuzzedDataProvider p(data, size);
+  ServerOptions options;
+  options.max_prompt_tokens = p.ConsumeIntegralInRange<int64_t>(0, 4096);
+  options.max_new_tokens_limit = p.ConsumeIntegralInRange<uint32_t>(1, 1 << 20);
+
+  pb::GenerateRequest g;
+  if (p.ConsumeBool()) g.set_model(p.ConsumeRandomLengthString(64));
+  if (p.ConsumeBool()) {
+    g.set_session_id(p.ConsumeBool() ? HexId(&p) : p.ConsumeRandomLengthString(40));
+  }
+  if (p.ConsumeBool()) g.set_prompt(p.ConsumeRandomLengthString(256));
+  if (p.ConsumeBool()) {
+    const int n = p.ConsumeIntegralInRange<int>(0, 64);
+    for (int i = 0; i < n; ++i) {
+      g.add_prompt_tokens(p.ConsumeBool() ? p.ConsumeIntegralInRange<int32_t>(0, 255)
+                                          : p.ConsumeIntegral<int32_t>());
+    }
+  }
+  g.set_max_new_tokens(p.ConsumeIntegral<uint32_t>());
+  if (p.ConsumeBool()) *g.mutable_sampling() = FuzzSampling(&p);
+  const int stops = p.ConsumeIntegralInRange<int>(0, 3);
+  for (int i = 0; i < stops; ++i) g.add_stop(p.ConsumeRandomLengthString(16));
+  ValidateGenerate(g, options);
+  // The same request after a serialization round trip validates the same way. (Parsing fails
+  // when a string field holds invalid UTF-8: proto3 rejects it, so the server never sees it.)
+  pb::GenerateRequest copy;
+  if (copy.ParseFromString(g.SerializeAsString())) {
+    Check(flatstate::server::ValidateGenerate(copy, Loop(), options).ok() ==
+          flatstate::server::ValidateGenerate(g, Loop(), options).ok());
+  }
+
+  pb::CreateSessionRequest c;
+  *c.mutable_sampling() = FuzzSampling(&p);
+  (void)flatstate::server::ConvertSampling(c.sampling());
+
+  pb::RestoreSessionRequest r;
+  if (p.ConsumeBool()) {
+    r.set_checkpoint_id(p.ConsumeBool() ? HexId(&p) : p.ConsumeRandomLengthString(40));
+  } else {
+    r.set_data(p.ConsumeRemainingBytesAsString());
+  }
+  ValidateRestore(r);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view bytes(reinterpret_cast<const char*>(data), size);
+  ServerOptions options;
+  options.max_prompt_tokens = 1024;
+  pb::GenerateRequest g;
+  if (g.ParseFromArray(data, static_cast<int>(size))) ValidateGenerate(g, options);
+  pb::RestoreSessionRequest r;
+  if (r.ParseFromArray(data, static_cast<int>(size))) ValidateRestore(r);
+  (void)flatstate::ReadCheckpointHeader(bytes);
+  FromFields(data, size);
+  return 0;
+}
