@@ -561,17 +561,18 @@ TEST(ServerEviction, IdleSessionEvictedAndRestoredTransparently) {
     req.set_session_id(s.session_id());
     StreamResult a = RunGenerate(stub.get(), req);
     ASSERT_TRUE(a.status.ok());
-    // Wait for the eviction (stats count it), without touching the session.
+    // Wait for this session's eviction, without touching the session. (Not the stats count: the
+    // previous model's session is evicted again meanwhile.)
     bool evicted = false;
     for (int i = 0; i < 100 && !evicted; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      pb::ServerStats stats;
-      grpc::ClientContext ctx;
-      ASSERT_TRUE(stub->GetStats(&ctx, pb::GetStatsRequest(), &stats).ok());
-      evicted = stats.evicted_sessions() >= 1;
+      evicted = std::ifstream(o.checkpoint_dir + "/" + s.session_id() + ".evicted").good();
     }
     ASSERT_TRUE(evicted);
-    EXPECT_TRUE(std::ifstream(o.checkpoint_dir + "/" + s.session_id() + ".evicted").good());
+    pb::ServerStats stats;
+    grpc::ClientContext sctx;
+    ASSERT_TRUE(stub->GetStats(&sctx, pb::GetStatsRequest(), &stats).ok());
+    EXPECT_GE(stats.evicted_sessions(), 1u);
     req.clear_prompt();
     StreamResult b = RunGenerate(stub.get(), req);
     ASSERT_TRUE(b.status.ok()) << b.status.error_message();
@@ -583,9 +584,11 @@ TEST(ServerEviction, IdleSessionEvictedAndRestoredTransparently) {
   httplib::Client http("127.0.0.1", server->metrics_port());
   auto res = http.Get("/metrics");
   ASSERT_TRUE(res);
-  // The first session may idle out again while the second one is tested.
+  // The first session may idle out again while the second one is tested, and on a loaded
+  // machine (sanitizers, -j2) a session can idle out between CreateSession and its first
+  // Generate and be restored for it: each session is evicted and restored at least once.
   EXPECT_GE(MetricValue(res->body, "flatstate_sessions_evicted_total"), 2u);
-  EXPECT_EQ(MetricValue(res->body, "flatstate_sessions_restored_total"), 2u);
+  EXPECT_GE(MetricValue(res->body, "flatstate_sessions_restored_total"), 2u);
 }
 
 TEST(ServerMetrics, EndpointServesCountersThatMove) {
