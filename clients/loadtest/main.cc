@@ -53,8 +53,9 @@ ABSL_FLAG(int, chunk_tokens, 4096, "memory mode: prompt tokens per growth Genera
 ABSL_FLAG(int, decode_tokens, 64, "memory mode: tokens decoded at each context to time decode");
 ABSL_FLAG(bool, exhaust, true,
           "memory mode: grow softmax models past the last context until RESOURCE_EXHAUSTED");
-ABSL_FLAG(double, rss_tolerance, 0.02, "memory mode: allowed RSS change for linear kinds");
-ABSL_FLAG(int, rss_slack_mib, 4, "memory mode: allowed RSS change floor (MiB)");
+ABSL_FLAG(double, rss_tolerance, 0.02,
+          "memory mode: allowed RSS change for linear kinds; soak mode: allowed RSS growth");
+ABSL_FLAG(int, rss_slack_mib, 4, "memory and soak modes: allowed RSS change floor (MiB)");
 ABSL_FLAG(std::vector<std::string>, concurrency,
           std::vector<std::string>({"1", "2", "4", "8", "16", "32", "64"}),
           "concurrency mode: concurrent session counts");
@@ -243,7 +244,7 @@ int main(int argc, char** argv) {
     so.warmup = absl::GetFlag(FLAGS_warmup);
     so.streams = absl::GetFlag(FLAGS_streams);
     so.rss_tolerance = absl::GetFlag(FLAGS_rss_tolerance);
-    so.rss_slack_bytes = 0;  // "flat" means within --rss_tolerance
+    so.rss_slack_bytes = int64_t{absl::GetFlag(FLAGS_rss_slack_mib)} << 20;
     const fl::SoakResult r = fl::RunSoak(**client, so, &progress, &checks);
     fl::PrintSoakReport(r);
     if (!dir.empty()) {
