@@ -78,7 +78,7 @@ grpc::ServerWriteReactor<pb::GenerateResponse>* InferenceService::Generate(
     if (options_.log_requests) {
       std::fprintf(stderr, "[flatstate] Generate session=%s status=%s error=\"%s\"\n",
                    req->session_id().c_str(),
-                   GrpcCodeName(ToGrpcStatus(job.status()).error_code()),
+                   GrpcCodeName(ToGrpcStatus(job.status()).error_code()).c_str(),
                    std::string(job.status().message()).c_str());
     }
     r->FinishWithError(ToGrpcStatus(job.status()));

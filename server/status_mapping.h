@@ -7,6 +7,8 @@
 
 #include <grpcpp/support/status.h>
 
+#include <string>
+
 #include "absl/status/status.h"
 
 namespace flatstate::server {
@@ -14,7 +16,7 @@ namespace flatstate::server {
 grpc::Status ToGrpcStatus(const absl::Status& status);
 
 // Canonical upper-case name of a status code ("OK", "INVALID_ARGUMENT"...), for logs/metrics.
-const char* GrpcCodeName(grpc::StatusCode code);
+std::string GrpcCodeName(grpc::StatusCode code);
 
 }  // namespace flatstate::server
 

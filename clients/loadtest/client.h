@@ -74,7 +74,7 @@ class Client {
 };
 
 // "RESOURCE_EXHAUSTED" etc.
-const char* CodeName(grpc::StatusCode code);
+std::string CodeName(grpc::StatusCode code);
 
 }  // namespace flatstate::loadtest
 

@@ -121,7 +121,7 @@ int RunHealth(const fl::Client& client) {
   bool serving = false;
   grpc::Status s = client.Health(&serving);
   if (!s.ok()) {
-    std::printf("NOT_SERVING %s: %s\n", fl::CodeName(s.error_code()), s.error_message().c_str());
+    std::printf("NOT_SERVING %s: %s\n", fl::CodeName(s.error_code()).c_str(), s.error_message().c_str());
     return 1;
   }
   std::printf("%s\n", serving ? "SERVING" : "NOT_SERVING");
@@ -191,7 +191,7 @@ int main(int argc, char** argv) {
     flatstate::v1::ListModelsResponse lm;
     if (grpc::Status s = (*client)->ListModels(&lm); !s.ok()) {
       std::fprintf(stderr, "error: ListModels on %s: %s %s\n", co.server.c_str(),
-                   fl::CodeName(s.error_code()), s.error_message().c_str());
+                   fl::CodeName(s.error_code()).c_str(), s.error_message().c_str());
       return 2;
     }
     for (const auto& m : lm.models()) mo.models.push_back(m.name());
