@@ -82,6 +82,10 @@ int main(int argc, char** argv) {
   o.max_receive_message_bytes = absl::GetFlag(FLAGS_max_receive_message_bytes);
   o.log_requests = absl::GetFlag(FLAGS_log_requests);
 
+  // A file size limit (ulimit -f, systemd LimitFSIZE=) must fail the one checkpoint write that
+  // crosses it with EFBIG (RESOURCE_EXHAUSTED to its caller), not kill the server with SIGXFSZ.
+  signal(SIGXFSZ, SIG_IGN);
+
   // Block the shutdown signals in every thread; this one waits for them.
   sigset_t set;
   sigemptyset(&set);

@@ -46,6 +46,14 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
   for (const auto& m : models) names.push_back(m->name);
   ASSIGN_OR_RETURN(std::string def, PickDefaultModel(names, options.default_model));
   ASSIGN_OR_RETURN(CheckpointStore store, CheckpointStore::Open(options.checkpoint_dir));
+  // Temporary files of writes cut short by a crash are never read; delete them. A failure here
+  // is logged, not fatal: the files are harmless, only wasted space.
+  if (absl::StatusOr<int> removed = store.RemoveStaleTemporaries(); removed.ok()) {
+    std::fprintf(stderr, "[flatstate] removed %d leftover temporary checkpoint file(s) from %s\n",
+                 *removed, options.checkpoint_dir.c_str());
+  } else {
+    std::fprintf(stderr, "[flatstate] warning: %s\n", removed.status().ToString().c_str());
+  }
   s->loop_ = std::make_unique<EngineLoop>(std::move(models), std::move(def), std::move(store),
                                           options, &s->metrics_);
   s->service_ =

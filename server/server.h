@@ -1,7 +1,8 @@
 // Server: a complete flatstate server (models, engine loop, gRPC service with health and
 // reflection, metrics endpoint) that can run inside a test process or behind server/main.cc.
 //
-// Create loads the models and opens the checkpoint dir; Start binds the ports and starts the
+// Create loads the models and opens the checkpoint dir (deleting temporary files left there by
+// a crash, CheckpointStore::RemoveStaleTemporaries); Start binds the ports and starts the
 // threads; Shutdown stops everything (in-flight streams end with UNAVAILABLE). Not thread-safe:
 // call Create/Start/Shutdown from one thread; port() may then be read from any thread.
 // Failures are statuses naming the flag or file involved.

@@ -1,8 +1,15 @@
 // Fault injection: the server is SIGKILLed at random moments while clients hammer
 // CheckpointSession; afterwards every acknowledged checkpoint is on disk byte for byte, restores by
-// id and continues exactly like its inline copy, and no torn or temporary file is ever accepted.
-// An unwritable --checkpoint_dir fails the checkpoint call and the server keeps serving.
+// id and continues exactly like its inline copy, no torn file is ever accepted, and the next
+// server start deletes the temporary files the kills left. An unwritable --checkpoint_dir fails
+// the checkpoint call (INTERNAL) and a full one (a file size limit) with RESOURCE_EXHAUSTED; the
+// server keeps serving either way.
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -11,6 +18,7 @@
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "server/checkpoint_store.h"
 #include "server/ids.h"
 #include "tests/server/server_process.h"
 
@@ -152,8 +160,14 @@ TEST(FaultTest, SigkillDuringCheckpointsNeverLosesAnAcknowledgedOne) {
     if (!acked.empty()) last_of_round.push_back(acked.size() - 1);
   }
   ASSERT_GT(acked.size(), 0u);
-  std::printf("[ fault ] %d kills, %zu acknowledged checkpoints\n", kRounds, acked.size());
+  int leftover_temporaries = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    leftover_temporaries += server::CheckpointStore::IsTemporaryName(e.path().filename().string());
+  }
+  std::printf("[ fault ] %d kills, %zu acknowledged checkpoints, %d temporary files left\n",
+              kRounds, acked.size(), leftover_temporaries);
 
+  // The fresh server deletes the temporary files at start (and nothing else).
   ServerProcess fresh(dir, {"--log_requests=false", "--max_sessions=100000"});
   ASSERT_GT(fresh.port(), 0);
   // 1. Every acknowledged checkpoint is on disk exactly as acknowledged.
@@ -179,9 +193,8 @@ TEST(FaultTest, SigkillDuringCheckpointsNeverLosesAnAcknowledgedOne) {
     EXPECT_EQ(from_file.size(), 4u);
     EXPECT_EQ(from_file, inline_copy) << a.checkpoint_id;
   }
-  // 3. Every file in the directory either restores or is DATA_LOSS; temporary files are never
-  // found under their final id.
-  int checkpoints = 0, temporaries = 0;
+  // 3. Every file in the directory restores or is DATA_LOSS; no temporary file is left.
+  int checkpoints = 0;
   for (const auto& e : fs::directory_iterator(dir)) {
     const std::string name = e.path().filename().string();
     const std::string id = name.substr(0, server::kIdHexChars);
@@ -190,17 +203,11 @@ TEST(FaultTest, SigkillDuringCheckpointsNeverLosesAnAcknowledgedOne) {
       const grpc::Status st = RestoreById(fresh.stub(), id);
       EXPECT_TRUE(st.ok() || st.error_code() == grpc::StatusCode::DATA_LOSS)
           << name << ": " << st.error_message();
-    } else if (absl::StrContains(name, ".ckpt.tmp.")) {
-      ++temporaries;
-      if (!fs::exists(dir + "/" + id + ".ckpt")) {
-        EXPECT_EQ(RestoreById(fresh.stub(), id).error_code(), grpc::StatusCode::NOT_FOUND) << name;
-      }
     } else {
       ADD_FAILURE() << "unexpected file in --checkpoint_dir: " << name;
     }
   }
-  std::printf("[ fault ] %d checkpoint files, %d leftover temporary files\n", checkpoints,
-              temporaries);
+  std::printf("[ fault ] %d checkpoint files\n", checkpoints);
   EXPECT_GE(checkpoints, static_cast<int>(acked.size()));
 
   // 4. Torn files planted by hand: every truncation and a flipped byte are DATA_LOSS, a complete
@@ -254,12 +261,14 @@ TEST(FaultTest, UnwritableCheckpointDirFailsTheCallAndServerKeepsServing) {
   fs::remove_all(o.checkpoint_dir);
   grpc::Status st = Checkpoint(stub.get(), sid);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::INTERNAL) << st.error_message();
+  EXPECT_FALSE(absl::StrContains(st.error_message(), o.checkpoint_dir)) << st.error_message();
   ExpectServing(stub.get(), sid);
 
   // A regular file where the directory was.
   WriteBytes(o.checkpoint_dir, "not a directory");
   st = Checkpoint(stub.get(), sid);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::INTERNAL) << st.error_message();
+  EXPECT_FALSE(absl::StrContains(st.error_message(), o.checkpoint_dir)) << st.error_message();
   ExpectServing(stub.get(), sid);
 
   // The directory comes back: checkpoints work again.
@@ -295,6 +304,193 @@ TEST(FaultTest, IdleEvictionIntoUnwritableDirKeepsTheSessionInMemory) {
   ASSERT_TRUE(stub->GetSession(&ctx2, get, &info).ok());
   EXPECT_EQ(info.context_tokens(), 9u);  // "hello" + 4 generated
   ExpectServing(stub.get(), sid);
+}
+
+// The status codes and messages of file errors (they reach clients: no server paths).
+TEST(CheckpointStoreTest, FullDiskErrnosAreResourceExhaustedAndMessagesHaveNoPath) {
+  const std::string file = "0123456789abcdef0123456789abcdef.ckpt.tmp.0123abcd";
+  for (int err : {ENOSPC, EDQUOT, EFBIG}) {
+    const absl::Status s = server::CheckpointIoError("cannot write", file, err);
+    EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), file)) << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), std::strerror(err))) << s;
+    EXPECT_FALSE(absl::StrContains(s.message(), "/")) << s;
+  }
+  for (int err : {EACCES, EIO, ENOTDIR, ENOENT, EROFS}) {
+    const absl::Status s = server::CheckpointIoError("cannot create", file, err);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), std::strerror(err))) << s;
+  }
+}
+
+TEST(CheckpointStoreTest, TemporaryNamesAreExactlyWhatWriteAtomicCreates) {
+  const std::string id = server::NewId();
+  EXPECT_TRUE(server::CheckpointStore::IsTemporaryName(id + ".ckpt.tmp.0123abcd"));
+  EXPECT_TRUE(server::CheckpointStore::IsTemporaryName(id + ".evicted.tmp.ffffffff"));
+  for (const std::string& name :
+       {id + ".ckpt", id + ".evicted", id + ".ckpt.tmp.", id + ".ckpt.tmp.0123abc",
+        id + ".ckpt.tmp.0123abcde", id + ".ckpt.tmp.0123ABCD", id + ".ckpt.tmp.0123abcd.bak",
+        id + ".other.tmp.0123abcd", id.substr(1) + ".ckpt.tmp.0123abcd",
+        std::string("notes.tmp.01234567"), std::string("../") + id + ".ckpt.tmp.0123abcd"}) {
+    EXPECT_FALSE(server::CheckpointStore::IsTemporaryName(name)) << name;
+  }
+  // A failed write leaves no temporary file; a good one leaves only the final file.
+  auto store = server::CheckpointStore::Open(TempDir() + "/store");
+  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_TRUE(store->WriteAtomic(store->CheckpointPath(id), "bytes").ok());
+  const absl::Status bad = store->WriteAtomic(store->dir() + "/missing/x.ckpt", "bytes");
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInternal) << bad;
+  EXPECT_FALSE(absl::StrContains(bad.message(), store->dir())) << bad;
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(store->dir())) {
+    names.push_back(e.path().filename().string());
+  }
+  EXPECT_EQ(names, std::vector<std::string>{id + ".ckpt"});
+}
+
+// A SIGKILL between create and rename leaves "<id>.ckpt.tmp.<hex>" behind; the next server start
+// deletes exactly those files. Planted here: temporaries of both kinds (one of them next to the
+// finished checkpoint of the same id), and look-alikes that are not the store's and must stay.
+TEST(FaultTest, ServerStartRemovesLeftoverTemporaryFilesAndNothingElse) {
+  const std::string dir = TempDir() + "/ckpt";
+  Acked ck;
+  std::vector<int32_t> expected;
+  {
+    ServerProcess p(dir, {"--log_requests=false"});
+    ASSERT_GT(p.port(), 0);
+    const std::string sid = CreateSession(p.stub(), kLinear, 3);
+    pb::GenerateRequest req = GenRequest("", "stale temporaries", 4);
+    req.set_session_id(sid);
+    ASSERT_TRUE(RunGenerate(p.stub(), req).status.ok());
+    pb::CheckpointSessionRequest creq;
+    creq.set_session_id(sid);
+    pb::Checkpoint c;
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(p.stub()->CheckpointSession(&ctx, creq, &c).ok());
+    ck = {c.checkpoint_id(), c.data(), c.context_tokens()};
+    pb::GenerateRequest more = GenRequest("", "", 4);
+    more.set_session_id(sid);
+    expected = RunGenerate(p.stub(), more).tokens;  // what the checkpoint must continue with
+    ASSERT_EQ(expected.size(), 4u);
+  }
+  const std::vector<std::string> stale = {
+      server::NewId() + ".ckpt.tmp.0123abcd",     // complete blob, never renamed
+      ck.checkpoint_id + ".ckpt.tmp.89abcdef",    // torn rewrite next to the real file
+      server::NewId() + ".evicted.tmp.ffffffff",  // an eviction cut short
+  };
+  WriteBytes(dir + "/" + stale[0], ck.data);
+  WriteBytes(dir + "/" + stale[1], ck.data.substr(0, ck.data.size() / 3));
+  WriteBytes(dir + "/" + stale[2], "");
+  const std::vector<std::string> keep = {
+      server::NewId() + ".ckpt.tmp.0123abc",   // 7 hex characters
+      server::NewId() + ".ckpt.tmp.0123ABCD",  // upper case
+      server::NewId() + ".ckpt.tmp.0123abcd.bak",
+      "notes.tmp.01234567",
+      server::NewId() + ".evicted",
+  };
+  for (const std::string& name : keep) WriteBytes(dir + "/" + name, "not ours");
+  const std::string dir_named_like_tmp = dir + "/" + server::NewId() + ".ckpt.tmp.00000000";
+  fs::create_directory(dir_named_like_tmp);
+
+  ServerProcess p(dir, {"--log_requests=false"});
+  ASSERT_GT(p.port(), 0);
+  for (const std::string& name : stale) EXPECT_FALSE(fs::exists(dir + "/" + name)) << name;
+  for (const std::string& name : keep) EXPECT_TRUE(fs::exists(dir + "/" + name)) << name;
+  EXPECT_TRUE(fs::is_directory(dir_named_like_tmp));
+  EXPECT_EQ(ReadBytes(dir + "/" + ck.checkpoint_id + ".ckpt"), ck.data);
+  pb::RestoreSessionRequest by_id;
+  by_id.set_checkpoint_id(ck.checkpoint_id);
+  EXPECT_EQ(RestoreAndContinue(p.stub(), by_id, ck.context_tokens), expected);
+}
+
+// A full disk, simulated with a file size limit on the server process (RLIMIT_FSIZE; the server
+// ignores SIGXFSZ, so the write that crosses the limit fails with EFBIG): the checkpoint that does
+// not fit is RESOURCE_EXHAUSTED, leaves no file behind, and everything else keeps working:
+// earlier checkpoints restore, sessions generate, checkpoints that fit still succeed.
+TEST(FaultTest, FullDiskFailsTheCheckpointWithResourceExhaustedAndServerKeepsServing) {
+  const std::string dir = TempDir() + "/ckpt";
+  constexpr rlim_t kMaxFileBytes = 64 << 10;
+  ServerProcess p(dir, {"--log_requests=false"});
+  ASSERT_GT(p.port(), 0);
+  // Set on the running server before any request, so every checkpoint write is under it.
+  const rlimit lim{kMaxFileBytes, kMaxFileBytes};
+  ASSERT_EQ(prlimit(p.pid(), RLIMIT_FSIZE, &lim, nullptr), 0) << std::strerror(errno);
+
+  pb::ListModelsResponse models;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(p.stub()->ListModels(&ctx, pb::ListModelsRequest(), &models).ok());
+  }
+  uint64_t kv_bytes_per_token = 0;
+  for (const auto& m : models.models()) {
+    if (m.name() == kSoftmax) kv_bytes_per_token = m.kv_bytes_per_token();
+  }
+  ASSERT_GT(kv_bytes_per_token, 0u);
+
+  auto checkpoint = [&](const std::string& sid, Acked* out) {
+    pb::CheckpointSessionRequest req;
+    req.set_session_id(sid);
+    pb::Checkpoint c;
+    grpc::ClientContext ctx;
+    grpc::Status st = p.stub()->CheckpointSession(&ctx, req, &c);
+    if (st.ok() && out != nullptr) *out = {c.checkpoint_id(), c.data(), c.context_tokens()};
+    return st;
+  };
+  auto generate = [&](const std::string& sid, const std::string& prompt) {
+    pb::GenerateRequest req = GenRequest("", prompt, 3);
+    req.set_session_id(sid);
+    StreamResult r = RunGenerate(p.stub(), req);
+    EXPECT_TRUE(r.status.ok()) << r.status.error_message();
+    EXPECT_EQ(r.tokens.size(), 3u);
+  };
+
+  // Checkpoints that fit.
+  const std::string linear = CreateSession(p.stub(), kLinear, 5);
+  const std::string softmax = CreateSession(p.stub(), kSoftmax, 6);
+  generate(linear, "linear");
+  generate(softmax, "softmax");
+  Acked linear_ck, softmax_ck;
+  ASSERT_TRUE(checkpoint(linear, &linear_ck).ok());
+  ASSERT_TRUE(checkpoint(softmax, &softmax_ck).ok());
+  ASSERT_LT(softmax_ck.data.size(), kMaxFileBytes);
+
+  // The softmax session grows until its checkpoint (KV cache included) is twice the limit.
+  generate(softmax, std::string(2 * kMaxFileBytes / kv_bytes_per_token, 'a'));
+  Acked too_big;
+  const grpc::Status full = checkpoint(softmax, &too_big);
+  EXPECT_EQ(full.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << full.error_message();
+  std::printf("[ fault ] %s\n", full.error_message().c_str());
+  EXPECT_TRUE(absl::StrContains(full.error_message(), std::strerror(EFBIG)))
+      << full.error_message();
+  EXPECT_FALSE(absl::StrContains(full.error_message(), dir)) << full.error_message();
+
+  // Nothing partial is left: only the two acknowledged checkpoints are in the directory.
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  std::vector<std::string> want = {linear_ck.checkpoint_id + ".ckpt",
+                                   softmax_ck.checkpoint_id + ".ckpt"};
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(names, want);
+
+  // The server keeps serving: both sessions continue, a throwaway Generate runs, the earlier
+  // checkpoints restore by id exactly like their inline copies, and a checkpoint that fits works.
+  generate(softmax, "still here");
+  generate(linear, "still here");
+  StreamResult t = RunGenerate(p.stub(), GenRequest(kSoftmax, "throwaway", 3));
+  EXPECT_TRUE(t.status.ok()) << t.status.error_message();
+  for (const Acked* a : {&linear_ck, &softmax_ck}) {
+    pb::RestoreSessionRequest by_id, by_data;
+    by_id.set_checkpoint_id(a->checkpoint_id);
+    by_data.set_data(a->data);
+    const std::vector<int32_t> from_file = RestoreAndContinue(p.stub(), by_id, a->context_tokens);
+    EXPECT_EQ(from_file.size(), 4u);
+    EXPECT_EQ(from_file, RestoreAndContinue(p.stub(), by_data, a->context_tokens));
+  }
+  Acked again;
+  EXPECT_TRUE(checkpoint(linear, &again).ok());
+  EXPECT_EQ(ReadBytes(dir + "/" + again.checkpoint_id + ".ckpt"), again.data);
+  p.Stop();  // exits cleanly: the limit never killed it
 }
 
 }  // namespace
