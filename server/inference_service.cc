@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "server/auth.h"
 #include "server/generate_reactor.h"
 #include "server/ids.h"
 #include "server/status_mapping.h"
@@ -25,13 +26,6 @@ void FillSession(const SessionInfo& i, pb::Session* out) {
   out->set_evicted(i.evicted);
 }
 
-bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
-}
-
 }  // namespace
 
 InferenceService::InferenceService(EngineLoop* loop, Metrics* metrics,
@@ -39,18 +33,7 @@ InferenceService::InferenceService(EngineLoop* loop, Metrics* metrics,
     : loop_(loop), metrics_(metrics), options_(options), device_(std::move(device_name)) {}
 
 absl::Status InferenceService::Authenticate(const grpc::CallbackServerContext* ctx) const {
-  if (options_.auth_token.empty()) return absl::OkStatus();
-  const auto& md = ctx->client_metadata();
-  auto it = md.find("authorization");
-  if (it == md.end()) {
-    return absl::UnauthenticatedError("missing 'authorization: Bearer <token>' metadata");
-  }
-  const absl::string_view value(it->second.data(), it->second.size());
-  const std::string expected = absl::StrCat("Bearer ", options_.auth_token);
-  if (!ConstantTimeEquals(value, expected)) {
-    return absl::UnauthenticatedError("invalid bearer token in 'authorization' metadata");
-  }
-  return absl::OkStatus();
+  return server::Authenticate(*ctx, options_.auth_token);
 }
 
 void InferenceService::Done(grpc::ServerUnaryReactor* r, const char* method,

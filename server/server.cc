@@ -4,11 +4,11 @@
 #include <fstream>
 #include <sstream>
 
-#include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 
 #include "absl/strings/str_cat.h"
 #include "engine/util/status_macros.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "server/checkpoint_store.h"
 #include "server/model_registry.h"
 
@@ -58,6 +58,14 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
                                           options, &s->metrics_);
   s->service_ =
       std::make_unique<InferenceService>(s->loop_.get(), &s->metrics_, options, s->device_name_);
+  // Naming a health message keeps health.pb.cc linked, so reflection can describe the health
+  // service too (gRPC's built-in health service does not use protobuf's generated pool).
+  (void)grpc::health::v1::HealthCheckRequest::descriptor();
+  s->reflection_ = std::make_unique<ReflectionService>(
+      std::vector<std::string>{flatstate::v1::Inference::service_full_name(),
+                               grpc::health::v1::Health::service_full_name(),
+                               grpc::reflection::v1alpha::ServerReflection::service_full_name()},
+      options.auth_token, &s->metrics_);
   return s;
 }
 
@@ -74,10 +82,10 @@ absl::Status Server::Start() {
     creds = grpc::SslServerCredentials(ssl);
   }
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(absl::StrCat(options_.host, ":", options_.port), creds, &port_);
   builder.RegisterService(service_.get());
+  builder.RegisterService(reflection_.get());
   builder.SetMaxReceiveMessageSize(options_.max_receive_message_bytes);
   builder.SetMaxSendMessageSize(options_.max_receive_message_bytes);
   loop_->Start();

@@ -1,5 +1,6 @@
 // Server: a complete flatstate server (models, engine loop, gRPC service with health and
-// reflection, metrics endpoint) that can run inside a test process or behind server/main.cc.
+// reflection (reflection_service.h, behind --auth_token like the Inference service), metrics
+// endpoint) that can run inside a test process or behind server/main.cc.
 //
 // Create loads the models and opens the checkpoint dir (deleting temporary files left there by
 // a crash, CheckpointStore::RemoveStaleTemporaries); Start binds the ports and starts the
@@ -20,6 +21,7 @@
 #include "server/metrics.h"
 #include "server/metrics_http.h"
 #include "server/options.h"
+#include "server/reflection_service.h"
 
 namespace flatstate::server {
 
@@ -46,6 +48,7 @@ class Server {
   Metrics metrics_;
   std::unique_ptr<EngineLoop> loop_;
   std::unique_ptr<InferenceService> service_;
+  std::unique_ptr<ReflectionService> reflection_;
   std::unique_ptr<grpc::Server> grpc_;
   std::unique_ptr<MetricsHttpServer> metrics_http_;
   int port_ = 0;
