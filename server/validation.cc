@@ -79,7 +79,7 @@ absl::StatusOr<GenerateJob> ValidateGenerate(const flatstate::v1::GenerateReques
     const int vocab = m != nullptr ? m->config().vocab_size : kByteVocabSize;
     if (absl::Status s = ValidateTokens(job.prompt, vocab, "prompt_tokens"); !s.ok()) return s;
   } else {
-    job.prompt = Encode(req.prompt());
+    job.prompt = Encode(req.prompt());  // any bytes: one token each
   }
   if (job.prompt.empty() && req.session_id().empty()) {
     return absl::InvalidArgumentError(
@@ -89,8 +89,17 @@ absl::StatusOr<GenerateJob> ValidateGenerate(const flatstate::v1::GenerateReques
   job.model = req.model();
   job.session_id = req.session_id();
   job.max_new_tokens = req.max_new_tokens();
-  for (const std::string& s : req.stop()) {
-    if (s.empty()) return absl::InvalidArgumentError("stop: empty stop string");
+  for (int i = 0; i < req.stop_size(); ++i) {
+    const std::string& s = req.stop(i);
+    if (s.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("stop[", i, "]: empty stop string"));
+    }
+    if (!IsValidUtf8(s)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("stop[", i,
+                       "]: not valid UTF-8 (stop strings are matched against the generated "
+                       "text, which is always valid UTF-8)"));
+    }
     job.stop.push_back(s);
   }
   return job;

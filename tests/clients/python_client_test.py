@@ -88,6 +88,27 @@ class ClientTest(unittest.TestCase):
                 for sid in (s.session_id, r1.session_id, r2.session_id):
                     self.c.delete_session(sid)
 
+    def test_prompt_and_stop_accept_str_and_bytes(self):
+        # Any bytes are a prompt, one token per byte; str is sent as UTF-8.
+        _, last = self.c.generate_text(b"\xff\xfe", model=LINEAR, max_new_tokens=2)
+        self.assertEqual(last.usage.prompt_tokens, 2)
+        _, last = self.c.generate_text("h\u00e9llo", model=LINEAR, max_new_tokens=2)
+        self.assertEqual(last.usage.prompt_tokens, 6)
+        _, last = self.c.generate_text(bytearray(b"abc"), model=LINEAR, max_new_tokens=2)
+        self.assertEqual(last.usage.prompt_tokens, 3)
+        # The same greedy continuation whether the stop string is str or bytes (messages may
+        # coalesce tokens differently, so compare the token sequences).
+        s1 = token_ids(self.c, prompt="To be", model=LINEAR, max_new_tokens=8, stop=["\n\n"])
+        s2 = token_ids(self.c, prompt=b"To be", model=LINEAR, max_new_tokens=8, stop=[b"\n\n"])
+        self.assertGreater(len(s1), 0)
+        self.assertEqual(s1, s2)
+        with self.assertRaises(FlatstateError) as e:
+            list(self.c.generate("x", model=LINEAR, max_new_tokens=1, stop=["ok", b"\xff"]))
+        self.assertEqual(e.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("stop[1]", e.exception.details)
+        with self.assertRaises(TypeError):
+            list(self.c.generate(42, model=LINEAR, max_new_tokens=1))
+
     def test_errors(self):
         with self.assertRaises(FlatstateError) as e:
             list(self.c.generate("x", max_new_tokens=0))

@@ -55,7 +55,9 @@ void ValidateGenerate(const pb::GenerateRequest& req, const ServerOptions& optio
   Check(!job->prompt.empty() || !job->session_id.empty());
   Check(job->session_id.empty() || flatstate::server::IsValidId(job->session_id));
   for (int32_t t : job->prompt) Check(t >= 0 && t < flatstate::kByteVocabSize);
-  for (const std::string& s : job->stop) Check(!s.empty());
+  for (const std::string& s : job->stop) Check(!s.empty() && flatstate::IsValidUtf8(s));
+  // The prompt is bytes: any accepted prompt is one token per byte.
+  if (req.prompt_tokens_size() == 0) Check(job->prompt.size() == req.prompt().size());
   if (job->sampling.has_value()) {
     Check(job->sampling->temperature >= 0.f && std::isfinite(job->sampling->temperature));
     Check(job->sampling->top_p > 0.f && job->sampling->top_p <= 1.f);
@@ -125,10 +127,14 @@ void FromFields(const uint8_t* data, size_t size) {
   const int stops = p.ConsumeIntegralInRange<int>(0, 3);
   for (int i = 0; i < stops; ++i) g.add_stop(p.ConsumeRandomLengthString(16));
   ValidateGenerate(g, options);
-  // The same request after a serialization round trip validates the same way. (Parsing fails
-  // when a string field holds invalid UTF-8: proto3 rejects it, so the server never sees it.)
+  // The same request after a serialization round trip validates the same way. prompt and stop
+  // are bytes, so they always survive it; parsing fails only when model or session_id (strings)
+  // hold invalid UTF-8: proto3 rejects it, so the server never sees such a request.
   pb::GenerateRequest copy;
-  if (copy.ParseFromString(g.SerializeAsString())) {
+  const bool strings_valid =
+      flatstate::IsValidUtf8(g.model()) && flatstate::IsValidUtf8(g.session_id());
+  Check(copy.ParseFromString(g.SerializeAsString()) == strings_valid);
+  if (strings_valid) {
     Check(flatstate::server::ValidateGenerate(copy, Loop(), options).ok() ==
           flatstate::server::ValidateGenerate(g, Loop(), options).ok());
   }

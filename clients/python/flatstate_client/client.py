@@ -28,6 +28,15 @@ def _wrap(err):
     return FlatstateError(err.code(), err.details())
 
 
+def _bytes(value, field):
+    """A bytes request field from str (encoded as UTF-8) or bytes-like (as is)."""
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    raise TypeError(f"{field}: expected str or bytes, got {type(value).__name__}")
+
+
 def _sampling(temperature, top_k, top_p, seed):
     if temperature is None and top_k is None and top_p is None and seed is None:
         return None
@@ -83,11 +92,15 @@ class Client:
                  max_new_tokens=64, temperature=None, top_k=None, top_p=None, seed=None,
                  stop=None, timeout=None):
         """Streams GenerateResponse messages: token/text chunks, then a last one with
-        finish_reason and usage. Without session_id a throwaway session is used."""
+        finish_reason and usage. Without session_id a throwaway session is used.
+
+        prompt and each stop string may be str (sent as UTF-8) or bytes; a prompt may be any
+        bytes (one token per byte), a stop string must be valid UTF-8."""
         req = pb2.GenerateRequest(model=model, session_id=session_id,
-                                  max_new_tokens=max_new_tokens, stop=list(stop or []))
+                                  max_new_tokens=max_new_tokens,
+                                  stop=[_bytes(s, "stop") for s in (stop or [])])
         if prompt:
-            req.prompt = prompt
+            req.prompt = _bytes(prompt, "prompt")
         if prompt_tokens:
             req.prompt_tokens.extend(prompt_tokens)
         sampling = _sampling(temperature, top_k, top_p, seed)
