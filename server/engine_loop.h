@@ -11,6 +11,8 @@
 // its one pending token; prefills share what is left of --step_token_budget, split on the chunk
 // grid by Engine::PlanTokens (so outputs do not depend on batch composition); then idle sessions
 // past --session_idle_ttl are checkpointed to disk and evicted (restored on their next use).
+// On an idle wake-up after activity (at most once a second), and every 10 s while busy, the loop
+// calls malloc_trim(0) so glibc hands freed heap pages back to the OS (docs/reliability.md).
 //
 // Failures are absl statuses passed to the callback / TokenSink::OnFinish; codes per docs/server.md.
 #ifndef FLATSTATE_SERVER_ENGINE_LOOP_H_
@@ -167,6 +169,9 @@ class EngineLoop {
     bool done = false;
   };
 
+  static constexpr int kIdleWakeMs = 200;  // idle loop wake-up (eviction scan, memory release)
+  static constexpr absl::Duration kBusyTrimInterval = absl::Seconds(10);
+
   void Post(std::function<void()> fn);
   void Run();
   void AdmitStream(GenerateJob job, std::shared_ptr<TokenSink> sink);
@@ -176,6 +181,9 @@ class EngineLoop {
   void FinishStream(Stream* st, FinishReason reason, const absl::Status& status);
   void ReapFinished();
   void MaybeEvictIdle();
+  // malloc_trim(0) on an idle wake-up after activity (at most once a second) and every
+  // kBusyTrimInterval while busy (see the .cc).
+  void MaybeReleaseFreeMemory(bool idle);
   void UpdateGauges();
 
   absl::StatusOr<Session*> FindSession(const std::string& id);
@@ -202,6 +210,8 @@ class EngineLoop {
   absl::flat_hash_map<std::string, std::unique_ptr<Session>> sessions_;
   std::vector<std::unique_ptr<Stream>> streams_;  // arrival order
   absl::Time last_evict_scan_ = absl::InfinitePast();
+  absl::Time last_trim_ = absl::InfinitePast();
+  bool busy_since_trim_ = false;
   uint64_t tokens_generated_ = 0;
 };
 

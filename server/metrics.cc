@@ -33,6 +33,11 @@ void Histogram::Observe(double v) {
   ++count_;
 }
 
+uint64_t Histogram::count() const {
+  absl::MutexLock lock(&mu_);
+  return count_;
+}
+
 void Histogram::Render(const std::string& name, const std::string& help,
                        std::string* out) const {
   absl::MutexLock lock(&mu_);
@@ -62,7 +67,8 @@ Metrics::Metrics()
       inter_token_latency(LatencyBounds()),
       step_seconds(LatencyBounds()),
       step_batch_size({1, 2, 4, 8, 16, 32, 64, 128, 256, 512}),
-      step_tokens({1, 4, 16, 64, 256, 1024, 4096}) {}
+      step_tokens({1, 4, 16, 64, 256, 1024, 4096}),
+      malloc_trim_seconds(LatencyBounds()) {}
 
 void Metrics::RecordRequest(const std::string& method, const std::string& code) {
   absl::MutexLock lock(&mu_);
@@ -120,6 +126,10 @@ std::string Metrics::Render() const {
   step_batch_size.Render("flatstate_engine_step_batch_size", "Sessions in one Engine::Step.",
                          &out);
   step_tokens.Render("flatstate_engine_step_tokens", "Tokens run in one Engine::Step.", &out);
+  malloc_trim_seconds.Render("flatstate_malloc_trim_seconds",
+                             "Duration of one malloc_trim(0): free heap pages handed back to the "
+                             "OS by the engine loop.",
+                             &out);
   return out;
 }
 

@@ -24,6 +24,7 @@ class Histogram {
   void Observe(double v);
   // Appends "# HELP/# TYPE" and the _bucket/_sum/_count lines.
   void Render(const std::string& name, const std::string& help, std::string* out) const;
+  uint64_t count() const;  // observations so far
 
  private:
   const std::vector<double> bounds_;
@@ -63,6 +64,7 @@ class Metrics {
   Histogram step_seconds;         // one Engine::Step
   Histogram step_batch_size;      // sessions in one Engine::Step
   Histogram step_tokens;          // tokens run in one Engine::Step
+  Histogram malloc_trim_seconds;  // one malloc_trim(0) by the engine loop (EngineLoop::Run)
 
   std::string Render() const;
 
