@@ -76,6 +76,14 @@ absl::StatusOr<std::unique_ptr<ForwardPass>> ForwardPass::Create(const Model* mo
   }
   if (device == Device::kCuda) {
     ASSIGN_OR_RETURN(fp->cuda_, ForwardCuda::Create(model, kv, chunk_size, fp->heads_));
+  } else {
+    const int64_t D = c.hidden_size, FF = c.intermediate_size;
+    for (const LayerWeights& lw : model->weights().layers) {
+      fp->packed_.push_back({PackedWeight::Pack(lw.wqkv, 3 * D, D),
+                             PackedWeight::Pack(lw.wo, D, D), PackedWeight::Pack(lw.w1, FF, D),
+                             PackedWeight::Pack(lw.w2, D, FF)});
+    }
+    fp->packed_lm_head_ = PackedWeight::Pack(model->weights().lm_head, c.vocab_size, D);
   }
   return fp;
 }
@@ -223,13 +231,14 @@ absl::Status ForwardPass::Run(std::span<const SequenceRun> batch, std::vector<fl
       }
       attn_in = h2;
     }
-    Gemm<Device::kCpu>(attn_in, N, D, lw.wqkv, 3 * D, qkv_.data(), false, *par_);
+    const PackedLayer& pw = packed_[l];
+    GemmPacked(attn_in, N, pw.wqkv, qkv_.data(), false, *par_);
     Attention(l, batch, row_start);
-    Gemm<Device::kCpu>(att_.data(), N, D, lw.wo, D, x, /*accumulate=*/true, *par_);
+    GemmPacked(att_.data(), N, pw.wo, x, /*accumulate=*/true, *par_);
     RmsNorm<Device::kCpu>(x, lw.mlp_norm, N, D, c.rms_norm_eps, h);
-    Gemm<Device::kCpu>(h, N, D, lw.w1, FF, mlp, false, *par_);
+    GemmPacked(h, N, pw.w1, mlp, false, *par_);
     Gelu<Device::kCpu>(mlp, N * FF);
-    Gemm<Device::kCpu>(mlp, N, FF, lw.w2, D, x, /*accumulate=*/true, *par_);
+    GemmPacked(mlp, N, pw.w2, x, /*accumulate=*/true, *par_);
   }
   // Final norm + head over the rows that are returned.
   std::vector<int64_t> rows;
@@ -247,7 +256,7 @@ absl::Status ForwardPass::Run(std::span<const SequenceRun> batch, std::vector<fl
     RmsNorm<Device::kCpu>(x + rows[i] * D, w.norm, 1, D, c.rms_norm_eps, last + i * D);
   }
   logits->resize(static_cast<size_t>(R * V));
-  Gemm<Device::kCpu>(last, R, D, w.lm_head, V, logits->data(), false, *par_);
+  GemmPacked(last, R, packed_lm_head_, logits->data(), false, *par_);
   return absl::OkStatus();
 }
 

@@ -26,6 +26,7 @@
 #include "engine/model/model.h"
 #include "engine/session/session_state.h"
 #include "kernels/device.h"
+#include "kernels/gemm.h"
 #include "kernels/linear_attention.h"
 #include "kernels/parallel.h"
 
@@ -72,6 +73,12 @@ class ForwardPass {
   int chunk_size_ = 64;
   std::vector<LinearHead> heads_;  // [layer * H + h]
   std::unique_ptr<ForwardCuda> cuda_;  // set for Device::kCuda
+  // CPU: the projection weights packed once for GemmPacked (kernels/gemm.h).
+  struct PackedLayer {
+    PackedWeight wqkv, wo, w1, w2;
+  };
+  std::vector<PackedLayer> packed_;
+  PackedWeight packed_lm_head_;
   LinearStateLayout layout_;
   // Workspace, grown as needed.
   std::vector<float> x_, h_, h2_, qkv_, att_, mlp_, last_;
