@@ -27,7 +27,8 @@ namespace {
 // (tests/kernels/elementwise_test.cc measures it against double erf). Branch-free, so the loop
 // below vectorises, unlike calls to std::erf.
 inline float ErfRational(float v) {
-  const float x = std::min(std::max(v, -4.f), 4.f);
+  float x = v < -4.f ? -4.f : v;  // value selects (not std::min/max, which return references
+  x = x > 4.f ? 4.f : x;          // and keep the loop below from vectorising)
   const float x2 = x * x;
   float p = x2 * -2.72614225801306e-10f + 2.77068142495902e-08f;
   p = x2 * p + -2.10102402082508e-06f;
