@@ -12,21 +12,6 @@
 
 namespace flatstate::testing {
 
-inline ModelConfig SmallConfig(AttentionKind kind) {
-  ModelConfig c;
-  c.attention_kind = kind;
-  c.hidden_size = 64;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.head_dim = 16;
-  c.intermediate_size = 128;
-  c.conv_kernel_size = kind == AttentionKind::kSoftmax ? 0 : 4;
-  c.favor_num_features = 24;
-  c.cosformer_horizon = 512;
-  c.chunk_size = 16;
-  return c;
-}
-
 inline std::string RandomModelDir(AttentionKind kind, uint64_t seed = 7) {
   const std::string dir = TempDir() + "/" + std::string(AttentionKindName(kind));
   auto st = WriteRandomModel(dir, SmallConfig(kind), seed);
