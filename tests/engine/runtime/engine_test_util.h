@@ -58,6 +58,35 @@ inline std::vector<int32_t> GenerateAlone(Engine* e, SessionState* s,
   return out;
 }
 
+// Runs session `s` (its prompt already appended) until it has sampled `n` tokens, in steps shared
+// with `crowd` other sessions (temperature 0.7, seeds 0..crowd-1) that join one per step with
+// prompts of 5 + 9i tokens and a budget of 24 tokens a step (prefill and decode mixed); `s` sits
+// in the middle of every batch with an unlimited budget. Returns the tokens `s` sampled.
+inline std::vector<int32_t> GenerateInCrowd(Engine* e, SessionState* s, int n, int crowd) {
+  std::vector<SessionState> others;
+  for (int i = 0; i < crowd; ++i) {
+    others.push_back(e->NewSession(SamplingParams{0.7f, 0, 1.f, uint64_t(i)}));
+  }
+  std::vector<int32_t> got;
+  std::vector<StepResult> res;
+  for (int step = 0; static_cast<int>(got.size()) < n; ++step) {
+    std::vector<StepRequest> reqs;
+    for (int i = 0; i < crowd; ++i) {
+      if (step == i) EXPECT_TRUE(e->Append(&others[i], Tokens(5 + 9 * i, 100 + i)).ok());
+      if (step >= i) reqs.push_back(StepRequest{&others[i], 24, true});
+    }
+    reqs.insert(reqs.begin() + reqs.size() / 2, StepRequest{s, 1 << 30, true});
+    const absl::Status st = e->Step(reqs, &res);
+    EXPECT_TRUE(st.ok()) << st;
+    if (!st.ok()) break;
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      if (reqs[i].session == s && res[i].sampled) got.push_back(res[i].token);
+    }
+  }
+  for (auto& o : others) e->ReleaseSession(&o);
+  return got;
+}
+
 inline const std::vector<AttentionKind>& AllKinds() {
   static const std::vector<AttentionKind> k = {AttentionKind::kSoftmax, AttentionKind::kLinearElu,
                                                AttentionKind::kCosformer, AttentionKind::kCosine,
