@@ -72,7 +72,9 @@ inline std::vector<int32_t> GenerateInCrowd(Engine* e, SessionState* s, int n, i
   for (int step = 0; static_cast<int>(got.size()) < n; ++step) {
     std::vector<StepRequest> reqs;
     for (int i = 0; i < crowd; ++i) {
-      if (step == i) EXPECT_TRUE(e->Append(&others[i], Tokens(5 + 9 * i, 100 + i)).ok());
+      if (step == i) {
+        EXPECT_TRUE(e->Append(&others[i], Tokens(5 + 9 * i, 100 + i)).ok());
+      }
       if (step >= i) reqs.push_back(StepRequest{&others[i], 24, true});
     }
     reqs.insert(reqs.begin() + reqs.size() / 2, StepRequest{s, 1 << 30, true});
