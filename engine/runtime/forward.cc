@@ -106,8 +106,10 @@ void ForwardPass::Attention(int layer, std::span<const SequenceRun> batch,
   const int H = c.num_attention_heads, hd = c.head_dim, D = c.hidden_size;
   const int64_t qkv_stride = 3 * D;
   const int64_t tasks = static_cast<int64_t>(batch.size()) * H;
+  const int64_t rows = row_start.back();
   if (c.is_linear()) {
-    par_->For(tasks, [&](int64_t b, int64_t e) {
+    const int64_t work = rows * H * c.feature_dim() * hd;
+    PoolFor(work).For(tasks, [&](int64_t b, int64_t e) {
       thread_local std::vector<float> scratch;
       for (int64_t task = b; task < e; ++task) {
         const size_t s = task / H;
@@ -131,7 +133,13 @@ void ForwardPass::Attention(int layer, std::span<const SequenceRun> batch,
   }
   // Softmax: RoPE on q and k, write K/V into the pool, then attend per (sequence, head, token).
   PagedKv view{kv_->K(0, 0, 0), kv_->block_size(), kv_->num_layers(), kv_->hidden()};
-  par_->For(static_cast<int64_t>(batch.size()), [&](int64_t b, int64_t e) {
+  int64_t attended = 0;  // (query row, key row) pairs
+  for (size_t s = 0; s < batch.size(); ++s) {
+    const int64_t T = row_start[s + 1] - row_start[s];
+    attended += T * batch[s].state->position + T * (T + 1) / 2;
+  }
+  const Parallel& par = PoolFor(attended * D);
+  par.For(static_cast<int64_t>(batch.size()), [&](int64_t b, int64_t e) {
     for (int64_t s = b; s < e; ++s) {
       const SessionState* st = batch[s].state;
       const int64_t T = static_cast<int64_t>(batch[s].tokens.size());
@@ -148,8 +156,7 @@ void ForwardPass::Attention(int layer, std::span<const SequenceRun> batch,
     }
   });
   // One task per query row, all heads at once (each K/V row is read once per query row).
-  const int64_t rows = row_start.back();
-  par_->For(rows, [&](int64_t b, int64_t e) {
+  par.For(rows, [&](int64_t b, int64_t e) {
     thread_local std::vector<float> scratch;
     size_t s = std::upper_bound(row_start.begin(), row_start.end(), b) - row_start.begin() - 1;
     for (int64_t r = b; r < e; ++r) {
