@@ -261,8 +261,8 @@ void GemmPacked(const float* x, int64_t m, const PackedWeight& w, float* y, bool
       rows(x, k, r0, r1, w.panel(p), y + c0, n, std::min(kP, n - c0), accumulate);
     }
   };
-  // Small problems stay on the calling thread: fork/join costs more than it saves.
-  if (par.num_threads() == 1 || static_cast<double>(m) * n * k < 2e5) {
+  // Small problems (under ~25 us of work) stay on the calling thread: waking the pool costs more.
+  if (par.num_threads() == 1 || static_cast<double>(m) * n * k < 1e6) {
     tiles(0, row_tiles * panels);
   } else {
     par.For(row_tiles * panels, tiles);
