@@ -41,17 +41,8 @@ std::string BenchDir() {
 std::string Gpt2Small(AttentionKind kind) {
   const std::string dir = BenchDir() + "/gpt2-small-" + std::string(AttentionKindName(kind));
   if (fs::exists(dir + "/model.safetensors")) return dir;
-  ModelConfig c;
-  c.attention_kind = kind;
-  c.hidden_size = 768;
-  c.num_hidden_layers = 12;
-  c.num_attention_heads = 12;
-  c.head_dim = 64;
-  c.intermediate_size = 3072;
-  c.conv_kernel_size = kind == AttentionKind::kSoftmax ? 0 : 4;
-  c.chunk_size = 64;
   fs::create_directories(dir);
-  auto st = testing::WriteRandomModel(dir, c, 1234);
+  auto st = testing::WriteRandomModel(dir, testing::Gpt2SmallConfig(kind), 1234);
   if (!st.ok()) {
     std::fprintf(stderr, "cannot write %s: %s\n", dir.c_str(), std::string(st.status().message()).c_str());
     std::exit(1);

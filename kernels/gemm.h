@@ -3,18 +3,25 @@
 //
 // Batch invariance (the property flatstate promises: a session's outputs do not depend on which
 // other sessions share its step): row i of y depends only on row i of x and on w, bit for bit,
-// whatever m is and wherever the row sits in the batch. The CPU body calls OpenBLAS sgemm, whose
-// small-matrix kernel (taken for this layout when m*n <= 1200 and m*n*k <= 1e6 on AVX-512
-// machines) accumulates in an order that depends on m; so such calls are padded to enough rows
-// (m*n > 1200) to take the regular
-// kernel, whose per-element order is fixed (and independent of the column range). Large calls
-// split their columns into one slice per thread of `par`; OpenBLAS itself runs with one thread,
-// so it never oversubscribes the engine's pool. tests/kernels/gemm_test.cc checks the property
-// for every shape the shipped and benchmark models use, with 1 and 2 threads.
+// whatever m is, wherever the row sits in the batch and however many threads run the call.
+//
+// The CPU body is flatstate's own GEMM, not a BLAS: the weight is rearranged once into column
+// panels (PackedWeight) and every output element is one chain of fused multiply-adds over k in
+// order, acc = fma(x[i][kk], w[j][kk], acc) for kk = 0..k-1 from acc = 0, then y = acc (or
+// y + acc). Register tiling (rows x panel columns) and threading (over panels and row blocks)
+// only decide which chains run together, never the order inside one, so the result is also
+// identical across the AVX-512, AVX2 and scalar bodies: a session computes the same bits on
+// any x86-64 machine. tests/kernels/gemm_test.cc checks all of it for every shape the shipped and
+// benchmark models use.
+//
+// Gemm<D> is the op (CPU body: packs w into a per-thread scratch, then runs GemmPacked; CUDA
+// body: cuBLAS). The CPU forward pass packs its weights once at load and calls GemmPacked.
 #ifndef FLATSTATE_KERNELS_GEMM_H_
 #define FLATSTATE_KERNELS_GEMM_H_
 
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 
 #include "kernels/device.h"
 #include "kernels/parallel.h"
@@ -25,8 +32,46 @@ template <Device D>
 void Gemm(const float* x, int64_t m, int64_t k, const float* w, int64_t n, float* y,
           bool accumulate, const Parallel& par);
 
-// Call once at start-up: pins the BLAS library to one thread (the engine parallelises itself).
-void InitBlasThreads();
+// A weight [n, k] rearranged for the CPU GEMM: ceil(n / 64) panels of 64 output columns; panel p
+// holds, for kk = 0..k-1, the 64 floats w[p*64 + 0..63][kk] contiguously (zero past n). Owns its
+// 64-byte-aligned buffer; immutable after Pack, so safe to share between threads.
+class PackedWeight {
+ public:
+  static constexpr int64_t kPanel = 64;
+
+  PackedWeight() = default;
+  static PackedWeight Pack(const float* w, int64_t n, int64_t k);
+  // Re-packs into this object's buffer, growing it only when needed (per-call scratch).
+  void Repack(const float* w, int64_t n, int64_t k);
+
+  int64_t n() const { return n_; }
+  int64_t k() const { return k_; }
+  int64_t panels() const { return (n_ + kPanel - 1) / kPanel; }
+  const float* panel(int64_t p) const { return data_.get() + p * kPanel * k_; }
+  size_t bytes() const { return static_cast<size_t>(panels() * kPanel * k_) * sizeof(float); }
+
+ private:
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  std::unique_ptr<float, Free> data_;
+  size_t capacity_ = 0;  // floats
+  int64_t n_ = 0, k_ = 0;
+};
+
+// y[m, w.n()] = x[m, w.k()] * w^T (+ y). See the top of this file for the order of operations.
+void GemmPacked(const float* x, int64_t m, const PackedWeight& w, float* y, bool accumulate,
+                const Parallel& par);
+
+// Which body GemmPacked runs. All give identical bits; they differ only in speed.
+enum class GemmIsa { kScalar, kAvx2, kAvx512 };
+const char* GemmIsaName(GemmIsa isa);
+// The fastest body this CPU supports (AVX-512F, else AVX2 + FMA, else scalar).
+GemmIsa BestGemmIsa();
+GemmIsa ActiveGemmIsa();
+// Selects a body (tests and benchmarks compare them). Returns false, changing nothing, when the
+// CPU lacks it. Not synchronised with running GEMMs: call it while none runs.
+bool SetGemmIsa(GemmIsa isa);
 
 }  // namespace flatstate
 

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <limits>
 
+#include "kernels/cpu/dot.h"
 #include "kernels/linear_attention.h"
 
 namespace flatstate {
@@ -13,11 +14,7 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // exp(a - b) with a == -inf giving 0 (b is always finite where used).
 inline float DecayExp(float a, float b) { return a == kNegInf ? 0.f : std::exp(a - b); }
 
-inline float Dot(const float* a, const float* b, int n) {
-  float s = 0.f;
-  for (int i = 0; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
+using cpu::Dot;
 
 // Feature maps for one token: fq, fk (F floats), m (key log-stabiliser), vv (hd floats).
 void Features(const LinearHead& h, const float* q, const float* k, const float* v, int64_t pos,

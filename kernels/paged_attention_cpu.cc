@@ -4,9 +4,30 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/cpu/dot.h"
 #include "kernels/paged_attention.h"
 
 namespace flatstate {
+namespace {
+
+using cpu::Dot;
+
+// sc[t] = exp(sc[t] - max) in place; returns 1 / sum, the sum taken in double over 4 lanes.
+inline float ExpNormaliser(float* sc, int64_t ctx) {
+  float mx = -std::numeric_limits<float>::infinity();
+  for (int64_t t = 0; t < ctx; ++t) mx = std::max(mx, sc[t]);
+  for (int64_t t = 0; t < ctx; ++t) sc[t] = std::exp(sc[t] - mx);
+  double l[4] = {};
+  int64_t t = 0;
+  for (; t + 4 <= ctx; t += 4) {
+    for (int j = 0; j < 4; ++j) l[j] += sc[t + j];
+  }
+  double sum = (l[0] + l[2]) + (l[1] + l[3]);
+  for (; t < ctx; ++t) sum += sc[t];
+  return static_cast<float>(1.0 / sum);
+}
+
+}  // namespace
 
 template <>
 void PagedAttention<Device::kCpu>(const PagedKv& kv, const int32_t* table, int layer, int head,
@@ -14,20 +35,10 @@ void PagedAttention<Device::kCpu>(const PagedKv& kv, const int32_t* table, int l
                                   float* scratch) {
   const float scale = 1.f / std::sqrt(static_cast<float>(head_dim));
   const int64_t off = static_cast<int64_t>(head) * head_dim;
-  float mx = -std::numeric_limits<float>::infinity();
   for (int64_t t = 0; t < ctx; ++t) {
-    const float* k = kv.Key(table, layer, t) + off;
-    float s = 0.f;
-    for (int d = 0; d < head_dim; ++d) s += q[d] * k[d];
-    scratch[t] = s * scale;
-    mx = std::max(mx, scratch[t]);
+    scratch[t] = Dot(q, kv.Key(table, layer, t) + off, head_dim) * scale;
   }
-  double sum = 0;
-  for (int64_t t = 0; t < ctx; ++t) {
-    scratch[t] = std::exp(scratch[t] - mx);
-    sum += scratch[t];
-  }
-  const float inv = static_cast<float>(1.0 / sum);
+  const float inv = ExpNormaliser(scratch, ctx);
   std::memset(out, 0, sizeof(float) * head_dim);
   for (int64_t t = 0; t < ctx; ++t) {
     const float p = scratch[t] * inv;
@@ -46,23 +57,11 @@ void PagedAttentionAllHeads<Device::kCpu>(const PagedKv& kv, const int32_t* tabl
     for (int h = 0; h < heads; ++h) {
       const float* qh = q + static_cast<int64_t>(h) * head_dim;
       const float* kh = k + static_cast<int64_t>(h) * head_dim;
-      float s = 0.f;
-      for (int d = 0; d < head_dim; ++d) s += qh[d] * kh[d];
-      scratch[h * ctx + t] = s * scale;
+      scratch[h * ctx + t] = Dot(qh, kh, head_dim) * scale;
     }
   }
   std::vector<float> inv(heads);
-  for (int h = 0; h < heads; ++h) {
-    float* sc = scratch + h * ctx;
-    float mx = -std::numeric_limits<float>::infinity();
-    for (int64_t t = 0; t < ctx; ++t) mx = std::max(mx, sc[t]);
-    double sum = 0;
-    for (int64_t t = 0; t < ctx; ++t) {
-      sc[t] = std::exp(sc[t] - mx);
-      sum += sc[t];
-    }
-    inv[h] = static_cast<float>(1.0 / sum);
-  }
+  for (int h = 0; h < heads; ++h) inv[h] = ExpNormaliser(scratch + h * ctx, ctx);
   std::memset(out, 0, sizeof(float) * heads * head_dim);
   for (int64_t t = 0; t < ctx; ++t) {
     const float* v = kv.Value(table, layer, t);

@@ -7,7 +7,7 @@
 # Environment:
 #   GTEST_SOURCE_DIR   GoogleTest source tree (e.g. a carried copy of Debian's /usr/src/googletest),
 #                      used when no installed GoogleTest is found (-DFLATSTATE_GTEST_SOURCE_DIR).
-#   FLATSTATE_DEPS     prefix of a carried folder holding abseil, nlohmann_json and OpenBLAS
+#   FLATSTATE_DEPS     prefix of a carried folder holding abseil and nlohmann_json
 #                      (include/, lib/, lib/cmake/, lib/pkgconfig/; see docs/gpu.md for how to make
 #                      it from Debian's packages). Added to CMAKE_PREFIX_PATH, PKG_CONFIG_PATH and
 #                      LD_LIBRARY_PATH.

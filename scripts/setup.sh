@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git ca-certificates
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libssl-dev
-  libabsl-dev nlohmann-json3-dev libopenblas-dev libcpp-httplib-dev
+  libabsl-dev nlohmann-json3-dev libcpp-httplib-dev
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-torch python3-numpy python3-pytest python3-grpcio python3-protobuf
   python3-grpc-tools gnuplot-nox clang libclang-rt-14-dev docker-compose openssl

@@ -30,7 +30,6 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<Model> mo
   if (options.kv_blocks <= 0 || options.kv_block_size <= 0) {
     return absl::InvalidArgumentError("kv_blocks and kv_block_size must be > 0");
   }
-  InitBlasThreads();
   auto e = std::unique_ptr<Engine>(new Engine());
   e->model_ = std::move(model);
   e->options_ = options;

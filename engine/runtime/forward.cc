@@ -76,6 +76,14 @@ absl::StatusOr<std::unique_ptr<ForwardPass>> ForwardPass::Create(const Model* mo
   }
   if (device == Device::kCuda) {
     ASSIGN_OR_RETURN(fp->cuda_, ForwardCuda::Create(model, kv, chunk_size, fp->heads_));
+  } else {
+    const int64_t D = c.hidden_size, FF = c.intermediate_size;
+    for (const LayerWeights& lw : model->weights().layers) {
+      fp->packed_.push_back({PackedWeight::Pack(lw.wqkv, 3 * D, D),
+                             PackedWeight::Pack(lw.wo, D, D), PackedWeight::Pack(lw.w1, FF, D),
+                             PackedWeight::Pack(lw.w2, D, FF)});
+    }
+    fp->packed_lm_head_ = PackedWeight::Pack(model->weights().lm_head, c.vocab_size, D);
   }
   return fp;
 }
@@ -98,8 +106,10 @@ void ForwardPass::Attention(int layer, std::span<const SequenceRun> batch,
   const int H = c.num_attention_heads, hd = c.head_dim, D = c.hidden_size;
   const int64_t qkv_stride = 3 * D;
   const int64_t tasks = static_cast<int64_t>(batch.size()) * H;
+  const int64_t rows = row_start.back();
   if (c.is_linear()) {
-    par_->For(tasks, [&](int64_t b, int64_t e) {
+    const int64_t work = rows * H * c.feature_dim() * hd;
+    PoolFor(work).For(tasks, [&](int64_t b, int64_t e) {
       thread_local std::vector<float> scratch;
       for (int64_t task = b; task < e; ++task) {
         const size_t s = task / H;
@@ -123,7 +133,13 @@ void ForwardPass::Attention(int layer, std::span<const SequenceRun> batch,
   }
   // Softmax: RoPE on q and k, write K/V into the pool, then attend per (sequence, head, token).
   PagedKv view{kv_->K(0, 0, 0), kv_->block_size(), kv_->num_layers(), kv_->hidden()};
-  par_->For(static_cast<int64_t>(batch.size()), [&](int64_t b, int64_t e) {
+  int64_t attended = 0;  // (query row, key row) pairs
+  for (size_t s = 0; s < batch.size(); ++s) {
+    const int64_t T = row_start[s + 1] - row_start[s];
+    attended += T * batch[s].state->position + T * (T + 1) / 2;
+  }
+  const Parallel& par = PoolFor(attended * D);
+  par.For(static_cast<int64_t>(batch.size()), [&](int64_t b, int64_t e) {
     for (int64_t s = b; s < e; ++s) {
       const SessionState* st = batch[s].state;
       const int64_t T = static_cast<int64_t>(batch[s].tokens.size());
@@ -140,8 +156,7 @@ void ForwardPass::Attention(int layer, std::span<const SequenceRun> batch,
     }
   });
   // One task per query row, all heads at once (each K/V row is read once per query row).
-  const int64_t rows = row_start.back();
-  par_->For(rows, [&](int64_t b, int64_t e) {
+  par.For(rows, [&](int64_t b, int64_t e) {
     thread_local std::vector<float> scratch;
     size_t s = std::upper_bound(row_start.begin(), row_start.end(), b) - row_start.begin() - 1;
     for (int64_t r = b; r < e; ++r) {
@@ -223,13 +238,14 @@ absl::Status ForwardPass::Run(std::span<const SequenceRun> batch, std::vector<fl
       }
       attn_in = h2;
     }
-    Gemm<Device::kCpu>(attn_in, N, D, lw.wqkv, 3 * D, qkv_.data(), false, *par_);
+    const PackedLayer& pw = packed_[l];
+    GemmPacked(attn_in, N, pw.wqkv, qkv_.data(), false, *par_);
     Attention(l, batch, row_start);
-    Gemm<Device::kCpu>(att_.data(), N, D, lw.wo, D, x, /*accumulate=*/true, *par_);
+    GemmPacked(att_.data(), N, pw.wo, x, /*accumulate=*/true, *par_);
     RmsNorm<Device::kCpu>(x, lw.mlp_norm, N, D, c.rms_norm_eps, h);
-    Gemm<Device::kCpu>(h, N, D, lw.w1, FF, mlp, false, *par_);
+    GemmPacked(h, N, pw.w1, mlp, false, *par_);
     Gelu<Device::kCpu>(mlp, N * FF);
-    Gemm<Device::kCpu>(mlp, N, FF, lw.w2, D, x, /*accumulate=*/true, *par_);
+    GemmPacked(mlp, N, pw.w2, x, /*accumulate=*/true, *par_);
   }
   // Final norm + head over the rows that are returned.
   std::vector<int64_t> rows;
@@ -247,7 +263,7 @@ absl::Status ForwardPass::Run(std::span<const SequenceRun> batch, std::vector<fl
     RmsNorm<Device::kCpu>(x + rows[i] * D, w.norm, 1, D, c.rms_norm_eps, last + i * D);
   }
   logits->resize(static_cast<size_t>(R * V));
-  Gemm<Device::kCpu>(last, R, D, w.lm_head, V, logits->data(), false, *par_);
+  GemmPacked(last, R, packed_lm_head_, logits->data(), false, *par_);
   return absl::OkStatus();
 }
 

@@ -26,6 +26,7 @@
 #include "engine/model/model.h"
 #include "engine/session/session_state.h"
 #include "kernels/device.h"
+#include "kernels/gemm.h"
 #include "kernels/linear_attention.h"
 #include "kernels/parallel.h"
 
@@ -61,6 +62,12 @@ class ForwardPass {
 
  private:
   ForwardPass() = default;
+  // The pool for `work` multiply-adds of attention, or the calling thread when that is too little
+  // to pay for waking the pool (a batch-1 decode step). Results do not depend on the choice.
+  const Parallel& PoolFor(int64_t work) const {
+    return work < kMinParallelWork ? static_cast<const Parallel&>(serial_) : *par_;
+  }
+  static constexpr int64_t kMinParallelWork = 1 << 17;
   void Attention(int layer, std::span<const SequenceRun> batch,
                  const std::vector<int64_t>& row_start);
 
@@ -69,9 +76,16 @@ class ForwardPass {
   Device device_ = Device::kCpu;
   KvBlockPool* kv_ = nullptr;
   const Parallel* par_ = nullptr;
+  SerialParallel serial_;
   int chunk_size_ = 64;
   std::vector<LinearHead> heads_;  // [layer * H + h]
   std::unique_ptr<ForwardCuda> cuda_;  // set for Device::kCuda
+  // CPU: the projection weights packed once for GemmPacked (kernels/gemm.h).
+  struct PackedLayer {
+    PackedWeight wqkv, wo, w1, w2;
+  };
+  std::vector<PackedLayer> packed_;
+  PackedWeight packed_lm_head_;
   LinearStateLayout layout_;
   // Workspace, grown as needed.
   std::vector<float> x_, h_, h2_, qkv_, att_, mlp_, last_;

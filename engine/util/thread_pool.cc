@@ -1,6 +1,7 @@
 #include "engine/util/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
 
 namespace flatstate {
 namespace {
@@ -13,6 +14,21 @@ thread_local bool tls_inside_parallel_for = false;
 inline void PartRange(int64_t n, int parts, int i, int64_t* begin, int64_t* end) {
   *begin = n * i / parts;
   *end = n * (i + 1) / parts;
+}
+
+// Busy-waits until done() or `micros` have passed; returns done().
+template <typename Pred>
+bool SpinUntil(Pred done, int micros) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(micros);
+  while (!done()) {
+    for (int i = 0; i < 64; ++i) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return done();
+  }
+  return true;
 }
 
 }  // namespace
@@ -59,6 +75,7 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_
   fn(begin, end);
   tls_inside_parallel_for = false;
 
+  SpinUntil([this] { return pending_.load(std::memory_order_acquire) == 0; }, kSpinMicros);
   std::unique_lock<std::mutex> lock(mu_);
   done_cv_.wait(lock, [this] { return pending_ == 0; });
   job_ = nullptr;
@@ -72,6 +89,12 @@ void ThreadPool::WorkerLoop(int index) {
   uint64_t seen = 0;
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
+    if (!stop_ && generation_ == seen) {
+      lock.unlock();
+      SpinUntil([&] { return stop_.load() || generation_.load(std::memory_order_acquire) != seen; },
+                kSpinMicros);
+      lock.lock();
+    }
     cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
     if (stop_) return;
     seen = generation_;

@@ -131,7 +131,6 @@ TEST_P(DeviceKernels, LinearAttentionChunkGridSplitIsBitExactOnDevice) {
 // ---- GEMM ----
 
 TEST_P(DeviceKernels, GemmMatchesCpu) {
-  InitBlasThreads();
   SerialParallel serial;
   for (auto [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{1, 64, 192}, {7, 128, 384},
                          {33, 768, 2304}, {3, 3072, 768}, {2, 128, 256}}) {

@@ -3,7 +3,9 @@
 // (d=128) and benchmark (GPT-2-small) models use.
 #include "kernels/gemm.h"
 
+#include <cmath>
 #include <cstring>
+#include <tuple>
 #include <random>
 #include <vector>
 
@@ -40,9 +42,8 @@ struct Shape {
 class GemmInvariance : public ::testing::TestWithParam<Shape> {};
 
 TEST_P(GemmInvariance, RowsDoNotDependOnBatch) {
-  InitBlasThreads();
   const auto [k, n] = GetParam();
-  const int64_t max_m = 40;
+  const int64_t max_m = 100;
   const auto w = Random(n * k, 1), x = Random(max_m * k, 2);
   SerialParallel serial;
   PoolParallel pool(2);
@@ -50,7 +51,7 @@ TEST_P(GemmInvariance, RowsDoNotDependOnBatch) {
   for (int64_t r = 0; r < max_m; ++r) {
     Gemm<Device::kCpu>(x.data() + r * k, 1, k, w.data(), n, alone.data() + r * n, false, serial);
   }
-  for (int64_t m : {2, 3, 7, 16, 17, 33, 40}) {
+  for (int64_t m : {2, 3, 7, 16, 17, 33, 40, 99}) {
     for (const Parallel* par : {static_cast<const Parallel*>(&serial),
                                 static_cast<const Parallel*>(&pool)}) {
       // Rows 0..m-1 in one call, and the same rows shifted by one position.
@@ -82,6 +83,51 @@ TEST_P(GemmInvariance, AccumulateAddsToOutput) {
   double ref = 0;
   for (int64_t i = 0; i < k; ++i) ref += double(x[k + i]) * w[(n - 1) * k + i];
   EXPECT_NEAR(y[n + n - 1], ref, 1e-3 * (1 + std::abs(ref)));
+}
+
+// Every output element is the in-order fma chain of kernels/gemm.h, bit for bit, on every body
+// this CPU has; ragged shapes cover partial panels and row blocks, m up to 200 crosses the
+// 96-row tiles, and two threads split the tiles.
+TEST(GemmBodies, EveryBodyComputesTheInOrderFmaChain) {
+  const GemmIsa best = BestGemmIsa();
+  std::vector<GemmIsa> bodies = {GemmIsa::kScalar};
+  if (SetGemmIsa(GemmIsa::kAvx2)) bodies.push_back(GemmIsa::kAvx2);
+  if (SetGemmIsa(GemmIsa::kAvx512)) bodies.push_back(GemmIsa::kAvx512);
+  SerialParallel serial;
+  PoolParallel pool(2);
+  for (auto [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{1, 128, 384}, {5, 37, 100},
+                         {13, 64, 64}, {200, 129, 130}, {7, 1, 65}, {97, 300, 20}}) {
+    const auto x = Random(m * k, 11), w = Random(n * k, 12), y0 = Random(m * n, 13);
+    std::vector<float> want(m * n), want_acc(m * n);
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        float acc = 0.f;
+        for (int64_t kk = 0; kk < k; ++kk) acc = std::fma(x[i * k + kk], w[j * k + kk], acc);
+        want[i * n + j] = acc;
+        want_acc[i * n + j] = y0[i * n + j] + acc;
+      }
+    }
+    const PackedWeight packed = PackedWeight::Pack(w.data(), n, k);
+    for (GemmIsa isa : bodies) {
+      ASSERT_TRUE(SetGemmIsa(isa));
+      for (const Parallel* par : {static_cast<const Parallel*>(&serial),
+                                  static_cast<const Parallel*>(&pool)}) {
+        std::vector<float> y(m * n, -1.f), acc = y0;
+        GemmPacked(x.data(), m, packed, y.data(), false, *par);
+        GemmPacked(x.data(), m, packed, acc.data(), true, *par);
+        EXPECT_EQ(0, std::memcmp(y.data(), want.data(), sizeof(float) * m * n))
+            << GemmIsaName(isa) << " m=" << m << " k=" << k << " n=" << n;
+        EXPECT_EQ(0, std::memcmp(acc.data(), want_acc.data(), sizeof(float) * m * n))
+            << GemmIsaName(isa) << " accumulate m=" << m << " k=" << k << " n=" << n;
+      }
+    }
+  }
+  ASSERT_TRUE(SetGemmIsa(best));
+}
+
+TEST(GemmBodies, BestBodyIsSelectedByDefault) {
+  EXPECT_EQ(ActiveGemmIsa(), BestGemmIsa()) << GemmIsaName(ActiveGemmIsa());
+  RecordProperty("gemm_isa", GemmIsaName(BestGemmIsa()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, GemmInvariance,

@@ -88,6 +88,34 @@ std::string WriteSafetensors(const std::string& path, const std::vector<NamedTen
   return path;
 }
 
+ModelConfig SmallConfig(AttentionKind kind) {
+  ModelConfig c;
+  c.attention_kind = kind;
+  c.hidden_size = 64;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.head_dim = 16;
+  c.intermediate_size = 128;
+  c.conv_kernel_size = kind == AttentionKind::kSoftmax ? 0 : 4;
+  c.favor_num_features = 24;
+  c.cosformer_horizon = 512;
+  c.chunk_size = 16;
+  return c;
+}
+
+ModelConfig Gpt2SmallConfig(AttentionKind kind) {
+  ModelConfig c;
+  c.attention_kind = kind;
+  c.hidden_size = 768;
+  c.num_hidden_layers = 12;
+  c.num_attention_heads = 12;
+  c.head_dim = 64;
+  c.intermediate_size = 3072;
+  c.conv_kernel_size = kind == AttentionKind::kSoftmax ? 0 : 4;
+  c.chunk_size = 64;
+  return c;
+}
+
 std::vector<NamedTensor> RandomModelTensors(const ModelConfig& cfg, uint64_t seed, float scale) {
   Rng rng(seed);
   const int64_t D = cfg.hidden_size, H = cfg.num_attention_heads, hd = cfg.head_dim;

@@ -37,6 +37,12 @@ std::string WriteSafetensors(const std::string& path, const std::vector<NamedTen
 // 0.5 + small noise; feature_proj ~ N(0, 1).
 std::vector<NamedTensor> RandomModelTensors(const ModelConfig& cfg, uint64_t seed,
                                             float scale = 0.05f);
+// The shapes random-weight models use. Small: 2 layers, d_model 64, 4 heads of 16, MLP 128,
+// chunk 16 (the engine and server tests). Gpt2Small: 12 layers, d_model 768, 12 heads of 64,
+// MLP 3072, chunk 64 (the benchmarks). Both: token-shift conv of 4 taps for the linear kinds.
+ModelConfig SmallConfig(AttentionKind kind);
+ModelConfig Gpt2SmallConfig(AttentionKind kind);
+
 // config.json text for `cfg` (the keys of tools/flatstate_ref/model.py ModelConfig.to_json).
 std::string ConfigJson(const ModelConfig& cfg);
 // Creates `dir` (and parents) and writes config.json + model.safetensors

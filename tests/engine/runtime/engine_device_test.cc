@@ -137,28 +137,9 @@ TEST_P(EngineDevice, GreedyBatchAndBudgetInvariance) {
   const auto expect = GenerateAlone(e.get(), &alone, prompt, 30);
   e->ReleaseSession(&alone);
   // Among 8 others (prefill and decode mixed, small budgets).
-  std::vector<SessionState> others;
-  for (int i = 0; i < 8; ++i) others.push_back(e->NewSession(SamplingParams{0.7f, 0, 1.f, uint64_t(i)}));
   SessionState s = e->NewSession(kGreedy);
   ASSERT_TRUE(e->Append(&s, prompt).ok());
-  std::vector<int32_t> got;
-  std::vector<StepResult> res;
-  for (int step = 0; static_cast<int>(got.size()) < 30; ++step) {
-    std::vector<StepRequest> reqs;
-    for (int i = 0; i < 8; ++i) {
-      if (step == i) {
-        ASSERT_TRUE(e->Append(&others[i], Tokens(5 + 9 * i, 100 + i)).ok());
-      }
-      if (step >= i) reqs.push_back(StepRequest{&others[i], 24, true});
-    }
-    reqs.insert(reqs.begin() + reqs.size() / 2, StepRequest{&s, 1 << 30, true});
-    ASSERT_TRUE(e->Step(reqs, &res).ok());
-    for (size_t i = 0; i < reqs.size(); ++i) {
-      if (reqs[i].session == &s && res[i].sampled) got.push_back(res[i].token);
-    }
-  }
-  EXPECT_EQ(got, expect);
-  for (auto& o : others) e->ReleaseSession(&o);
+  EXPECT_EQ(GenerateInCrowd(e.get(), &s, 30, 8), expect);
   e->ReleaseSession(&s);
   for (int64_t budget : {1, 16, 40}) {
     SessionState b = e->NewSession(kGreedy);

@@ -58,30 +58,9 @@ TEST_P(EngineTest, BatchInvariance) {
 
     // The same session among 16 others with different prompt lengths (prefill and decode mixed),
     // joining at different steps, with a small token budget.
-    std::vector<SessionState> others;
-    for (int i = 0; i < 16; ++i) {
-      others.push_back(e->NewSession(SamplingParams{0.7f, 0, 1.f, uint64_t(i)}));
-    }
     SessionState s = e->NewSession(sp);
     ASSERT_TRUE(e->Append(&s, prompt).ok());
-    std::vector<int32_t> got;
-    std::vector<StepResult> res;
-    for (int step = 0; static_cast<int>(got.size()) < 40; ++step) {
-      std::vector<StepRequest> reqs;
-      for (int i = 0; i < 16; ++i) {
-        if (step == i) {
-          ASSERT_TRUE(e->Append(&others[i], Tokens(5 + 9 * i, 100 + i)).ok());
-        }
-        if (step >= i) reqs.push_back(StepRequest{&others[i], 24, true});
-      }
-      reqs.insert(reqs.begin() + reqs.size() / 2, StepRequest{&s, 1 << 30, true});
-      ASSERT_TRUE(e->Step(reqs, &res).ok());
-      for (size_t i = 0; i < reqs.size(); ++i) {
-        if (reqs[i].session == &s && res[i].sampled) got.push_back(res[i].token);
-      }
-    }
-    EXPECT_EQ(got, expect) << "temperature " << sp.temperature;
-    for (auto& o : others) e->ReleaseSession(&o);
+    EXPECT_EQ(GenerateInCrowd(e.get(), &s, 40, 16), expect) << "temperature " << sp.temperature;
     e->ReleaseSession(&s);
   }
 }

@@ -12,21 +12,6 @@
 
 namespace flatstate::testing {
 
-inline ModelConfig SmallConfig(AttentionKind kind) {
-  ModelConfig c;
-  c.attention_kind = kind;
-  c.hidden_size = 64;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.head_dim = 16;
-  c.intermediate_size = 128;
-  c.conv_kernel_size = kind == AttentionKind::kSoftmax ? 0 : 4;
-  c.favor_num_features = 24;
-  c.cosformer_horizon = 512;
-  c.chunk_size = 16;
-  return c;
-}
-
 inline std::string RandomModelDir(AttentionKind kind, uint64_t seed = 7) {
   const std::string dir = TempDir() + "/" + std::string(AttentionKindName(kind));
   auto st = WriteRandomModel(dir, SmallConfig(kind), seed);
@@ -71,6 +56,37 @@ inline std::vector<int32_t> GenerateAlone(Engine* e, SessionState* s,
     if (res[0].sampled) out.push_back(res[0].token);
   }
   return out;
+}
+
+// Runs session `s` (its prompt already appended) until it has sampled `n` tokens, in steps shared
+// with `crowd` other sessions (temperature 0.7, seeds 0..crowd-1) that join one per step with
+// prompts of 5 + 9i tokens and a budget of 24 tokens a step (prefill and decode mixed); `s` sits
+// in the middle of every batch with an unlimited budget. Returns the tokens `s` sampled.
+inline std::vector<int32_t> GenerateInCrowd(Engine* e, SessionState* s, int n, int crowd) {
+  std::vector<SessionState> others;
+  for (int i = 0; i < crowd; ++i) {
+    others.push_back(e->NewSession(SamplingParams{0.7f, 0, 1.f, uint64_t(i)}));
+  }
+  std::vector<int32_t> got;
+  std::vector<StepResult> res;
+  for (int step = 0; static_cast<int>(got.size()) < n; ++step) {
+    std::vector<StepRequest> reqs;
+    for (int i = 0; i < crowd; ++i) {
+      if (step == i) {
+        EXPECT_TRUE(e->Append(&others[i], Tokens(5 + 9 * i, 100 + i)).ok());
+      }
+      if (step >= i) reqs.push_back(StepRequest{&others[i], 24, true});
+    }
+    reqs.insert(reqs.begin() + reqs.size() / 2, StepRequest{s, 1 << 30, true});
+    const absl::Status st = e->Step(reqs, &res);
+    EXPECT_TRUE(st.ok()) << st;
+    if (!st.ok()) break;
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      if (reqs[i].session == s && res[i].sampled) got.push_back(res[i].token);
+    }
+  }
+  for (auto& o : others) e->ReleaseSession(&o);
+  return got;
 }
 
 inline const std::vector<AttentionKind>& AllKinds() {
