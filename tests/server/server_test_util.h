@@ -24,25 +24,12 @@ namespace pb = flatstate::v1;
 inline constexpr char kLinear[] = "tiny-linear-elu";
 inline constexpr char kSoftmax[] = "tiny-softmax";
 
-inline ModelConfig TinyConfig(AttentionKind kind) {
-  ModelConfig c;
-  c.attention_kind = kind;
-  c.hidden_size = 64;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.head_dim = 16;
-  c.intermediate_size = 128;
-  c.conv_kernel_size = kind == AttentionKind::kSoftmax ? 0 : 4;
-  c.chunk_size = 16;
-  return c;
-}
-
 // Writes (once per process) <tmp>/models/{tiny-linear-elu,tiny-softmax}; returns the models dir.
 inline const std::string& ModelsDir() {
   static const std::string* dir = [] {
     auto* d = new std::string(TempDir() + "/models");
-    EXPECT_TRUE(WriteRandomModel(*d + "/" + kLinear, TinyConfig(AttentionKind::kLinearElu), 11).ok());
-    EXPECT_TRUE(WriteRandomModel(*d + "/" + kSoftmax, TinyConfig(AttentionKind::kSoftmax), 12).ok());
+    EXPECT_TRUE(WriteRandomModel(*d + "/" + kLinear, SmallConfig(AttentionKind::kLinearElu), 11).ok());
+    EXPECT_TRUE(WriteRandomModel(*d + "/" + kSoftmax, SmallConfig(AttentionKind::kSoftmax), 12).ok());
     return d;
   }();
   return *dir;
