@@ -380,41 +380,30 @@ TEST(LimitsTest, InvalidUtf8InRequestFields) {
   g = GenRequest(kLinear, "x", 1);
   g.set_session_id(bad);
   unparsable["Generate.session_id"] = RunGenerate(stub.get(), g).status;
-  {
-    pb::CreateSessionRequest req;
-    req.set_model(bad);
-    pb::Session out;
+  // One unary call with a default response; `rpc` is the stub's blocking method.
+  auto unary = [&](auto rpc, const auto& req, auto response) {
     grpc::ClientContext ctx;
-    unparsable["CreateSession.model"] = stub->CreateSession(&ctx, req, &out);
-  }
-  {
-    pb::GetSessionRequest req;
-    req.set_session_id(bad);
-    pb::Session out;
-    grpc::ClientContext ctx;
-    unparsable["GetSession.session_id"] = stub->GetSession(&ctx, req, &out);
-  }
-  {
-    pb::DeleteSessionRequest req;
-    req.set_session_id(bad);
-    pb::DeleteSessionResponse out;
-    grpc::ClientContext ctx;
-    unparsable["DeleteSession.session_id"] = stub->DeleteSession(&ctx, req, &out);
-  }
-  {
-    pb::CheckpointSessionRequest req;
-    req.set_session_id(bad);
-    pb::Checkpoint out;
-    grpc::ClientContext ctx;
-    unparsable["CheckpointSession.session_id"] = stub->CheckpointSession(&ctx, req, &out);
-  }
-  {
-    pb::RestoreSessionRequest req;
-    req.set_checkpoint_id(bad);
-    pb::Session out;
-    grpc::ClientContext ctx;
-    unparsable["RestoreSession.checkpoint_id"] = stub->RestoreSession(&ctx, req, &out);
-  }
+    return ((*stub).*rpc)(&ctx, req, &response);
+  };
+  using Stub = pb::Inference::Stub;
+  pb::CreateSessionRequest create;
+  create.set_model(bad);
+  unparsable["CreateSession.model"] = unary(&Stub::CreateSession, create, pb::Session());
+  pb::GetSessionRequest get;
+  get.set_session_id(bad);
+  unparsable["GetSession.session_id"] = unary(&Stub::GetSession, get, pb::Session());
+  pb::DeleteSessionRequest del;
+  del.set_session_id(bad);
+  unparsable["DeleteSession.session_id"] =
+      unary(&Stub::DeleteSession, del, pb::DeleteSessionResponse());
+  pb::CheckpointSessionRequest ckpt;
+  ckpt.set_session_id(bad);
+  unparsable["CheckpointSession.session_id"] =
+      unary(&Stub::CheckpointSession, ckpt, pb::Checkpoint());
+  pb::RestoreSessionRequest restore;
+  restore.set_checkpoint_id(bad);
+  unparsable["RestoreSession.checkpoint_id"] =
+      unary(&Stub::RestoreSession, restore, pb::Session());
   for (const auto& [field, st] : unparsable) {
     EXPECT_EQ(st.error_code(), grpc::StatusCode::UNIMPLEMENTED)
         << field << ": " << st.error_code() << " " << st.error_message();
