@@ -218,12 +218,7 @@ TEST(SecurityTest, AuthTokenRequiredOnEveryRpcButHealth) {
     EXPECT_EQ(st.error_code(), rpc.authorized) << rpc.name << ": " << st.error_message();
   }
   // Health needs no token.
-  auto health = grpc::health::v1::Health::NewStub(grpc::CreateChannel(
-      absl::StrCat("127.0.0.1:", server->port()), grpc::InsecureChannelCredentials()));
-  grpc::health::v1::HealthCheckResponse hresp;
-  grpc::ClientContext hctx;
-  ASSERT_TRUE(health->Check(&hctx, grpc::health::v1::HealthCheckRequest(), &hresp).ok());
-  EXPECT_EQ(hresp.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+  ExpectHealthServing(server->port());
 }
 
 // Reflection (what grpcurl uses) is served by flatstate itself so that it needs the token; with

@@ -523,12 +523,7 @@ TEST(ServerAuth, BearerTokenRequiredWhenSet) {
     EXPECT_TRUE(stub->ListModels(&ok_ctx, pb::ListModelsRequest(), &resp).ok());
   }
   // The health service stays open.
-  auto health = grpc::health::v1::Health::NewStub(grpc::CreateChannel(
-      absl::StrCat("127.0.0.1:", server->port()), grpc::InsecureChannelCredentials()));
-  grpc::health::v1::HealthCheckResponse hresp;
-  grpc::ClientContext hctx;
-  ASSERT_TRUE(health->Check(&hctx, grpc::health::v1::HealthCheckRequest(), &hresp).ok());
-  EXPECT_EQ(hresp.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+  ExpectHealthServing(server->port());
 }
 
 uint64_t MetricValue(const std::string& body, const std::string& name) {

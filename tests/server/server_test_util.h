@@ -13,6 +13,7 @@
 #include "engine/runtime/engine.h"
 #include "engine/tokenizer/byte_tokenizer.h"
 #include "flatstate/v1/inference.grpc.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "server/server.h"
 #include "tests/util/model_writer.h"
@@ -62,6 +63,17 @@ inline std::unique_ptr<server::Server> StartServer(const server::ServerOptions& 
 inline std::unique_ptr<pb::Inference::Stub> Connect(int port) {
   return pb::Inference::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
                                                     grpc::InsecureChannelCredentials()));
+}
+
+// The whole server's grpc.health.v1 status is SERVING, asked without credentials (health is the
+// one service --auth_token leaves open).
+inline void ExpectHealthServing(int port) {
+  auto health = grpc::health::v1::Health::NewStub(grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+  grpc::health::v1::HealthCheckResponse resp;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(health->Check(&ctx, grpc::health::v1::HealthCheckRequest(), &resp).ok());
+  EXPECT_EQ(resp.status(), grpc::health::v1::HealthCheckResponse::SERVING);
 }
 
 struct StreamResult {
