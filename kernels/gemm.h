@@ -48,7 +48,6 @@ class PackedWeight {
   int64_t k() const { return k_; }
   int64_t panels() const { return (n_ + kPanel - 1) / kPanel; }
   const float* panel(int64_t p) const { return data_.get() + p * kPanel * k_; }
-  size_t bytes() const { return static_cast<size_t>(panels() * kPanel * k_) * sizeof(float); }
 
  private:
   struct Free {

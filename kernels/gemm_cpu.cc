@@ -55,8 +55,8 @@ void BlockScalar(const float* x, int64_t ldx, const float* p, int64_t k, float* 
 // ---- AVX-512F body. ----
 template <int MR>
 __attribute__((target("avx512f"))) void BlockAvx512(const float* x, int64_t ldx, const float* p,
-                                                    int64_t k, float* y, int64_t ldy,
-                                                    int64_t cols, bool accumulate) {
+                                                    int64_t k, float* y, int64_t ldy, int64_t cols,
+                                                    bool accumulate) {
   __m512 acc[MR][4];
   for (int i = 0; i < MR; ++i) {
     for (int v = 0; v < 4; ++v) acc[i][v] = _mm512_setzero_ps();
@@ -118,44 +118,27 @@ __attribute__((target("avx2,fma"))) void HalfAvx2(const float* x, int64_t ldx, c
 
 template <int MR>
 __attribute__((target("avx2,fma"))) void BlockAvx2(const float* x, int64_t ldx, const float* p,
-                                                  int64_t k, float* y, int64_t ldy, int64_t cols,
-                                                  bool accumulate) {
+                                                   int64_t k, float* y, int64_t ldy, int64_t cols,
+                                                   bool accumulate) {
   alignas(64) float buf[MR * kP];
   HalfAvx2<MR>(x, ldx, p, k, buf);
   if (cols > kP / 2) HalfAvx2<MR>(x, ldx, p + kP / 2, k, buf + kP / 2);
   Store<MR>(buf, y, ldy, cols, accumulate);
 }
 
-// Rows [r0, r1) of one panel, in blocks of MR (the tail with smaller blocks).
+// Rows [r0, r1) of one panel, in blocks of kMr rows (the tail one row at a time).
 using BlockFn = void (*)(const float*, int64_t, const float*, int64_t, float*, int64_t, int64_t,
                          bool);
 
-template <template <int> class Sel>
+template <int kMr, BlockFn kBlock, BlockFn kOne>
 void RunRows(const float* x, int64_t k, int64_t r0, int64_t r1, const float* panel, float* y,
              int64_t ldy, int64_t cols, bool accumulate) {
-  constexpr int kMr = Sel<0>::kMr;
   int64_t r = r0;
   for (; r + kMr <= r1; r += kMr) {
-    Sel<kMr>::fn(x + r * k, k, panel, k, y + r * ldy, ldy, cols, accumulate);
+    kBlock(x + r * k, k, panel, k, y + r * ldy, ldy, cols, accumulate);
   }
-  for (; r < r1; ++r) Sel<1>::fn(x + r * k, k, panel, k, y + r * ldy, ldy, cols, accumulate);
+  for (; r < r1; ++r) kOne(x + r * k, k, panel, k, y + r * ldy, ldy, cols, accumulate);
 }
-
-template <int MR>
-struct Avx512Sel {
-  static constexpr int kMr = 6;
-  static constexpr BlockFn fn = &BlockAvx512<MR == 0 ? 1 : MR>;
-};
-template <int MR>
-struct Avx2Sel {
-  static constexpr int kMr = 2;
-  static constexpr BlockFn fn = &BlockAvx2<MR == 0 ? 1 : MR>;
-};
-template <int MR>
-struct ScalarSel {
-  static constexpr int kMr = 4;
-  static constexpr BlockFn fn = &BlockScalar<MR == 0 ? 1 : MR>;
-};
 
 using RowsFn = void (*)(const float*, int64_t, int64_t, int64_t, const float*, float*, int64_t,
                         int64_t, bool);
@@ -163,13 +146,13 @@ using RowsFn = void (*)(const float*, int64_t, int64_t, int64_t, const float*, f
 RowsFn RowsFor(GemmIsa isa) {
   switch (isa) {
     case GemmIsa::kAvx512:
-      return &RunRows<Avx512Sel>;
+      return &RunRows<6, &BlockAvx512<6>, &BlockAvx512<1>>;
     case GemmIsa::kAvx2:
-      return &RunRows<Avx2Sel>;
+      return &RunRows<2, &BlockAvx2<2>, &BlockAvx2<1>>;
     case GemmIsa::kScalar:
       break;
   }
-  return &RunRows<ScalarSel>;
+  return &RunRows<4, &BlockScalar<4>, &BlockScalar<1>>;
 }
 
 bool Supports(GemmIsa isa) {
@@ -270,8 +253,8 @@ void GemmPacked(const float* x, int64_t m, const PackedWeight& w, float* y, bool
 }
 
 template <>
-void Gemm<Device::kCpu>(const float* x, int64_t m, int64_t k, const float* w, int64_t n,
-                        float* y, bool accumulate, const Parallel& par) {
+void Gemm<Device::kCpu>(const float* x, int64_t m, int64_t k, const float* w, int64_t n, float* y,
+                        bool accumulate, const Parallel& par) {
   if (m <= 0 || n <= 0) return;
   thread_local PackedWeight scratch;
   scratch.Repack(w, n, k);
