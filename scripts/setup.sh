@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
-# Installs every Debian 12 package flatstate needs, then configures and builds it (Release) into
-# build/. Safe to re-run. Run as root (or with sudo available).
+# Installs the Debian 12 packages flatstate needs, then configures and builds it (Release) into
+# build/. Run as root (or with sudo available). Does only what is missing, so a re-run on a
+# current tree prints no apt and no compile lines:
+#   - apt runs only when a package below is not installed (dpkg-query);
+#   - CMake configures build/ only when it is not configured yet, or when FLATSTATE_CMAKE_ARGS is
+#     given; afterwards the build itself re-runs CMake when a CMakeLists.txt or a globbed source
+#     folder changes;
+#   - the build compiles only what changed ("ninja: no work to do." when nothing did).
 #   bash scripts/setup.sh            # install + build
 #   FLATSTATE_SKIP_APT=1 bash scripts/setup.sh   # build only
+#   FLATSTATE_CMAKE_ARGS="-DFLATSTATE_WITH_CUDA=OFF" bash scripts/setup.sh   # (re)configure
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,6 +36,8 @@ if [[ "${FLATSTATE_SKIP_APT:-0}" != 1 ]]; then
 fi
 
 JOBS="${FLATSTATE_JOBS:-$(nproc)}"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release ${FLATSTATE_CMAKE_ARGS:-}
+if [[ ! -f build/CMakeCache.txt || -n "${FLATSTATE_CMAKE_ARGS:-}" ]]; then
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release ${FLATSTATE_CMAKE_ARGS:-}
+fi
 cmake --build build -j "$JOBS"
 echo "setup: built into build/"

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# Runs every test: installs/builds (scripts/setup.sh), then the C++ suite under ctest, the C++
-# suite again under AddressSanitizer + UndefinedBehaviorSanitizer (scripts/sanitize.sh), every
-# libFuzzer target for FUZZ_SECONDS (scripts/fuzz.sh, default 60 s each) and the Python reference
-# suite under Debian's pytest. Exit status is non-zero if anything fails. docs/reliability.md.
+# Runs every test: sets up (scripts/setup.sh: installs missing packages and builds build/; on a
+# current tree it runs no apt and compiles nothing), then the C++ suite under ctest, the C++
+# suite again under AddressSanitizer + UndefinedBehaviorSanitizer (scripts/sanitize.sh, its own
+# build in build-address-undefined/), every libFuzzer target for FUZZ_SECONDS (scripts/fuzz.sh,
+# build-fuzz/, default 60 s each) and the Python reference suite under Debian's pytest. Each
+# build compiles only what changed since the last run. Exit status is non-zero if anything
+# fails. docs/reliability.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+echo "== setup =="
 bash scripts/setup.sh
 echo "== ctest =="
 ctest --test-dir build --output-on-failure -j 2 --timeout 900

@@ -31,11 +31,13 @@ bool IsLowerHex(absl::string_view s) {
   return true;
 }
 
-}  // namespace
-
-absl::Status CheckpointIoError(absl::string_view what, absl::string_view file, int err) {
+// CheckpointIoError's codes. `committed`: the failure came after the rename (WriteAtomic's commit
+// point), so the new file is in place; the message says so instead of "nothing was saved".
+absl::Status IoError(absl::string_view what, absl::string_view file, int err, bool committed) {
   const std::string msg =
       absl::StrCat("checkpoint_dir: ", what, " ", file, ": ", std::strerror(err));
+  constexpr absl::string_view kCommitted =
+      "the file was renamed into place but may not survive a crash";
   switch (err) {
     case ENOSPC:
     case EDQUOT:
@@ -43,10 +45,17 @@ absl::Status CheckpointIoError(absl::string_view what, absl::string_view file, i
       return absl::ResourceExhaustedError(absl::StrCat(
           msg,
           " (the checkpoint directory's file system is full, over its quota or over the "
-          "file size limit; nothing was saved)"));
+          "file size limit; ",
+          committed ? kCommitted : "nothing was saved", ")"));
     default:
-      return absl::InternalError(msg);
+      return absl::InternalError(committed ? absl::StrCat(msg, " (", kCommitted, ")") : msg);
   }
+}
+
+}  // namespace
+
+absl::Status CheckpointIoError(absl::string_view what, absl::string_view file, int err) {
+  return IoError(what, file, err, /*committed=*/false);
 }
 
 absl::StatusOr<CheckpointStore> CheckpointStore::Open(const std::string& dir) {
@@ -109,12 +118,13 @@ absl::Status CheckpointStore::WriteAtomic(const std::string& path, absl::string_
     const int err = errno;
     return fail(absl::StrCat("cannot rename ", tmp_name, " to"), BaseName(path), err);
   }
+  // Past the commit point: `path` holds the new bytes; only the rename's durability is at stake.
   int dfd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) return CheckpointIoError("cannot open", "the directory", errno);
+  if (dfd < 0) return IoError("cannot open", "the directory", errno, /*committed=*/true);
   const int rc = ::fsync(dfd);
   const int err = errno;
   ::close(dfd);
-  if (rc != 0) return CheckpointIoError("cannot fsync", "the directory", err);
+  if (rc != 0) return IoError("cannot fsync", "the directory", err, /*committed=*/true);
   return absl::OkStatus();
 }
 

@@ -18,7 +18,7 @@
 #include "google/protobuf/descriptor.pb.h"
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
 #include "server/ids.h"
-#include "tests/server/server_process.h"
+#include "tests/system/server_process.h"
 
 namespace flatstate::testing {
 namespace {

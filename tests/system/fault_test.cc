@@ -20,7 +20,7 @@
 #include "absl/strings/match.h"
 #include "server/checkpoint_store.h"
 #include "server/ids.h"
-#include "tests/server/server_process.h"
+#include "tests/system/server_process.h"
 
 namespace flatstate::testing {
 namespace {
@@ -304,48 +304,6 @@ TEST(FaultTest, IdleEvictionIntoUnwritableDirKeepsTheSessionInMemory) {
   ASSERT_TRUE(stub->GetSession(&ctx2, get, &info).ok());
   EXPECT_EQ(info.context_tokens(), 9u);  // "hello" + 4 generated
   ExpectServing(stub.get(), sid);
-}
-
-// The status codes and messages of file errors (they reach clients: no server paths).
-TEST(CheckpointStoreTest, FullDiskErrnosAreResourceExhaustedAndMessagesHaveNoPath) {
-  const std::string file = "0123456789abcdef0123456789abcdef.ckpt.tmp.0123abcd";
-  for (int err : {ENOSPC, EDQUOT, EFBIG}) {
-    const absl::Status s = server::CheckpointIoError("cannot write", file, err);
-    EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
-    EXPECT_TRUE(absl::StrContains(s.message(), file)) << s;
-    EXPECT_TRUE(absl::StrContains(s.message(), std::strerror(err))) << s;
-    EXPECT_FALSE(absl::StrContains(s.message(), "/")) << s;
-  }
-  for (int err : {EACCES, EIO, ENOTDIR, ENOENT, EROFS}) {
-    const absl::Status s = server::CheckpointIoError("cannot create", file, err);
-    EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << s;
-    EXPECT_TRUE(absl::StrContains(s.message(), std::strerror(err))) << s;
-  }
-}
-
-TEST(CheckpointStoreTest, TemporaryNamesAreExactlyWhatWriteAtomicCreates) {
-  const std::string id = server::NewId();
-  EXPECT_TRUE(server::CheckpointStore::IsTemporaryName(id + ".ckpt.tmp.0123abcd"));
-  EXPECT_TRUE(server::CheckpointStore::IsTemporaryName(id + ".evicted.tmp.ffffffff"));
-  for (const std::string& name :
-       {id + ".ckpt", id + ".evicted", id + ".ckpt.tmp.", id + ".ckpt.tmp.0123abc",
-        id + ".ckpt.tmp.0123abcde", id + ".ckpt.tmp.0123ABCD", id + ".ckpt.tmp.0123abcd.bak",
-        id + ".other.tmp.0123abcd", id.substr(1) + ".ckpt.tmp.0123abcd",
-        std::string("notes.tmp.01234567"), std::string("../") + id + ".ckpt.tmp.0123abcd"}) {
-    EXPECT_FALSE(server::CheckpointStore::IsTemporaryName(name)) << name;
-  }
-  // A failed write leaves no temporary file; a good one leaves only the final file.
-  auto store = server::CheckpointStore::Open(TempDir() + "/store");
-  ASSERT_TRUE(store.ok()) << store.status();
-  ASSERT_TRUE(store->WriteAtomic(store->CheckpointPath(id), "bytes").ok());
-  const absl::Status bad = store->WriteAtomic(store->dir() + "/missing/x.ckpt", "bytes");
-  EXPECT_EQ(bad.code(), absl::StatusCode::kInternal) << bad;
-  EXPECT_FALSE(absl::StrContains(bad.message(), store->dir())) << bad;
-  std::vector<std::string> names;
-  for (const auto& e : fs::directory_iterator(store->dir())) {
-    names.push_back(e.path().filename().string());
-  }
-  EXPECT_EQ(names, std::vector<std::string>{id + ".ckpt"});
 }
 
 // A SIGKILL between create and rename leaves "<id>.ckpt.tmp.<hex>" behind; the next server start

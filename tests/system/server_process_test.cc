@@ -1,6 +1,6 @@
 // Checkpoint survives a server restart: real flatstate-server processes (posix_spawn), SIGTERM
 // between them, restore in the second, continuation identical to an uninterrupted run.
-#include "tests/server/server_process.h"
+#include "tests/system/server_process.h"
 
 namespace flatstate::testing {
 namespace {

@@ -2,8 +2,8 @@
 // serving the test models (server_test_util.h). Used by tests that need process boundaries:
 // restart, SIGKILL, TLS from the outside. Test-only; not thread-safe (stub() may be shared: gRPC
 // stubs are thread-safe). Start failures are gtest failures (port() stays 0).
-#ifndef FLATSTATE_TESTS_SERVER_SERVER_PROCESS_H_
-#define FLATSTATE_TESTS_SERVER_SERVER_PROCESS_H_
+#ifndef FLATSTATE_TESTS_SYSTEM_SERVER_PROCESS_H_
+#define FLATSTATE_TESTS_SYSTEM_SERVER_PROCESS_H_
 
 #include <signal.h>
 #include <spawn.h>
@@ -116,4 +116,4 @@ class ServerProcess {
 
 }  // namespace flatstate::testing
 
-#endif  // FLATSTATE_TESTS_SERVER_SERVER_PROCESS_H_
+#endif  // FLATSTATE_TESTS_SYSTEM_SERVER_PROCESS_H_
