@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/util/little_endian.h"
 #include "engine/util/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -117,8 +118,7 @@ const TensorView* SafetensorsFile::Find(std::string_view name) const {
 }
 
 absl::Status SafetensorsFile::Parse() {
-  uint64_t header_len = 0;
-  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | data_[i];
+  const uint64_t header_len = LoadLe64(reinterpret_cast<const char*>(data_));
   if (header_len > kMaxSafetensorsHeaderBytes) {
     return absl::InvalidArgumentError(
         absl::StrCat(path_, ": oversized header: header length ", header_len,
