@@ -1,13 +1,16 @@
 // Session checkpoints: a versioned, checksummed binary blob holding everything SessionState needs
 // for an exact continuation (format in docs/checkpoint-format.md).
 //
-// Stateless functions; thread-compatible. Restore never trusts the blob: it fails with
+// Stateless functions; thread-compatible. The readers never trust the blob: they verify the
+// trailing CRC-32C before reading any header field (so a flipped version word or fingerprint
+// byte is DataLoss), and fail with
 //   DataLoss           bad magic, truncated, trailing bytes, checksum mismatch, sizes that do not
 //                      match the header,
+//   InvalidArgument    an unknown format version with a correct checksum,
 //   FailedPrecondition the blob was written by another model (fingerprint or attention kind),
-//   InvalidArgument    an unknown format version,
 //   ResourceExhausted  (softmax) the KV pool cannot hold the checkpoint's blocks,
-// each message naming the field or the mismatch, and leaves `out` and the pool untouched on error.
+// each message naming the field or the mismatch. RestoreSession leaves `out` and the pool
+// untouched on error. The order of the checks: docs/checkpoint-format.md, "Reading rules".
 #ifndef FLATSTATE_ENGINE_SESSION_CHECKPOINT_H_
 #define FLATSTATE_ENGINE_SESSION_CHECKPOINT_H_
 
@@ -39,7 +42,9 @@ absl::StatusOr<std::string> SerializeSession(const CheckpointModel& model,
 absl::Status RestoreSession(const CheckpointModel& model, std::string_view blob, KvBlockPool* pool,
                             SessionState* out);
 
-// Reads only the header (cheap): fingerprint and context tokens, for listing/validation.
+// Verifies the whole blob's checksum and parses its header (RestoreSession's steps 1-5; no
+// payload checks and no model needed): which model wrote it and how many tokens it holds. Costs
+// one CRC pass over the blob. An OK result means the blob is intact, not that it restores.
 struct CheckpointHeader {
   uint32_t version = 0;
   std::string fingerprint;

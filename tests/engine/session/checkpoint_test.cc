@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "engine/util/crc32c.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -350,6 +351,7 @@ TEST(CheckpointTest, BadMagicAndVersion) {
 
   bad = blob;
   bad[8] = 2;
+  Recrc(&bad);  // as a newer writer would produce it: the checksum is verified first
   s = RestoreSession(m, bad, nullptr, &out);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()), HasSubstr("unsupported checkpoint format version 2"));
@@ -360,6 +362,52 @@ TEST(CheckpointTest, BadMagicAndVersion) {
   s = RestoreSession(m, bad, nullptr, &out);
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(std::string(s.message()), HasSubstr("checksum mismatch: checkpoint is corrupted"));
+}
+
+// The checksum is verified before any header field is trusted, by both readers: a flipped
+// version word, header length or fingerprint byte is corruption (DataLoss), not an unknown
+// version (InvalidArgument) or another model (FailedPrecondition).
+TEST(CheckpointTest, CorruptHeaderFieldIsDataLoss) {
+  const CheckpointModel m = LinearModel();
+  const std::string blob = *SerializeSession(m, RandomLinearState(m), nullptr);
+  struct Case {
+    const char* field;
+    size_t offset;
+  };
+  // Offsets: version word 8, header length 12, fingerprint bytes from 20 (after its u32 length).
+  for (const Case& c : {Case{"version word", 8}, Case{"version word high byte", 11},
+                        Case{"header length", 12}, Case{"fingerprint byte", 20 + 5}}) {
+    std::string bad = blob;
+    bad[c.offset] = static_cast<char>(bad[c.offset] ^ 0x02);
+    SessionState out = Sentinel();
+    absl::Status s = RestoreSession(m, bad, nullptr, &out);
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << c.field << ": " << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("checksum mismatch: checkpoint is corrupted"))
+        << c.field;
+    ExpectSentinel(out);
+    absl::StatusOr<CheckpointHeader> h = ReadCheckpointHeader(bad);
+    EXPECT_EQ(h.status().code(), absl::StatusCode::kDataLoss) << c.field << ": " << h.status();
+  }
+}
+
+// A blob whose checksum is right but whose version this build does not know (a newer writer's)
+// is InvalidArgument from both readers.
+TEST(CheckpointTest, UnknownVersionWithCorrectChecksum) {
+  const CheckpointModel m = LinearModel();
+  const std::string blob = *SerializeSession(m, RandomLinearState(m), nullptr);
+  for (uint32_t version : {0u, 2u, 0x01000001u, 0xFFFFFFFFu}) {
+    std::string bad = blob;
+    for (int i = 0; i < 4; ++i) bad[8 + i] = static_cast<char>(version >> (8 * i));
+    Recrc(&bad);
+    SessionState out = Sentinel();
+    absl::Status s = RestoreSession(m, bad, nullptr, &out);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << version << ": " << s;
+    EXPECT_THAT(std::string(s.message()),
+                HasSubstr(absl::StrCat("unsupported checkpoint format version ", version)));
+    ExpectSentinel(out);
+    EXPECT_EQ(ReadCheckpointHeader(bad).status().code(), absl::StatusCode::kInvalidArgument)
+        << version;
+  }
 }
 
 TEST(CheckpointTest, OtherFingerprint) {
