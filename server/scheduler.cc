@@ -71,7 +71,7 @@ std::vector<StreamStep> Scheduler::Plan(std::span<const StreamDemand> streams,
       progress = true;
     } else {
       plan[i].action = StreamAction::kWaitForKv;
-      youngest_waiting = static_cast<int64_t>(i);
+      youngest_waiting = std::max(youngest_waiting, static_cast<int64_t>(i));
     }
   }
   // Nothing runs and nothing ends: the waiting streams wait on each other. End the youngest.

@@ -10,7 +10,8 @@
 //  * prefilling streams, oldest first, share what is left of the budget: each runs
 //    ChunkGridTokens(position, pending, max(left, 1), chunk size) (engine/runtime/step_plan.h, the
 //    chunk grid the engine uses too), so a split never changes the floats; once the budget is
-//    spent, further prefills get kNoBudget (but if no decode runs, the first prefill always runs).
+//    spent, further prefills get kNoBudget (with no decoding stream, a budget below 1 still runs
+//    one prefill piece).
 //
 // KV blocks (softmax models; the arithmetic is KvBlockPool::BlocksNeeded), per stream, in the
 // order above (vLLM's allocate_slots answers per request too):
@@ -20,9 +21,10 @@
 //    streams end), kKvExhausted: the caller ends it alone with RESOURCE_EXHAUSTED;
 //  * else kWaitForKv: it keeps its place and tries again next step. Streams that wait hold their
 //    blocks, so they can wait on each other: when no stream runs or ends in a step, the youngest
-//    waiting one gets kKvExhausted instead (its blocks come back if its session is throwaway).
+//    (latest to arrive) waiting one gets kKvExhausted instead (its blocks come back if its session is throwaway).
 //    At least one stream runs or ends every step, so waiting never deadlocks.
-// A stream that does not run does not use up token budget.
+// A prefill that cannot get its blocks leaves its share of the budget to the next one (decodes
+// count one token each against the budget whether they run or not, as before).
 #ifndef FLATSTATE_SERVER_SCHEDULER_H_
 #define FLATSTATE_SERVER_SCHEDULER_H_
 

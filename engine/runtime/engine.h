@@ -50,6 +50,7 @@ struct EngineOptions {
   int chunk_size = 0;         // 0: the model's config value
 };
 
+// One session's part of a step. A session may appear in at most one request of a step.
 struct StepRequest {
   SessionState* session = nullptr;
   int64_t max_tokens = 1 << 30;  // pending tokens this step may run

@@ -135,6 +135,17 @@ TEST(SchedulerTest, WaitersThatWaitOnEachOtherLoseTheYoungest) {
   EXPECT_EQ(plan[1].action, StreamAction::kKvExhausted);
 }
 
+TEST(SchedulerTest, YoungestMeansLatestToArriveNotLastPlanned) {
+  Scheduler s({512, 16, 16});
+  // Decodes are planned before prefills, but the stream that arrived last is the decode.
+  const std::vector<StreamDemand> in = {Prefill(20, 0, 0, true), Decode(32, 2, true),
+                                        Decode(48, 3, true)};
+  const auto plan = s.Plan(in, 0);
+  EXPECT_EQ(plan[0].action, StreamAction::kWaitForKv);
+  EXPECT_EQ(plan[1].action, StreamAction::kWaitForKv);
+  EXPECT_EQ(plan[2].action, StreamAction::kKvExhausted);
+}
+
 TEST(SchedulerTest, BlockedPrefillDoesNotUseTheBudget) {
   Scheduler s({40, 64, 16});
   // The first prompt's piece (up to the grid point 64: 4 blocks) cannot get its blocks; the
