@@ -1,51 +1,28 @@
-// EngineLoop: thread, queue, stream admission, batched steps. Session operations are in
-// engine_loop_sessions.cc.
+// EngineLoop: thread, queue, stream admission, scheduled steps, token emission. The unary
+// session operations are in engine_loop_sessions.cc.
 #include "server/engine_loop.h"
 
-#include <malloc.h>
-
 #include <algorithm>
-#include <cstdio>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
-#include "server/ids.h"
+#include "server/request_log.h"
+#include "server/scheduler.h"
 
 namespace flatstate::server {
 
-const char* FinishReasonName(FinishReason r) {
-  switch (r) {
-    case FinishReason::kLength: return "LENGTH";
-    case FinishReason::kStop: return "STOP";
-    case FinishReason::kCancelled: return "CANCELLED";
-  }
-  return "?";
-}
-
-EngineLoop::EngineLoop(std::vector<std::unique_ptr<LoadedModel>> models,
-                       std::string default_model, CheckpointStore store,
+EngineLoop::EngineLoop(ModelRegistry models, std::unique_ptr<SessionStore> store,
                        const ServerOptions& options, Metrics* metrics)
     : models_(std::move(models)),
-      default_model_(std::move(default_model)),
       store_(std::move(store)),
       options_(options),
-      metrics_(metrics) {}
+      metrics_(metrics),
+      sessions_(store_.get(),
+                SessionTableOptions{options.max_sessions, options.session_idle_ttl,
+                                    options.log_requests},
+                metrics),
+      trimmer_(&metrics->malloc_trim_seconds) {}
 
 EngineLoop::~EngineLoop() { Stop(); }
-
-const LoadedModel* EngineLoop::FindModel(const std::string& name) const {
-  for (const auto& m : models_) {
-    if (m->name == name) return m.get();
-  }
-  return nullptr;
-}
-
-std::string EngineLoop::ModelNames() const {
-  std::vector<std::string> names;
-  for (const auto& m : models_) names.push_back(m->name);
-  return absl::StrJoin(names, ", ");
-}
 
 void EngineLoop::Start() {
   thread_ = std::thread([this] { Run(); });
@@ -55,10 +32,8 @@ void EngineLoop::BeginShutdown() {
   Post([this] {
     draining_ = true;
     for (auto& st : streams_) {
-      if (!st->done) {
-        FinishStream(st.get(), FinishReason::kCancelled,
-                     absl::UnavailableError("server is shutting down"));
-      }
+      FinishStream(st.get(), FinishReason::kShutdown,
+                   absl::UnavailableError("server is shutting down"));
     }
   });
 }
@@ -95,32 +70,16 @@ void EngineLoop::Run() {
       work.swap(queue_);
       stopping = stop_;
     }
-    if (!idle || !work.empty()) busy_since_trim_ = true;
-    MaybeReleaseFreeMemory(idle && work.empty());
+    if (!idle || !work.empty()) trimmer_.NoteActivity();
+    trimmer_.Maybe(idle && work.empty());
     for (auto& fn : work) fn();
     if (stopping && work.empty()) break;
     ReapFinished();
-    for (const auto& m : models_) StepModel(m.get());
+    for (const auto& m : models_.models()) StepModel(m.get());
     ReapFinished();
-    MaybeEvictIdle();
-    UpdateGauges();
+    sessions_.MaybeEvictIdle(absl::Now());
+    PublishGauges();
   }
-}
-
-void EngineLoop::MaybeReleaseFreeMemory(bool idle) {
-  // glibc keeps freed memory mapped in the arena that freed it, and gRPC's many threads spread
-  // a burst of calls over many arenas: after a flood the process holds the flood's peak heap
-  // (measured: live allocations flat, RSS up; docs/reliability.md). malloc_trim(0) hands the
-  // free pages of every arena back to the OS. On an idle wake-up after activity (at most once a
-  // second), and every kBusyTrimInterval while busy, so a server that is never idle does not
-  // creep either. Its duration is in flatstate_malloc_trim_seconds.
-  if (!busy_since_trim_) return;
-  const absl::Time now = absl::Now();
-  if (now - last_trim_ < (idle ? absl::Seconds(1) : kBusyTrimInterval)) return;
-  malloc_trim(0);
-  last_trim_ = absl::Now();
-  busy_since_trim_ = false;
-  metrics_->malloc_trim_seconds.Observe(absl::ToDoubleSeconds(last_trim_ - now));
 }
 
 void EngineLoop::Generate(GenerateJob job, std::shared_ptr<TokenSink> sink) {
@@ -134,23 +93,27 @@ void EngineLoop::AdmitStream(GenerateJob job, std::shared_ptr<TokenSink> sink) {
   fail.session_id = job.session_id;
   fail.model = job.model;
   fail.prompt_tokens = job.prompt.size();
+  fail.reason = FinishReason::kRejected;
   auto reject = [&](const absl::Status& s) { sink->OnFinish(fail, s); };
-  if (draining_) return reject(absl::UnavailableError("server is shutting down"));
-  if (sink->Cancelled()) return reject(absl::CancelledError("cancelled before it started"));
+  if (draining_) {
+    fail.reason = FinishReason::kShutdown;
+    return reject(absl::UnavailableError("server is shutting down"));
+  }
+  if (sink->Cancelled()) {
+    fail.reason = FinishReason::kCancelled;
+    return reject(absl::CancelledError("cancelled before it started"));
+  }
 
   Session* session = nullptr;
   if (job.session_id.empty()) {
-    LoadedModel* model =
-        const_cast<LoadedModel*>(FindModel(job.model.empty() ? default_model_ : job.model));
-    if (model == nullptr) {
-      return reject(absl::InvalidArgumentError(absl::StrCat("model: unknown model '", job.model,
-                                                            "' (loaded: ", ModelNames(), ")")));
-    }
-    if (absl::Status s = CheckCapacity(); !s.ok()) return reject(s);
-    session = AddSession(model, model->engine->NewSession(job.sampling.value_or(SamplingParams{})),
-                         /*throwaway=*/true);
+    absl::StatusOr<LoadedModel*> model = models_.Resolve(job.model);
+    if (!model.ok()) return reject(model.status());
+    absl::StatusOr<Session*> created =
+        sessions_.Create(*model, job.sampling.value_or(SamplingParams{}), /*throwaway=*/true);
+    if (!created.ok()) return reject(created.status());
+    session = *created;
   } else {
-    absl::StatusOr<Session*> found = FindSession(job.session_id);
+    absl::StatusOr<Session*> found = sessions_.Find(job.session_id);
     if (!found.ok()) return reject(found.status());
     session = *found;
     fail.model = session->model->name;
@@ -159,128 +122,114 @@ void EngineLoop::AdmitStream(GenerateJob job, std::shared_ptr<TokenSink> sink) {
           absl::StrCat("model: '", job.model, "' does not match session ", session->id,
                        " which uses model '", session->model->name, "'")));
     }
-    if (session->stream != nullptr) {
+    if (session->generating) {
       return reject(absl::FailedPreconditionError(absl::StrCat(
           "session ", session->id, " is already generating (one Generate at a time)")));
     }
-    if (absl::Status s = EnsureResident(session); !s.ok()) return reject(s);
+    if (absl::Status s = sessions_.EnsureResident(session); !s.ok()) return reject(s);
   }
-  Engine* engine = session->model->engine.get();
-  auto fail_and_drop = [&](const absl::Status& s) {
-    if (session->throwaway) EraseSession(session);
-    reject(s);
-  };
-  if (job.prompt.empty() && session->state.pending.empty()) {
-    return fail_and_drop(absl::InvalidArgumentError(
-        absl::StrCat("prompt: empty input, and session ", session->id,
-                     " has no context to continue from")));
-  }
-  const ModelConfig& cfg = session->model->config();
-  if (!cfg.is_linear()) {
-    const int64_t need = session->state.context_tokens() +
-                         static_cast<int64_t>(job.prompt.size()) + job.max_new_tokens;
-    if (need > cfg.max_position_embeddings) {
-      return fail_and_drop(absl::InvalidArgumentError(absl::StrCat(
-          "max_new_tokens: context ", session->state.context_tokens(), " + prompt ",
-          job.prompt.size(), " + max_new_tokens ", job.max_new_tokens,
-          " exceeds the model's max_position_embeddings ", cfg.max_position_embeddings)));
-    }
-  }
-  if (absl::Status s = engine->Append(&session->state, job.prompt); !s.ok()) {
-    return fail_and_drop(s);
+  if (absl::Status s = PrepareSession(job, session); !s.ok()) {
+    if (session->throwaway) sessions_.Erase(session);
+    return reject(s);
   }
   auto st = std::make_unique<Stream>();
   st->session = session;
   st->sink = std::move(sink);
   st->max_new_tokens = job.max_new_tokens;
   st->prompt_tokens = job.prompt.size();
-  st->stop = std::move(job.stop);
+  st->text = StreamText(std::move(job.stop));
   st->arrival = job.arrival;
   st->last_token = job.arrival;
   if (job.sampling.has_value() && !session->throwaway) {
-    st->override_sampling = true;
-    st->saved_sampling = session->state.sampling;
-    st->saved_rng = session->state.rng;
-    session->state.sampling = *job.sampling;
-    session->state.rng.Seed(job.sampling->seed);
+    st->sampling.Apply(&session->state, *job.sampling);
   }
   metrics_->prompt_tokens += job.prompt.size();
-  session->stream = st.get();
+  session->generating = true;
   session->last_used = absl::Now();
   streams_.push_back(std::move(st));
 }
 
+absl::Status EngineLoop::PrepareSession(const GenerateJob& job, Session* session) {
+  if (job.prompt.empty() && session->state.pending.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "prompt: empty input, and session ", session->id, " has no context to continue from"));
+  }
+  const ModelConfig& cfg = session->model->config();
+  if (!cfg.is_linear()) {
+    const int64_t need = session->state.context_tokens() +
+                         static_cast<int64_t>(job.prompt.size()) + job.max_new_tokens;
+    if (need > cfg.max_position_embeddings) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "max_new_tokens: context ", session->state.context_tokens(), " + prompt ",
+          job.prompt.size(), " + max_new_tokens ", job.max_new_tokens,
+          " exceeds the model's max_position_embeddings ", cfg.max_position_embeddings));
+    }
+  }
+  absl::Status s = session->model->engine->Append(&session->state, job.prompt);
+  if (!s.ok()) return absl::Status(s.code(), absl::StrCat("prompt: ", s.message()));
+  return absl::OkStatus();
+}
+
 void EngineLoop::StepModel(LoadedModel* model) {
   Engine* engine = model->engine.get();
-  std::vector<Stream*> decode, prefill;
+  std::vector<Stream*> active;
+  std::vector<StreamDemand> demand;
   for (auto& st : streams_) {
     if (st->done || st->session->model != model) continue;
     if (st->sink->Cancelled()) {
       FinishStream(st.get(), FinishReason::kCancelled, absl::CancelledError("cancelled"));
       continue;
     }
-    (st->session->state.pending.size() <= 1 ? decode : prefill).push_back(st.get());
+    const SessionState& s = st->session->state;
+    active.push_back(st.get());
+    demand.push_back(StreamDemand{s.position, static_cast<int64_t>(s.pending.size()),
+                                  static_cast<int64_t>(s.kv_blocks.size()),
+                                  st->session->throwaway});
   }
-  if (decode.empty() && prefill.empty()) return;
+  if (active.empty()) return;
 
+  KvBlockPool* pool = engine->kv_pool();
+  const Scheduler scheduler(SchedulerLimits{options_.step_token_budget, engine->chunk_size(),
+                                            pool != nullptr ? pool->block_size() : 0});
+  const int64_t free_blocks = pool != nullptr ? pool->blocks_free() : 0;
+  const std::vector<StreamStep> plan = scheduler.Plan(demand, free_blocks);
   std::vector<StepRequest> reqs;
   std::vector<Stream*> owners;
-  int64_t budget = options_.step_token_budget - static_cast<int64_t>(decode.size());
-  for (Stream* st : decode) {
-    reqs.push_back(StepRequest{&st->session->state, 1, true});
-    owners.push_back(st);
-  }
-  bool any_prefill = false;
-  for (Stream* st : prefill) {  // oldest first
-    if (budget <= 0 && (any_prefill || !decode.empty())) break;
-    const int64_t max_tokens = std::max<int64_t>(budget, 1);
-    budget -= engine->PlanTokens(st->session->state, max_tokens);
-    reqs.push_back(StepRequest{&st->session->state, max_tokens, true});
-    owners.push_back(st);
-    any_prefill = true;
-  }
-  // Softmax: make sure the pool can hold every run, failing only the streams that do not fit.
-  if (KvBlockPool* pool = engine->kv_pool(); pool != nullptr) {
-    int64_t free_blocks = pool->blocks_free();
-    std::vector<StepRequest> kept_reqs;
-    std::vector<Stream*> kept;
-    for (size_t i = 0; i < reqs.size(); ++i) {
-      const SessionState& s = *reqs[i].session;
-      const int64_t end = s.position + engine->PlanTokens(s, reqs[i].max_tokens);
-      const int64_t need = (end + pool->block_size() - 1) / pool->block_size() -
-                           static_cast<int64_t>(s.kv_blocks.size());
-      if (need > free_blocks) {
-        FinishStream(owners[i], FinishReason::kCancelled,
-                     absl::ResourceExhaustedError(absl::StrCat(
-                         "KV block pool of model '", model->name, "' is full: session ",
-                         owners[i]->session->id, " needs ", need, " more blocks, ", free_blocks,
-                         " free of ", pool->blocks_total())));
-        continue;
-      }
-      free_blocks -= std::max<int64_t>(need, 0);
-      kept_reqs.push_back(reqs[i]);
-      kept.push_back(owners[i]);
+  for (size_t i = 0; i < active.size(); ++i) {
+    if (plan[i].action == StreamAction::kRun) {
+      reqs.push_back(StepRequest{&active[i]->session->state, plan[i].tokens, true});
+      owners.push_back(active[i]);
+    } else if (plan[i].action == StreamAction::kKvExhausted) {
+      FinishStream(active[i], FinishReason::kKvPoolFull,
+                   absl::ResourceExhaustedError(absl::StrCat(
+                       "KV block pool of model '", model->name, "' is full: session ",
+                       active[i]->session->id, " needs ", plan[i].kv_blocks, " more blocks, ",
+                       free_blocks, " free of ", pool->blocks_total())));
     }
-    reqs.swap(kept_reqs);
-    owners.swap(kept);
-    if (reqs.empty()) return;
   }
+  if (reqs.empty()) return;
 
   std::vector<StepResult> results;
   const absl::Time t0 = absl::Now();
-  absl::Status s = engine->Step(reqs, &results);
+  (void)engine->Step(reqs, &results);  // per-request statuses below
   const absl::Time t1 = absl::Now();
   metrics_->engine_steps++;
   metrics_->step_seconds.Observe(absl::ToDoubleSeconds(t1 - t0));
   metrics_->step_batch_size.Observe(static_cast<double>(reqs.size()));
-  if (!s.ok()) {
-    for (Stream* st : owners) FinishStream(st, FinishReason::kCancelled, s);
-    return;
-  }
   int64_t ran = 0;
   for (size_t i = 0; i < owners.size(); ++i) {
-    ran += results[i].consumed;
-    if (results[i].sampled) EmitToken(owners[i], results[i].token);
+    const StepResult& r = results[i];
+    if (!r.status.ok()) {
+      FinishStream(owners[i],
+                   r.status.code() == absl::StatusCode::kResourceExhausted
+                       ? FinishReason::kKvPoolFull
+                       : FinishReason::kEngineError,
+                   absl::Status(r.status.code(), absl::StrCat("model '", model->name,
+                                                              "': ", r.status.message())));
+      continue;
+    }
+    ran += r.consumed;
+    if (r.sampled) EmitToken(owners[i], r.token);
   }
   metrics_->step_tokens.Observe(static_cast<double>(ran));
 }
@@ -296,16 +245,8 @@ void EngineLoop::EmitToken(Stream* st, int32_t token) {
   ++st->generated;
   ++tokens_generated_;
   metrics_->tokens_generated++;
-  std::string text = st->session->decoder.Push(token);
-  const size_t old_len = st->text.size();
-  bool stopped = false;
-  if (!st->stop.empty() && !text.empty()) {
-    st->text += text;
-    for (const std::string& stop : st->stop) {
-      const size_t from = old_len >= stop.size() ? old_len - stop.size() + 1 : 0;
-      if (st->text.find(stop, from) != std::string::npos) stopped = true;
-    }
-  }
+  std::string text;
+  const bool stopped = st->text.Push(&st->session->decoder, token, &text);
   st->sink->OnTokens({token}, std::move(text));
   if (stopped) {
     FinishStream(st, FinishReason::kStop, absl::OkStatus());
@@ -318,41 +259,23 @@ void EngineLoop::FinishStream(Stream* st, FinishReason reason, const absl::Statu
   if (st->done) return;
   st->done = true;
   Session* session = st->session;
-  session->stream = nullptr;
+  session->generating = false;
   session->last_used = absl::Now();
-  if (st->override_sampling) {
-    session->state.sampling = st->saved_sampling;
-    session->state.rng = st->saved_rng;
-  }
+  st->sampling.Restore(&session->state);
   if (session->throwaway && status.ok()) {
     std::string tail = session->decoder.Flush();
     if (!tail.empty()) st->sink->OnTokens({}, std::move(tail));
   }
-  GenerateSummary sum;
-  sum.session_id = session->id;
-  sum.model = session->model->name;
-  sum.reason = reason;
-  sum.prompt_tokens = st->prompt_tokens;
-  sum.generated_tokens = st->generated;
-  sum.context_tokens = static_cast<uint64_t>(session->state.context_tokens());
-  sum.state_bytes = session->model->engine->SessionBytes(session->state);
-  if (options_.log_requests) {
-    const std::string outcome = status.ok() ? FinishReasonName(reason)
-                                            : absl::StatusCodeToString(status.code());
-    std::fprintf(stderr, "%s\n",
-                 absl::StrFormat("[flatstate] Generate session=%s%s model=%s in=%d out=%d "
-                                 "context=%d time_ms=%.1f finish=%s%s",
-                                 session->id, session->throwaway ? "(throwaway)" : "",
-                                 sum.model, sum.prompt_tokens, sum.generated_tokens,
-                                 sum.context_tokens,
-                                 absl::ToDoubleMilliseconds(absl::Now() - st->arrival), outcome,
-                                 status.ok() || status.code() == absl::StatusCode::kCancelled
-                                     ? ""
-                                     : absl::StrCat(" error=\"", status.message(), "\""))
-                     .c_str());
-  }
+  const GenerateSummary sum{session->id,
+                            session->model->name,
+                            reason,
+                            st->prompt_tokens,
+                            st->generated,
+                            static_cast<uint64_t>(session->state.context_tokens()),
+                            session->model->engine->SessionBytes(session->state)};
+  if (options_.log_requests) LogGenerate(sum, session->throwaway, absl::Now() - st->arrival, status);
   st->sink->OnFinish(sum, status);
-  if (session->throwaway) EraseSession(session);
+  if (session->throwaway) sessions_.Erase(session);
   st->session = nullptr;
 }
 
@@ -360,6 +283,33 @@ void EngineLoop::ReapFinished() {
   streams_.erase(std::remove_if(streams_.begin(), streams_.end(),
                                 [](const std::unique_ptr<Stream>& s) { return s->done; }),
                  streams_.end());
+}
+
+StatsInfo EngineLoop::Stats() const {
+  StatsInfo st;
+  const SessionTable::Counts c = sessions_.Count();
+  st.active_sessions = c.resident;
+  st.evicted_sessions = c.evicted;
+  st.state_bytes_total = c.state_bytes;
+  for (const auto& m : models_.models()) {
+    if (const KvBlockPool* pool = m->engine->kv_pool(); pool != nullptr) {
+      st.kv_blocks_used += pool->blocks_used();
+      st.kv_blocks_total += pool->blocks_total();
+    }
+  }
+  for (const auto& s : streams_) st.active_streams += s->done ? 0 : 1;
+  st.tokens_generated_total = tokens_generated_;
+  return st;
+}
+
+void EngineLoop::PublishGauges() {
+  const StatsInfo st = Stats();
+  metrics_->active_sessions = st.active_sessions;
+  metrics_->evicted_sessions = st.evicted_sessions;
+  metrics_->state_bytes = st.state_bytes_total;
+  metrics_->kv_blocks_used = st.kv_blocks_used;
+  metrics_->kv_blocks_free = st.kv_blocks_total - st.kv_blocks_used;
+  metrics_->active_streams = st.active_streams;
 }
 
 }  // namespace flatstate::server

@@ -42,10 +42,25 @@ void GenerateReactor::OnFinish(const GenerateSummary& summary, const absl::Statu
     if (finish_requested_ || done_) return;
     finish_requested_ = true;
     status_ = ToGrpcStatus(status);
+    // Streams that ran and ended for a server-side reason get their final message too.
+    send_final_on_error_ = false;
     switch (summary.reason) {
       case FinishReason::kLength: final_.set_finish_reason(pb::LENGTH); break;
       case FinishReason::kStop: final_.set_finish_reason(pb::STOP); break;
       case FinishReason::kCancelled: final_.set_finish_reason(pb::CANCELLED); break;
+      case FinishReason::kShutdown:
+        final_.set_finish_reason(pb::SHUTDOWN);
+        send_final_on_error_ = true;
+        break;
+      case FinishReason::kKvPoolFull:
+        final_.set_finish_reason(pb::KV_POOL_FULL);
+        send_final_on_error_ = true;
+        break;
+      case FinishReason::kEngineError:
+        final_.set_finish_reason(pb::ENGINE_ERROR);
+        send_final_on_error_ = true;
+        break;
+      case FinishReason::kRejected: break;  // nothing ran: no final message
     }
     pb::Usage* u = final_.mutable_usage();
     u->set_prompt_tokens(summary.prompt_tokens);
@@ -69,7 +84,7 @@ GenerateReactor::Action GenerateReactor::NextLocked() {
     return Action::kWrite;
   }
   if (!finish_requested_) return Action::kNone;
-  if (!broken && status_.ok() && !final_sent_) {
+  if (!broken && (status_.ok() || send_final_on_error_) && !final_sent_) {
     in_flight_.Swap(&final_);
     final_sent_ = true;
     write_in_flight_ = true;

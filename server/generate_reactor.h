@@ -6,7 +6,9 @@
 // Thread-safety: OnTokens/OnFinish come from the loop thread, reactions from gRPC threads; all
 // state is guarded by one mutex and no method blocks. One write is in flight at a time; tokens
 // that arrive meanwhile are coalesced into the next message. The final message (finish_reason,
-// usage) is written last, then Finish; a cancelled call is finished without it.
+// usage) is written last, then Finish: with status OK (LENGTH, STOP) or, for a stream that ran
+// and ended with SHUTDOWN, KV_POOL_FULL or ENGINE_ERROR, with its error status. A cancelled call,
+// and a request refused before it ran, are finished without it.
 #ifndef FLATSTATE_SERVER_GENERATE_REACTOR_H_
 #define FLATSTATE_SERVER_GENERATE_REACTOR_H_
 
@@ -19,7 +21,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "flatstate/v1/inference.pb.h"
-#include "server/engine_loop.h"
+#include "server/loop_types.h"
 #include "server/metrics.h"
 
 namespace flatstate::server {
@@ -63,6 +65,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<flatstate::v1::Gen
   bool finish_requested_ ABSL_GUARDED_BY(mu_) = false;
   flatstate::v1::GenerateResponse final_ ABSL_GUARDED_BY(mu_);
   bool final_sent_ ABSL_GUARDED_BY(mu_) = false;
+  bool send_final_on_error_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Status status_ ABSL_GUARDED_BY(mu_);
   bool finish_called_ ABSL_GUARDED_BY(mu_) = false;
   bool done_ ABSL_GUARDED_BY(mu_) = false;

@@ -56,7 +56,7 @@ grpc::ServerWriteReactor<pb::GenerateResponse>* InferenceService::Generate(
   std::shared_ptr<GenerateReactor> r = GenerateReactor::Create(metrics_);
   absl::Status s = Authenticate(ctx);
   absl::StatusOr<GenerateJob> job =
-      s.ok() ? ValidateGenerate(*req, *loop_, options_) : absl::StatusOr<GenerateJob>(s);
+      s.ok() ? ValidateGenerate(*req, loop_->models(), options_) : absl::StatusOr<GenerateJob>(s);
   if (!job.ok()) {
     if (options_.log_requests) {
       std::fprintf(stderr, "[flatstate] Generate session=%s status=%s error=\"%s\"\n",
@@ -77,7 +77,7 @@ grpc::ServerUnaryReactor* InferenceService::CreateSession(grpc::CallbackServerCo
   grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
   const absl::Time start = absl::Now();
   absl::Status s = Authenticate(ctx);
-  if (s.ok()) s = ValidateModelName(req->model(), *loop_);
+  if (s.ok()) s = ValidateModelName(req->model(), loop_->models());
   std::optional<SamplingParams> sampling;
   if (s.ok() && req->has_sampling()) {
     absl::StatusOr<SamplingParams> sp = ConvertSampling(req->sampling());
@@ -172,8 +172,7 @@ grpc::ServerUnaryReactor* InferenceService::RestoreSession(grpc::CallbackServerC
             "checkpoint_id: '", id, "' is not a checkpoint id (32 lower-case hex characters)"));
       } else {
         // File I/O stays off the engine loop.
-        absl::StatusOr<std::string> data = loop_->store().Read(
-            loop_->store().CheckpointPath(id), absl::StrCat("checkpoint_id: checkpoint ", id));
+        absl::StatusOr<std::string> data = loop_->store().GetCheckpoint(id);
         if (data.ok()) blob = std::move(*data);
         s = data.status();
       }
@@ -202,7 +201,7 @@ grpc::ServerUnaryReactor* InferenceService::ListModels(grpc::CallbackServerConte
   const absl::Time start = absl::Now();
   absl::Status s = Authenticate(ctx);
   if (s.ok()) {
-    for (const auto& m : loop_->models()) {
+    for (const auto& m : loop_->models().models()) {
       const ModelConfig& c = m->config();
       pb::ModelInfo* info = resp->add_models();
       info->set_name(m->name);

@@ -64,7 +64,7 @@ class Metrics {
   Histogram step_seconds;         // one Engine::Step
   Histogram step_batch_size;      // sessions in one Engine::Step
   Histogram step_tokens;          // tokens run in one Engine::Step
-  Histogram malloc_trim_seconds;  // one malloc_trim(0) by the engine loop (EngineLoop::Run)
+  Histogram malloc_trim_seconds;  // one malloc_trim(0) by the engine loop (memory_trimmer.h)
 
   std::string Render() const;
 

@@ -9,8 +9,13 @@
 
 namespace flatstate::server {
 
-absl::StatusOr<std::vector<std::unique_ptr<LoadedModel>>> LoadModels(const std::string& dir,
-                                                                      const EngineOptions& opts) {
+ModelRegistry::ModelRegistry(std::vector<std::unique_ptr<LoadedModel>> models,
+                             std::string default_model)
+    : models_(std::move(models)), default_model_(std::move(default_model)) {}
+
+absl::StatusOr<ModelRegistry> ModelRegistry::Load(const std::string& dir,
+                                                  const EngineOptions& opts,
+                                                  const std::string& requested_default) {
   std::error_code ec;
   std::vector<std::string> folders;
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
@@ -32,7 +37,39 @@ absl::StatusOr<std::vector<std::unique_ptr<LoadedModel>>> LoadModels(const std::
     ASSIGN_OR_RETURN(m->engine, Engine::Create(std::move(model), opts));
     out.push_back(std::move(m));
   }
-  return out;
+  std::vector<std::string> names;
+  for (const auto& m : out) names.push_back(m->name);
+  ASSIGN_OR_RETURN(std::string def, PickDefaultModel(names, requested_default));
+  return ModelRegistry(std::move(out), std::move(def));
+}
+
+LoadedModel* ModelRegistry::Find(absl::string_view name) const {
+  for (const auto& m : models_) {
+    if (m->name == name) return m.get();
+  }
+  return nullptr;
+}
+
+LoadedModel* ModelRegistry::FindByFingerprint(absl::string_view fingerprint) const {
+  for (const auto& m : models_) {
+    if (m->fingerprint() == fingerprint) return m.get();
+  }
+  return nullptr;
+}
+
+absl::StatusOr<LoadedModel*> ModelRegistry::Resolve(absl::string_view name) const {
+  LoadedModel* m = Find(name.empty() ? absl::string_view(default_model_) : name);
+  if (m == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model: unknown model '", name, "' (loaded: ", Names(), ")"));
+  }
+  return m;
+}
+
+std::string ModelRegistry::Names() const {
+  std::vector<std::string> names;
+  for (const auto& m : models_) names.push_back(m->name);
+  return absl::StrJoin(names, ", ");
 }
 
 absl::StatusOr<std::string> PickDefaultModel(const std::vector<std::string>& names,

@@ -1,15 +1,17 @@
-// Loading the models a server serves: one Engine per subfolder of --models_dir that holds a
-// config.json, and the choice of the default model.
+// The models a server serves: ModelRegistry owns one LoadedModel (name + Engine) per subfolder of
+// --models_dir that holds a config.json, and knows the default model.
 //
-// LoadModels is called once at startup (not thread-safe with anything else); the returned
-// LoadedModel values are immutable apart from their Engine, which only the engine loop drives.
-// Reading name/config/fingerprint from any thread is safe. Fails with NotFound when the folder
-// has no model, or with the first model's load error (naming its folder).
+// Thread-safety: the set of models, their names, configs and fingerprints never change after
+// construction, so Find* and names() are safe from any thread. Each model's Engine is driven by
+// the engine loop thread only. Failures: Load fails with NotFound when the folder has no model,
+// with the first model's load error, or with InvalidArgument for an unknown --default_model;
+// Resolve fails with InvalidArgument naming the `model` field.
 #ifndef FLATSTATE_SERVER_MODEL_REGISTRY_H_
 #define FLATSTATE_SERVER_MODEL_REGISTRY_H_
 
 #include <memory>
 #include <string>
+#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -25,12 +27,37 @@ struct LoadedModel {
   const std::string& fingerprint() const { return engine->model().fingerprint(); }
 };
 
-// Models sorted by name.
-absl::StatusOr<std::vector<std::unique_ptr<LoadedModel>>> LoadModels(const std::string& dir,
-                                                                      const EngineOptions& opts);
+class ModelRegistry {
+ public:
+  // Loads every model under `dir` (sorted by name) with `opts`; the default is
+  // PickDefaultModel(names, requested_default).
+  static absl::StatusOr<ModelRegistry> Load(const std::string& dir, const EngineOptions& opts,
+                                            const std::string& requested_default);
+  // Takes `models` (names unique) as they are; `default_model` should be one of them (an empty
+  // registry with an empty default is valid: validation-only uses).
+  ModelRegistry(std::vector<std::unique_ptr<LoadedModel>> models, std::string default_model);
+
+  ModelRegistry(ModelRegistry&&) = default;
+  ModelRegistry& operator=(ModelRegistry&&) = default;
+
+  const std::vector<std::unique_ptr<LoadedModel>>& models() const { return models_; }
+  const std::string& default_model() const { return default_model_; }
+  // Null when no model has that name / fingerprint.
+  LoadedModel* Find(absl::string_view name) const;
+  LoadedModel* FindByFingerprint(absl::string_view fingerprint) const;
+  // `name`, or the default model when `name` is empty; InvalidArgument
+  // "model: unknown model 'x' (loaded: a, b)" when there is none.
+  absl::StatusOr<LoadedModel*> Resolve(absl::string_view name) const;
+  // "a, b" for error messages.
+  std::string Names() const;
+
+ private:
+  std::vector<std::unique_ptr<LoadedModel>> models_;
+  std::string default_model_;
+};
 
 // `requested` if non-empty (InvalidArgument if not among `names`); else the first name (sorted)
-// containing "linear-elu" or "linear_elu"; else the first name.
+// containing "linear-elu" or "linear_elu"; else the first name. NotFound for no names.
 absl::StatusOr<std::string> PickDefaultModel(const std::vector<std::string>& names,
                                              const std::string& requested);
 

@@ -1,5 +1,6 @@
-// ServerOptions: everything configurable about a flatstate server (the flags of server/main.cc).
-// Plain value type.
+// ServerOptions: everything configurable about a flatstate server. Plain value type. Its
+// defaults are the only place a server default is written: server/main.cc's flags take theirs
+// from ServerOptions{}.
 #ifndef FLATSTATE_SERVER_OPTIONS_H_
 #define FLATSTATE_SERVER_OPTIONS_H_
 
@@ -7,6 +8,7 @@
 #include <string>
 
 #include "absl/time/time.h"
+#include "engine/runtime/engine.h"
 
 namespace flatstate::server {
 
@@ -20,7 +22,7 @@ struct ServerOptions {
   int max_sessions = 1024;              // sessions known to the server (in memory or evicted)
   int64_t max_prompt_tokens = int64_t{1} << 20;
   uint32_t max_new_tokens_limit = 65536;
-  int kv_blocks = 16384;                // per softmax model
+  int kv_blocks = kDefaultKvBlocks;     // per softmax model (engine/runtime/engine.h)
   int64_t step_token_budget = 512;      // tokens per engine step per model (prefill + decode)
   std::string checkpoint_dir = "/tmp/flatstate-checkpoints";
   std::string auth_token;               // empty: no authentication

@@ -11,6 +11,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "server/checkpoint_store.h"
 #include "server/model_registry.h"
+#include "server/session_store.h"
 
 namespace flatstate::server {
 namespace {
@@ -41,10 +42,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
   eo.device = device;
   eo.threads = options.threads;
   eo.kv_blocks = options.kv_blocks;
-  ASSIGN_OR_RETURN(auto models, LoadModels(options.models_dir, eo));
-  std::vector<std::string> names;
-  for (const auto& m : models) names.push_back(m->name);
-  ASSIGN_OR_RETURN(std::string def, PickDefaultModel(names, options.default_model));
+  ASSIGN_OR_RETURN(ModelRegistry models,
+                   ModelRegistry::Load(options.models_dir, eo, options.default_model));
   ASSIGN_OR_RETURN(CheckpointStore store, CheckpointStore::Open(options.checkpoint_dir));
   // Temporary files of writes cut short by a crash are never read; delete them. A failure here
   // is logged, not fatal: the files are harmless, only wasted space.
@@ -54,8 +53,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
   } else {
     std::fprintf(stderr, "[flatstate] warning: %s\n", removed.status().ToString().c_str());
   }
-  s->loop_ = std::make_unique<EngineLoop>(std::move(models), std::move(def), std::move(store),
-                                          options, &s->metrics_);
+  s->loop_ = std::make_unique<EngineLoop>(
+      std::move(models), std::make_unique<DirSessionStore>(std::move(store)), options,
+      &s->metrics_);
   s->service_ =
       std::make_unique<InferenceService>(s->loop_.get(), &s->metrics_, options, s->device_name_);
   // Naming a health message keeps health.pb.cc linked, so reflection can describe the health

@@ -26,12 +26,9 @@ absl::StatusOr<SamplingParams> ConvertSampling(const flatstate::v1::SamplingPara
   return s;
 }
 
-absl::Status ValidateModelName(const std::string& model, const EngineLoop& loop) {
-  if (!model.empty() && loop.FindModel(model) == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("model: unknown model '", model,
-                                                   "' (loaded: ", loop.ModelNames(), ")"));
-  }
-  return absl::OkStatus();
+absl::Status ValidateModelName(const std::string& model, const ModelRegistry& models) {
+  if (model.empty()) return absl::OkStatus();
+  return models.Resolve(model).status();
 }
 
 absl::Status ValidateSessionId(const std::string& id) {
@@ -42,10 +39,10 @@ absl::Status ValidateSessionId(const std::string& id) {
 }
 
 absl::StatusOr<GenerateJob> ValidateGenerate(const flatstate::v1::GenerateRequest& req,
-                                             const EngineLoop& loop,
+                                             const ModelRegistry& models,
                                              const ServerOptions& options) {
   GenerateJob job;
-  if (absl::Status s = ValidateModelName(req.model(), loop); !s.ok()) return s;
+  if (absl::Status s = ValidateModelName(req.model(), models); !s.ok()) return s;
   if (!req.session_id().empty()) {
     if (absl::Status s = ValidateSessionId(req.session_id()); !s.ok()) return s;
   }
@@ -75,7 +72,7 @@ absl::StatusOr<GenerateJob> ValidateGenerate(const flatstate::v1::GenerateReques
   if (req.prompt_tokens_size() > 0) {
     job.prompt.assign(req.prompt_tokens().begin(), req.prompt_tokens().end());
     const LoadedModel* m =
-        loop.FindModel(req.model().empty() ? loop.default_model() : req.model());
+        models.Find(req.model().empty() ? models.default_model() : req.model());
     const int vocab = m != nullptr ? m->config().vocab_size : kByteVocabSize;
     if (absl::Status s = ValidateTokens(job.prompt, vocab, "prompt_tokens"); !s.ok()) return s;
   } else {

@@ -8,7 +8,8 @@
 
 #include "absl/status/statusor.h"
 #include "flatstate/v1/inference.pb.h"
-#include "server/engine_loop.h"
+#include "server/loop_types.h"
+#include "server/model_registry.h"
 #include "server/options.h"
 
 namespace flatstate::server {
@@ -17,11 +18,11 @@ namespace flatstate::server {
 absl::StatusOr<SamplingParams> ConvertSampling(const flatstate::v1::SamplingParams& p);
 
 absl::StatusOr<GenerateJob> ValidateGenerate(const flatstate::v1::GenerateRequest& req,
-                                             const EngineLoop& loop,
+                                             const ModelRegistry& models,
                                              const ServerOptions& options);
 
 // A model name that must be loaded (empty is fine: the default).
-absl::Status ValidateModelName(const std::string& model, const EngineLoop& loop);
+absl::Status ValidateModelName(const std::string& model, const ModelRegistry& models);
 
 // A session id that is not 32 lower-case hex characters cannot exist: NotFound.
 absl::Status ValidateSessionId(const std::string& id);

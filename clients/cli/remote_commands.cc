@@ -103,14 +103,16 @@ int Generate(pb::Inference::Stub* stub) {
   }
   if (!first) std::cout << std::endl;
   grpc::Status s = reader->Finish();
-  if (!s.ok()) return Fail(s);
-  if (absl::GetFlag(FLAGS_stats)) {
+  // A stream that ran and then failed (SHUTDOWN, KV_POOL_FULL, ENGINE_ERROR) still carries its
+  // final message: say why it ended and what it had done, then the error.
+  if (absl::GetFlag(FLAGS_stats) || (!s.ok() && last.has_usage())) {
     std::cerr << "[" << pb::FinishReason_Name(last.finish_reason()) << "] session "
               << last.session_id() << ": prompt " << last.usage().prompt_tokens()
               << " tokens, generated " << last.usage().generated_tokens() << ", context "
               << last.usage().context_tokens() << ", state " << last.usage().state_bytes()
               << " bytes\n";
   }
+  if (!s.ok()) return Fail(s);
   return 0;
 }
 

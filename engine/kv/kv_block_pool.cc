@@ -1,6 +1,7 @@
 #include "engine/kv/kv_block_pool.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <functional>
 
 #include "absl/strings/str_cat.h"
@@ -28,19 +29,28 @@ size_t KvBlockPool::Offset(int32_t block, int layer, int kv, int slot) const {
          hidden_;
 }
 
+int64_t KvBlockPool::BlocksFor(int64_t tokens, int block_size) {
+  const int64_t b = std::max(block_size, 1);
+  return tokens <= 0 ? 0 : (tokens + b - 1) / b;
+}
+
+int64_t KvBlockPool::BlocksNeeded(int64_t table_blocks, int64_t tokens, int block_size) {
+  return std::max<int64_t>(BlocksFor(tokens, block_size) - table_blocks, 0);
+}
+
 absl::Status KvBlockPool::Reserve(std::vector<int32_t>* table, int64_t tokens) {
   if (tokens < 0) {
     return absl::InvalidArgumentError(absl::StrCat("KV reserve for negative tokens: ", tokens));
   }
-  const int64_t blocks = (tokens + block_size_ - 1) / block_size_;
-  const int64_t need = blocks - static_cast<int64_t>(table->size());
-  if (need <= 0) return absl::OkStatus();
+  const int64_t need =
+      BlocksNeeded(static_cast<int64_t>(table->size()), tokens, block_size_);
+  if (need == 0) return absl::OkStatus();
   if (need > static_cast<int64_t>(free_.size())) {
     return absl::ResourceExhaustedError(absl::StrCat("KV block pool exhausted: need ", need,
                                                      " more blocks, ", free_.size(), " free of ",
                                                      num_blocks_));
   }
-  table->reserve(blocks);
+  table->reserve(table->size() + need);
   for (int64_t i = 0; i < need; ++i) {
     table->push_back(free_.back());
     free_.pop_back();
@@ -56,6 +66,13 @@ void KvBlockPool::Release(std::vector<int32_t>* table) {
   table->clear();
   // Keep the stack sorted (highest id at the bottom) so the lowest free ids go out first.
   std::sort(free_.begin(), free_.end(), std::greater<int32_t>());
+}
+
+void KvBlockPool::Truncate(std::vector<int32_t>* table, size_t size) {
+  if (table->size() <= size) return;
+  std::vector<int32_t> tail(table->begin() + static_cast<std::ptrdiff_t>(size), table->end());
+  table->resize(size);
+  Release(&tail);
 }
 
 float* KvBlockPool::K(int32_t block, int layer, int slot) {

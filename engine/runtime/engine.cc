@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "engine/runtime/step_plan.h"
 #include "engine/util/status_macros.h"
 #include "kernels/gemm.h"
 
@@ -67,7 +68,7 @@ void Engine::ReleaseSession(SessionState* s) {
 absl::Status Engine::Append(SessionState* s, std::span<const int32_t> tokens) const {
   for (size_t i = 0; i < tokens.size(); ++i) {
     if (tokens[i] < 0 || tokens[i] >= config().vocab_size) {
-      return absl::InvalidArgumentError(absl::StrCat("prompt_tokens[", i, "] = ", tokens[i],
+      return absl::InvalidArgumentError(absl::StrCat("token ", tokens[i], " at index ", i,
                                                      " is out of range [0, ",
                                                      config().vocab_size, ")"));
     }
@@ -77,69 +78,71 @@ absl::Status Engine::Append(SessionState* s, std::span<const int32_t> tokens) co
 }
 
 int64_t Engine::PlanTokens(const SessionState& s, int64_t budget) const {
-  const int64_t pending = static_cast<int64_t>(s.pending.size());
-  if (pending <= budget) return pending;
-  const int64_t C = chunk_size();
-  // Largest end position <= position + budget on the chunk grid; when the budget does not reach
-  // the next grid point, run up to it anyway (at most C tokens) so splits stay on the grid.
-  int64_t end = ((s.position + budget) / C) * C;
-  if (end <= s.position) end = (s.position / C + 1) * C;
-  return std::min(pending, end - s.position);
+  return ChunkGridTokens(s.position, static_cast<int64_t>(s.pending.size()), budget,
+                         chunk_size());
+}
+
+absl::Status Engine::Admit(SessionState* s, int64_t tokens) {
+  const int64_t end = s->position + tokens;
+  if (kv_ == nullptr) return absl::OkStatus();
+  if (end > config().max_position_embeddings) {
+    return absl::OutOfRangeError(absl::StrCat("context of ", end,
+                                              " tokens would exceed max_position_embeddings ",
+                                              config().max_position_embeddings));
+  }
+  absl::Status st = kv_->Reserve(&s->kv_blocks, end);
+  if (!st.ok()) return absl::ResourceExhaustedError(st.message());
+  return absl::OkStatus();
 }
 
 absl::Status Engine::Step(std::span<const StepRequest> requests,
                           std::vector<StepResult>* results) {
   results->assign(requests.size(), StepResult{});
-  std::vector<SequenceRun> runs;
-  std::vector<size_t> run_of;  // request index per run
-  std::vector<std::vector<int32_t>> run_tokens(requests.size());
+  runs_.clear();
+  run_of_.clear();
+  reserved_.clear();
   for (size_t i = 0; i < requests.size(); ++i) {
     SessionState* s = requests[i].session;
-    const int64_t n = PlanTokens(*s, std::max<int64_t>(requests[i].max_tokens, 1));
+    if (s == nullptr) {
+      (*results)[i].status = absl::InvalidArgumentError("no session");
+      continue;
+    }
+    const int64_t n = PlanTokens(*s, requests[i].max_tokens);
     if (n == 0) continue;
-    run_tokens[i].assign(s->pending.begin(), s->pending.begin() + n);
+    const size_t table_before = s->kv_blocks.size();
+    if (absl::Status st = Admit(s, n); !st.ok()) {
+      (*results)[i].status = std::move(st);
+      continue;
+    }
+    if (s->kv_blocks.size() != table_before) reserved_.emplace_back(s, table_before);
+    runs_.push_back(SequenceRun{s, std::span<const int32_t>(s->pending.data(), n), false});
+    run_of_.push_back(i);
   }
-  // Reserve KV blocks for every softmax run first (all-or-nothing per step).
-  if (kv_ != nullptr) {
-    std::vector<std::pair<SessionState*, size_t>> grown;  // session, old table size
-    for (size_t i = 0; i < requests.size(); ++i) {
-      if (run_tokens[i].empty()) continue;
-      SessionState* s = requests[i].session;
-      const size_t before = s->kv_blocks.size();
-      absl::Status st = kv_->Reserve(&s->kv_blocks,
-                                     s->position + static_cast<int64_t>(run_tokens[i].size()));
-      if (!st.ok()) {
-        // Roll back what this step reserved so no session changes.
-        for (auto& [gs, old] : grown) {
-          std::vector<int32_t> extra(gs->kv_blocks.begin() + old, gs->kv_blocks.end());
-          gs->kv_blocks.resize(old);
-          kv_->Release(&extra);
-        }
-        return absl::ResourceExhaustedError(
-            absl::StrCat("request ", i, ": ", st.message()));
-      }
-      grown.emplace_back(s, before);
+  if (!runs_.empty()) {
+    if (absl::Status st = forward_->Run(runs_, &logits_); !st.ok()) {
+      // Roll back: every table this step grew goes back to its old size.
+      for (auto& [s, old_size] : reserved_) kv_->Truncate(&s->kv_blocks, old_size);
+      for (size_t i : run_of_) (*results)[i].status = st;
+      runs_.clear();
     }
   }
-  for (size_t i = 0; i < requests.size(); ++i) {
-    if (run_tokens[i].empty()) continue;
-    runs.push_back(SequenceRun{requests[i].session, run_tokens[i], false});
-    run_of.push_back(i);
-  }
-  if (runs.empty()) return absl::OkStatus();
-  RETURN_IF_ERROR(forward_->Run(runs, &logits_));
   const int V = config().vocab_size;
-  for (size_t r = 0; r < runs.size(); ++r) {
-    const size_t i = run_of[r];
+  for (size_t r = 0; r < runs_.size(); ++r) {
+    const size_t i = run_of_[r];
     SessionState* s = requests[i].session;
     StepResult& res = (*results)[i];
-    res.consumed = static_cast<int64_t>(run_tokens[i].size());
+    res.consumed = static_cast<int64_t>(runs_[r].tokens.size());
     s->pending.erase(s->pending.begin(), s->pending.begin() + res.consumed);
     if (s->pending.empty() && requests[i].sample) {
       res.token = SampleToken(logits_.data() + r * V, V, s->sampling, &s->rng, &scratch_);
       res.sampled = true;
       s->pending.push_back(res.token);
     }
+  }
+  runs_.clear();
+  for (size_t i = 0; i < results->size(); ++i) {
+    const absl::Status& st = (*results)[i].status;
+    if (!st.ok()) return absl::Status(st.code(), absl::StrCat("request ", i, ": ", st.message()));
   }
   return absl::OkStatus();
 }
@@ -156,7 +159,7 @@ absl::StatusOr<std::vector<float>> Engine::Score(SessionState* s,
   return out;
 }
 
-absl::StatusOr<std::string> Engine::Checkpoint(const SessionState& s) const {
+absl::StatusOr<std::string> Engine::Checkpoint(const SessionState& s) {
   RETURN_IF_ERROR(forward_->SyncKvToHost(s.kv_blocks));  // CUDA softmax: KV lives on the GPU
   return SerializeSession(ckpt_model_, s, kv_.get());
 }

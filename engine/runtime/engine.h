@@ -7,10 +7,17 @@
 //
 // Generation protocol. A session's context is `position` tokens already run plus `pending` tokens
 // not yet run. Append() adds prompt tokens to `pending`. Step() runs, for each request, up to
-// max_tokens pending tokens (prefill splits fall on absolute multiples of the chunk size, so the
-// floats never depend on the token budget); when a request's pending tokens are all consumed and
-// it asked to sample, the next token is drawn with the session's sampler and RNG and becomes the
-// new pending token. So a checkpoint taken between steps continues exactly.
+// max_tokens pending tokens (prefill splits fall on absolute multiples of the chunk size,
+// ChunkGridTokens in step_plan.h, so the floats never depend on the token budget); when a
+// request's pending tokens are all consumed and it asked to sample, the next token is drawn with
+// the session's sampler and RNG and becomes the new pending token. So a checkpoint taken between
+// steps continues exactly.
+//
+// Admission is per request (vLLM's allocate_slots answers per request too): Step reserves each
+// softmax request's KV blocks in request order; a request that cannot get them, or whose run
+// would pass max_position_embeddings, gets its own status and does not run, the others do. If the
+// forward pass fails, every block this step reserved goes back to the pool (each table back to
+// its old size) and every request that was to run carries that error, its session unchanged.
 #ifndef FLATSTATE_ENGINE_RUNTIME_ENGINE_H_
 #define FLATSTATE_ENGINE_RUNTIME_ENGINE_H_
 
@@ -18,6 +25,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -31,14 +39,18 @@
 
 namespace flatstate {
 
+// KV blocks per softmax model unless configured (the server's --kv_blocks default too).
+inline constexpr int kDefaultKvBlocks = 16384;
+
 struct EngineOptions {
   Device device = Device::kCpu;
   int threads = 0;            // 0: all hardware threads
-  int kv_blocks = 4096;       // softmax only: blocks in the pool
+  int kv_blocks = kDefaultKvBlocks;  // softmax only: blocks in the pool
   int kv_block_size = 16;     // tokens per block
   int chunk_size = 0;         // 0: the model's config value
 };
 
+// One session's part of a step. A session may appear in at most one request of a step.
 struct StepRequest {
   SessionState* session = nullptr;
   int64_t max_tokens = 1 << 30;  // pending tokens this step may run
@@ -46,6 +58,9 @@ struct StepRequest {
 };
 
 struct StepResult {
+  // OK, or why this request did not run (ResourceExhausted: no KV blocks; OutOfRange: past
+  // max_position_embeddings; InvalidArgument: no session; else the forward pass's error).
+  absl::Status status;
   int64_t consumed = 0;  // pending tokens run this step
   bool sampled = false;
   int32_t token = -1;    // the sampled token (now the session's only pending token)
@@ -70,27 +85,33 @@ class Engine {
   // Returns the session's KV blocks to the pool. The state must not be used afterwards.
   void ReleaseSession(SessionState* s);
 
-  // Validates token ids and appends them to the session's pending input.
+  // Validates token ids and appends them to the session's pending input. InvalidArgument like
+  // "token 300 at index 3 is out of range [0, 256)" (nothing appended) otherwise.
   absl::Status Append(SessionState* s, std::span<const int32_t> tokens) const;
 
-  // How many pending tokens of `s` a step with budget `budget` would run: all of them if they
-  // fit, else the largest prefix that ends on a multiple of the chunk size (up to the next
-  // multiple when the budget is smaller than that distance).
+  // How many pending tokens of `s` a step with budget `budget` runs: ChunkGridTokens
+  // (step_plan.h) with this engine's chunk size.
   int64_t PlanTokens(const SessionState& s, int64_t budget) const;
 
-  // Runs one batched step (see the protocol above). Softmax KV blocks are reserved first: a
-  // session whose blocks cannot be reserved fails the whole step with ResourceExhausted naming it
-  // (index in `requests`), with no session changed. `results` gets one entry per request.
+  // Runs one batched step (see the protocol and admission above). `results` gets one entry per
+  // request, each with its own status. Returns OK iff every result's status is OK, else the first
+  // failing one's status prefixed with its index ("request 2: ...") as a summary: the other
+  // requests ran all the same.
   absl::Status Step(std::span<const StepRequest> requests, std::vector<StepResult>* results);
 
   // Runs `tokens` for one session and returns the logits of every one (tests and tools).
   absl::StatusOr<std::vector<float>> Score(SessionState* s, std::span<const int32_t> tokens);
 
-  absl::StatusOr<std::string> Checkpoint(const SessionState& s) const;
+  // Not const: on CUDA it first copies the session's KV blocks from the device into the pool.
+  absl::StatusOr<std::string> Checkpoint(const SessionState& s);
   absl::StatusOr<SessionState> Restore(std::string_view blob);
 
  private:
   Engine() = default;
+  // Per-request admission of a run of `tokens` for `s`: max_position_embeddings (softmax), then
+  // its KV blocks. On failure the session is unchanged.
+  absl::Status Admit(SessionState* s, int64_t tokens);
+
   std::unique_ptr<Model> model_;
   EngineOptions options_;
   std::unique_ptr<ThreadPool> threads_;
@@ -99,6 +120,10 @@ class Engine {
   std::unique_ptr<ForwardPass> forward_;
   CheckpointModel ckpt_model_;
   std::vector<float> logits_;
+  // Step's scratch, kept to avoid reallocating every step.
+  std::vector<SequenceRun> runs_;
+  std::vector<size_t> run_of_;  // request index per run
+  std::vector<std::pair<SessionState*, size_t>> reserved_;  // grown table, old size
   std::vector<std::pair<float, int32_t>> scratch_;
 };
 

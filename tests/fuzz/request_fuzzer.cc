@@ -17,25 +17,29 @@
 #include "flatstate/v1/inference.pb.h"
 #include "google/protobuf/stubs/logging.h"
 #include "server/checkpoint_store.h"
-#include "server/engine_loop.h"
+#include "server/model_registry.h"
 #include "server/ids.h"
 #include "server/validation.h"
 
 namespace {
 
 namespace pb = flatstate::v1;
-using flatstate::server::EngineLoop;
+using flatstate::server::ModelRegistry;
 using flatstate::server::ServerOptions;
 
-// An engine loop with no models (never started): validation only reads its model list.
-const EngineLoop& Loop() {
-  static const EngineLoop* loop = [] {
-    static flatstate::server::Metrics metrics;
-    auto store = flatstate::server::CheckpointStore::Open("/tmp/flatstate-request-fuzzer");
-    if (!store.ok()) __builtin_trap();
-    return new EngineLoop({}, "", std::move(*store), ServerOptions(), &metrics);
+// No models: validation only reads the model list.
+const ModelRegistry& Models() {
+  static const ModelRegistry* models = new ModelRegistry({}, "");
+  return *models;
+}
+
+const flatstate::server::CheckpointStore& Store() {
+  static const flatstate::server::CheckpointStore* store = [] {
+    auto s = flatstate::server::CheckpointStore::Open("/tmp/flatstate-request-fuzzer");
+    if (!s.ok()) __builtin_trap();
+    return new flatstate::server::CheckpointStore(std::move(*s));
   }();
-  return *loop;
+  return *store;
 }
 
 void Check(bool ok) {
@@ -44,7 +48,7 @@ void Check(bool ok) {
 
 void ValidateGenerate(const pb::GenerateRequest& req, const ServerOptions& options) {
   absl::StatusOr<flatstate::server::GenerateJob> job =
-      flatstate::server::ValidateGenerate(req, Loop(), options);
+      flatstate::server::ValidateGenerate(req, Models(), options);
   if (!job.ok()) {
     Check(!job.status().message().empty());
     return;
@@ -69,8 +73,8 @@ void ValidateRestore(const pb::RestoreSessionRequest& req) {
     const std::string& id = req.checkpoint_id();
     if (flatstate::server::IsValidId(id)) {
       // A valid id names a file directly inside the checkpoint dir.
-      const std::string path = Loop().store().CheckpointPath(id);
-      Check(path == Loop().store().dir() + "/" + id + ".ckpt");
+      const std::string path = Store().CheckpointPath(id);
+      Check(path == Store().dir() + "/" + id + ".ckpt");
       Check(id.find('/') == std::string::npos && id.find('.') == std::string::npos);
     } else {
       Check(!flatstate::server::ValidateSessionId(id).ok());
@@ -135,8 +139,8 @@ void FromFields(const uint8_t* data, size_t size) {
       flatstate::IsValidUtf8(g.model()) && flatstate::IsValidUtf8(g.session_id());
   Check(copy.ParseFromString(g.SerializeAsString()) == strings_valid);
   if (strings_valid) {
-    Check(flatstate::server::ValidateGenerate(copy, Loop(), options).ok() ==
-          flatstate::server::ValidateGenerate(g, Loop(), options).ok());
+    Check(flatstate::server::ValidateGenerate(copy, Models(), options).ok() ==
+          flatstate::server::ValidateGenerate(g, Models(), options).ok());
   }
 
   pb::CreateSessionRequest c;

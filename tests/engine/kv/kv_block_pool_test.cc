@@ -102,6 +102,44 @@ TEST(KvBlockPoolTest, ReleaseRestoresAndLowestIdsGoFirst) {
   EXPECT_EQ(pool.blocks_free(), 6);
 }
 
+TEST(KvBlockPoolTest, BlockArithmetic) {
+  EXPECT_EQ(KvBlockPool::BlocksFor(0, 16), 0);
+  EXPECT_EQ(KvBlockPool::BlocksFor(-5, 16), 0);
+  EXPECT_EQ(KvBlockPool::BlocksFor(1, 16), 1);
+  EXPECT_EQ(KvBlockPool::BlocksFor(16, 16), 1);
+  EXPECT_EQ(KvBlockPool::BlocksFor(17, 16), 2);
+  EXPECT_EQ(KvBlockPool::BlocksFor(5, 0), 5);  // block size < 1 counts as 1
+  EXPECT_EQ(KvBlockPool::BlocksNeeded(1, 17, 16), 1);
+  EXPECT_EQ(KvBlockPool::BlocksNeeded(2, 17, 16), 0);
+  EXPECT_EQ(KvBlockPool::BlocksNeeded(5, 17, 16), 0);  // never negative
+  // Reserve takes exactly BlocksNeeded blocks.
+  KvBlockPool pool(16, 16, 1, 4);
+  std::vector<int32_t> table;
+  ASSERT_TRUE(pool.Reserve(&table, 20).ok());
+  const int64_t need = KvBlockPool::BlocksNeeded(static_cast<int64_t>(table.size()), 70, 16);
+  const int before = pool.blocks_free();
+  ASSERT_TRUE(pool.Reserve(&table, 70).ok());
+  EXPECT_EQ(before - pool.blocks_free(), need);
+}
+
+TEST(KvBlockPoolTest, TruncateUndoesReserve) {
+  KvBlockPool pool(8, 16, 1, 4);
+  std::vector<int32_t> table;
+  ASSERT_TRUE(pool.Reserve(&table, 16).ok());
+  const std::vector<int32_t> first = table;
+  ASSERT_TRUE(pool.Reserve(&table, 64).ok());
+  EXPECT_EQ(pool.blocks_used(), 4);
+  pool.Truncate(&table, first.size());
+  EXPECT_EQ(table, first);
+  EXPECT_EQ(pool.blocks_used(), 1);
+  pool.Truncate(&table, 5);  // larger than the table: nothing to do
+  EXPECT_EQ(table, first);
+  // The returned blocks go out again, lowest ids first.
+  std::vector<int32_t> other;
+  ASSERT_TRUE(pool.Reserve(&other, 16).ok());
+  EXPECT_EQ(other, std::vector<int32_t>{1});
+}
+
 TEST(KvBlockPoolTest, RowsDoNotAlias) {
   constexpr int kBlocks = 3, kBs = 4, kLayers = 2, kHidden = 5;
   KvBlockPool pool(kBlocks, kBs, kLayers, kHidden);

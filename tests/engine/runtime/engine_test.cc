@@ -140,7 +140,8 @@ TEST(EngineState, SoftmaxKvBlocksAreCeilOfTokens) {
     e->ReleaseSession(&s);
     EXPECT_EQ(pool->blocks_used(), 0);
   }
-  // Exhaustion is a status; the session that fits keeps working.
+  // Exhaustion is a status, the failing request's own; the session that fits keeps working (it
+  // runs in the same step).
   SessionState big = e->NewSession({}), small = e->NewSession({});
   ASSERT_TRUE(e->Append(&small, Tokens(20, 1)).ok());
   ASSERT_TRUE(e->Append(&big, Tokens(64 * 16 + 1, 2)).ok());
@@ -148,13 +149,104 @@ TEST(EngineState, SoftmaxKvBlocksAreCeilOfTokens) {
   StepRequest both[2] = {{&small, 1 << 30, true}, {&big, 1 << 30, true}};
   absl::Status st = e->Step(both, &res);
   EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
-  EXPECT_EQ(pool->blocks_used(), 0);
-  EXPECT_EQ(small.position, 0);
-  ASSERT_TRUE(e->Step(std::span<const StepRequest>(both, 1), &res).ok());
+  EXPECT_EQ(res[1].status.code(), absl::StatusCode::kResourceExhausted) << res[1].status;
+  EXPECT_TRUE(big.kv_blocks.empty());
+  EXPECT_EQ(big.position, 0);
+  EXPECT_EQ(res[1].consumed, 0);
+  ASSERT_TRUE(res[0].status.ok()) << res[0].status;
   EXPECT_TRUE(res[0].sampled);
   EXPECT_EQ(small.position, 20);
+  EXPECT_EQ(pool->blocks_used(), 2);
   e->ReleaseSession(&small);
   e->ReleaseSession(&big);
+}
+
+// Per-request admission: a request that cannot get KV blocks does not run and says why; the
+// others run exactly as they would alone.
+TEST(EngineStep, KvFailureIsPerRequestAndOthersAreUnaffected) {
+  const std::string dir = RandomModelDir(AttentionKind::kSoftmax);
+  auto solo = MakeEngine(dir, 2, /*kv_blocks=*/64);
+  std::vector<std::vector<int32_t>> expect;
+  for (int i = 0; i < 2; ++i) {
+    SessionState s = solo->NewSession(SamplingParams{0.8f, 0, 1.f, uint64_t(i)});
+    expect.push_back(GenerateAlone(solo.get(), &s, Tokens(10 + i, 50 + i), 12));
+    solo->ReleaseSession(&s);
+  }
+  auto e = MakeEngine(dir, 2, /*kv_blocks=*/8);  // 128 tokens
+  SessionState a = e->NewSession(SamplingParams{0.8f, 0, 1.f, 0});
+  SessionState b = e->NewSession(SamplingParams{0.8f, 0, 1.f, 1});
+  SessionState hog = e->NewSession({});
+  ASSERT_TRUE(e->Append(&a, Tokens(10, 50)).ok());
+  ASSERT_TRUE(e->Append(&b, Tokens(11, 51)).ok());
+  ASSERT_TRUE(e->Append(&hog, Tokens(7 * 16 + 1, 9)).ok());  // 8 blocks: never all free
+  std::vector<std::vector<int32_t>> got(2);
+  std::vector<StepResult> res;
+  int hog_failures = 0;
+  while (got[0].size() < 12 || got[1].size() < 12) {
+    StepRequest reqs[3] = {{&a, 1 << 30, true}, {&hog, 1 << 30, false}, {&b, 1 << 30, true}};
+    (void)e->Step(reqs, &res);
+    ASSERT_TRUE(res[0].status.ok()) << res[0].status;
+    ASSERT_TRUE(res[2].status.ok()) << res[2].status;
+    if (res[0].sampled) got[0].push_back(res[0].token);
+    if (res[2].sampled) got[1].push_back(res[2].token);
+    if (!res[1].status.ok()) {
+      EXPECT_EQ(res[1].status.code(), absl::StatusCode::kResourceExhausted) << res[1].status;
+      EXPECT_EQ(hog.position, 0);
+      EXPECT_TRUE(hog.kv_blocks.empty());
+      ++hog_failures;
+    }
+  }
+  EXPECT_EQ(got, expect);
+  EXPECT_GT(hog_failures, 0);
+  for (SessionState* s : {&a, &b, &hog}) e->ReleaseSession(s);
+  EXPECT_EQ(e->kv_pool()->blocks_used(), 0);
+}
+
+// A forward pass that fails rolls back every KV reservation of its step and leaves every session
+// as it was; each request that was to run carries the error.
+TEST(EngineStep, ForwardFailureRollsBackReservations) {
+  auto e = MakeEngine(RandomModelDir(AttentionKind::kSoftmax), 2, /*kv_blocks=*/16);
+  SessionState a = e->NewSession({}), bad = e->NewSession({});
+  ASSERT_TRUE(e->Append(&a, Tokens(20, 1)).ok());
+  ASSERT_TRUE(e->Score(&bad, Tokens(3, 2)).ok());  // holds one block already
+  bad.pending = {1, 2, 300};  // bypasses Append: the forward pass rejects token 300
+  StepRequest reqs[2] = {{&a, 1 << 30, true}, {&bad, 1 << 30, true}};
+  std::vector<StepResult> res;
+  EXPECT_FALSE(e->Step(reqs, &res).ok());
+  for (const StepResult& r : res) {
+    EXPECT_EQ(r.status.code(), absl::StatusCode::kInvalidArgument) << r.status;
+    EXPECT_EQ(r.consumed, 0);
+    EXPECT_FALSE(r.sampled);
+  }
+  EXPECT_EQ(e->kv_pool()->blocks_used(), 1);
+  EXPECT_TRUE(a.kv_blocks.empty());
+  EXPECT_EQ(bad.kv_blocks.size(), 1u);
+  EXPECT_EQ(a.position, 0);
+  EXPECT_EQ(a.pending.size(), 20u);
+  EXPECT_EQ(bad.position, 3);
+  EXPECT_EQ(bad.pending.size(), 3u);
+  // Without the bad request the same step runs.
+  ASSERT_TRUE(e->Step(std::span<const StepRequest>(reqs, 1), &res).ok());
+  EXPECT_EQ(a.position, 20);
+  e->ReleaseSession(&a);
+  e->ReleaseSession(&bad);
+}
+
+// A softmax run past max_position_embeddings is that request's own OutOfRange.
+TEST(EngineStep, PastMaxPositionIsPerRequest) {
+  auto e = MakeEngine(RandomModelDir(AttentionKind::kSoftmax));
+  SessionState ok = e->NewSession({}), far = e->NewSession({});
+  ASSERT_TRUE(e->Append(&ok, Tokens(5, 1)).ok());
+  ASSERT_TRUE(e->Append(&far, Tokens(e->config().max_position_embeddings + 1, 2)).ok());
+  StepRequest reqs[2] = {{&far, 1 << 30, true}, {&ok, 1 << 30, true}};
+  std::vector<StepResult> res;
+  EXPECT_EQ(e->Step(reqs, &res).code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(res[0].status.code(), absl::StatusCode::kOutOfRange) << res[0].status;
+  EXPECT_TRUE(far.kv_blocks.empty());
+  EXPECT_TRUE(res[1].status.ok()) << res[1].status;
+  EXPECT_TRUE(res[1].sampled);
+  e->ReleaseSession(&ok);
+  e->ReleaseSession(&far);
 }
 
 TEST(EngineErrors, BadTokensAndDevice) {
@@ -163,7 +255,8 @@ TEST(EngineErrors, BadTokensAndDevice) {
   const int32_t bad[] = {1, 256};
   absl::Status st = e->Append(&s, bad);
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(st.message().find("prompt_tokens[1]"), std::string::npos) << st;
+  // The engine names the token and its index, not a request field (the server names the field).
+  EXPECT_NE(st.message().find("token 256 at index 1"), std::string::npos) << st;
   EXPECT_TRUE(s.pending.empty());
   auto model = Model::Load(RandomModelDir(AttentionKind::kLinearElu, 8));
   ASSERT_TRUE(model.ok());

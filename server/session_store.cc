@@ -1,0 +1,44 @@
+#include "server/session_store.h"
+
+#include "absl/strings/str_cat.h"
+#include "server/ids.h"
+
+namespace flatstate::server {
+namespace {
+
+absl::Status CheckId(absl::string_view id, absl::string_view what) {
+  if (IsValidId(id)) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(what, ": '", id, "' is not an id (32 lower-case hex characters)"));
+}
+
+}  // namespace
+
+absl::Status DirSessionStore::PutEvicted(absl::string_view session_id, absl::string_view blob) {
+  if (absl::Status s = CheckId(session_id, "session_id"); !s.ok()) return s;
+  return files_.WriteAtomic(files_.EvictedPath(session_id), blob);
+}
+
+absl::StatusOr<std::string> DirSessionStore::GetEvicted(absl::string_view session_id) const {
+  if (absl::Status s = CheckId(session_id, "session_id"); !s.ok()) return s;
+  return files_.Read(files_.EvictedPath(session_id),
+                     absl::StrCat("evicted state of session ", session_id));
+}
+
+void DirSessionStore::RemoveEvicted(absl::string_view session_id) {
+  if (CheckId(session_id, "session_id").ok()) files_.Remove(files_.EvictedPath(session_id));
+}
+
+absl::Status DirSessionStore::PutCheckpoint(absl::string_view checkpoint_id,
+                                            absl::string_view blob) {
+  if (absl::Status s = CheckId(checkpoint_id, "checkpoint_id"); !s.ok()) return s;
+  return files_.WriteAtomic(files_.CheckpointPath(checkpoint_id), blob);
+}
+
+absl::StatusOr<std::string> DirSessionStore::GetCheckpoint(absl::string_view checkpoint_id) const {
+  if (absl::Status s = CheckId(checkpoint_id, "checkpoint_id"); !s.ok()) return s;
+  return files_.Read(files_.CheckpointPath(checkpoint_id),
+                     absl::StrCat("checkpoint_id: checkpoint ", checkpoint_id));
+}
+
+}  // namespace flatstate::server

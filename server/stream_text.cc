@@ -1,0 +1,19 @@
+#include "server/stream_text.h"
+
+namespace flatstate::server {
+
+bool StreamText::Push(IncrementalDecoder* decoder, int32_t token, std::string* text) {
+  *text = decoder->Push(token);
+  if (stop_.empty() || text->empty()) return false;
+  const size_t old_len = text_.size();
+  text_ += *text;
+  bool stopped = false;
+  for (const std::string& stop : stop_) {
+    // Only a match that ends in the new text is new.
+    const size_t from = old_len >= stop.size() ? old_len - stop.size() + 1 : 0;
+    if (text_.find(stop, from) != std::string::npos) stopped = true;
+  }
+  return stopped;
+}
+
+}  // namespace flatstate::server
