@@ -19,8 +19,6 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
-#include <cstddef>
-
 #include "absl/status/status.h"
 
 namespace flatstate::cuda {
@@ -49,12 +47,6 @@ absl::Status TakeError();
 
 // Waits for Stream() and returns the first failure recorded or raised so far (then cleared).
 absl::Status Synchronize();
-
-// A small device buffer for kernel parameter blocks of the single-call op APIs (e.g. one
-// LinearHead for LinearAttention<kCuda>): copies `bytes` from host memory with a stream-ordered
-// copy and returns the device address, valid until the next call (stream order makes reuse safe).
-// nullptr on failure (recorded).
-void* UploadParams(const void* host, size_t bytes);
 
 }  // namespace flatstate::cuda
 
