@@ -93,47 +93,47 @@ absl::Status DeviceForward<D>::Stage(std::span<const SequenceRun> batch,
                                      const std::vector<int64_t>& row_start) {
   const ModelConfig& c = *cfg_;
   const int B = static_cast<int>(batch.size());
-  tokens_.clear();
-  out_rows_.clear();
+  tokens_.host.clear();
+  out_rows_.host.clear();
   for (int s = 0; s < B; ++s) {
-    tokens_.insert(tokens_.end(), batch[s].tokens.begin(), batch[s].tokens.end());
+    tokens_.host.insert(tokens_.host.end(), batch[s].tokens.begin(), batch[s].tokens.end());
     const int64_t first = batch[s].all_logits ? row_start[s] : row_start[s + 1] - 1;
     for (int64_t r = first; r < row_start[s + 1]; ++r) {
-      out_rows_.push_back(static_cast<int32_t>(r));
+      out_rows_.host.push_back(static_cast<int32_t>(r));
     }
   }
-  ASSIGN_OR_RETURN(tokens_on_, OnDevice<D>(&d_tokens_, tokens_));
-  ASSIGN_OR_RETURN(out_rows_on_, OnDevice<D>(&d_out_rows_, out_rows_));
+  RETURN_IF_ERROR(tokens_.Stage());
+  RETURN_IF_ERROR(out_rows_.Stage());
   if (!c.is_linear()) {
-    tables_.clear();
-    paged_.clear();
+    tables_.host.clear();
+    paged_.host.clear();
     for (int s = 0; s < B; ++s) {
       const SessionState* st = batch[s].state;
-      const int64_t table = static_cast<int64_t>(tables_.size());
-      tables_.insert(tables_.end(), st->kv_blocks.begin(), st->kv_blocks.end());
+      const int64_t table = static_cast<int64_t>(tables_.host.size());
+      tables_.host.insert(tables_.host.end(), st->kv_blocks.begin(), st->kv_blocks.end());
       for (int64_t r = row_start[s]; r < row_start[s + 1]; ++r) {
-        paged_.push_back(PagedRow{r, st->position + (r - row_start[s]) + 1, table});
+        paged_.host.push_back(PagedRow{r, st->position + (r - row_start[s]) + 1, table});
       }
     }
-    ASSIGN_OR_RETURN(tables_on_, OnDevice<D>(&d_tables_, tables_));
-    ASSIGN_OR_RETURN(paged_on_, OnDevice<D>(&d_paged_, paged_));
-    return absl::OkStatus();
+    RETURN_IF_ERROR(tables_.Stage());
+    return paged_.Stage();
   }
   const int64_t per_session = static_cast<int64_t>(layout_.per_layer) * c.num_hidden_layers;
   float* staged = nullptr;
   if constexpr (!kHostMemory<D>) {
-    states_.resize(static_cast<size_t>(B * per_session));
+    states_.host.resize(static_cast<size_t>(B * per_session));
     for (int s = 0; s < B; ++s) {
-      std::memcpy(states_.data() + s * per_session, batch[s].state->linear.data(),
+      std::memcpy(states_.host.data() + s * per_session, batch[s].state->linear.data(),
                   sizeof(float) * per_session);
     }
-    ASSIGN_OR_RETURN(staged, OnDevice<D>(&d_states_, states_));
+    RETURN_IF_ERROR(states_.Stage());
+    staged = states_.on;
   }
-  decode_.clear();
-  prefill_.clear();
-  conv_.clear();
-  row_seq_.clear();
-  row_t_.clear();
+  decode_.host.clear();
+  prefill_.host.clear();
+  conv_.host.clear();
+  row_seq_.host.clear();
+  row_t_.host.clear();
   LinearHead shape;  // the scratch size depends on head_dim and feature_dim only
   shape.head_dim = c.head_dim;
   shape.feature_dim = c.feature_dim();
@@ -144,30 +144,28 @@ absl::Status DeviceForward<D>::Stage(std::span<const SequenceRun> batch,
     q.T = row_start[s + 1] - row_start[s];
     q.pos0 = batch[s].state->position;
     q.state = kHostMemory<D> ? batch[s].state->linear.data() : staged + s * per_session;
-    conv_.push_back(ConvSeq{q.row, q.T, q.state + layout_.conv});
+    conv_.host.push_back(ConvSeq{q.row, q.T, q.state + layout_.conv});
     if (q.T == 1) {
-      decode_.push_back(q);
+      decode_.host.push_back(q);
       continue;
     }
     q.head_scratch = static_cast<int64_t>(LinearAttentionScratch(shape, q.T, chunk_));
     q.scratch = workspace;
     workspace += q.head_scratch * c.num_attention_heads;
     for (int64_t t = 0; t < q.T; ++t) {
-      row_seq_.push_back(static_cast<int32_t>(prefill_.size()));
-      row_t_.push_back(t);
+      row_seq_.host.push_back(static_cast<int32_t>(prefill_.host.size()));
+      row_t_.host.push_back(t);
     }
-    prefill_.push_back(q);
+    prefill_.host.push_back(q);
   }
-  prefill_rows_ = static_cast<int64_t>(row_t_.size());
   if constexpr (kLinearAttentionWorkspace<D>) {
     RETURN_IF_ERROR(workspace_.Reserve(sizeof(float) * workspace));
   }
-  ASSIGN_OR_RETURN(decode_on_, OnDevice<D>(&d_decode_, decode_));
-  ASSIGN_OR_RETURN(prefill_on_, OnDevice<D>(&d_prefill_, prefill_));
-  ASSIGN_OR_RETURN(conv_on_, OnDevice<D>(&d_conv_, conv_));
-  ASSIGN_OR_RETURN(row_seq_on_, OnDevice<D>(&d_row_seq_, row_seq_));
-  ASSIGN_OR_RETURN(row_t_on_, OnDevice<D>(&d_row_t_, row_t_));
-  return absl::OkStatus();
+  RETURN_IF_ERROR(decode_.Stage());
+  RETURN_IF_ERROR(prefill_.Stage());
+  RETURN_IF_ERROR(conv_.Stage());
+  RETURN_IF_ERROR(row_seq_.Stage());
+  return row_t_.Stage();
 }
 
 template <Device D>
@@ -193,23 +191,23 @@ void DeviceForward<D>::Attention(int layer, int64_t rows) {
     b.z_off = static_cast<int64_t>(layout_.z);
     b.m_off = static_cast<int64_t>(layout_.m);
     b.chunk = chunk_;
-    b.decode = decode_on_;
-    b.num_decode = static_cast<int>(decode_.size());
-    b.prefill = prefill_on_;
-    b.num_prefill = static_cast<int>(prefill_.size());
-    b.row_seq = row_seq_on_;
-    b.row_t = row_t_on_;
-    b.prefill_rows = prefill_rows_;
+    b.decode = decode_.on;
+    b.num_decode = static_cast<int>(decode_.host.size());
+    b.prefill = prefill_.on;
+    b.num_prefill = static_cast<int>(prefill_.host.size());
+    b.row_seq = row_seq_.on;
+    b.row_t = row_t_.on;
+    b.prefill_rows = static_cast<int64_t>(row_t_.host.size());
     b.workspace = workspace_.template as<float>();
     LinearAttention<D>(b, PoolFor(rows * H * c.feature_dim() * hd));
     return;
   }
   int64_t attended = 0;  // (query row, key row) pairs
-  for (const PagedRow& r : paged_) attended += r.ctx;
+  for (const PagedRow& r : paged_.host) attended += r.ctx;
   const Parallel& par = PoolFor(attended * hidden);
-  RopeAndWriteKv<D>(pool_, tables_on_, paged_on_, rows, qkv, 3 * hidden, layer, H, hd,
+  RopeAndWriteKv<D>(pool_, tables_.on, paged_.on, rows, qkv, 3 * hidden, layer, H, hd,
                     c.rope_theta, par);
-  PagedAttention<D>(pool_, tables_on_, paged_on_, rows, qkv, 3 * hidden, att, hidden, layer, H,
+  PagedAttention<D>(pool_, tables_.on, paged_.on, rows, qkv, 3 * hidden, att, hidden, layer, H,
                     hd, par);
 }
 
@@ -228,7 +226,7 @@ absl::Status DeviceForward<D>::RunLayers(std::span<const SequenceRun> batch,
   RETURN_IF_ERROR(att_.Reserve(sizeof(float) * N * hidden));
   RETURN_IF_ERROR(mlp_.Reserve(sizeof(float) * N * FF));
   RETURN_IF_ERROR(Stage(batch, row_start));
-  const int64_t R = static_cast<int64_t>(out_rows_.size());
+  const int64_t R = static_cast<int64_t>(out_rows_.host.size());
   RETURN_IF_ERROR(last_.Reserve(sizeof(float) * R * hidden));
   float* out = nullptr;
   if constexpr (kHostMemory<D>) {
@@ -244,14 +242,14 @@ absl::Status DeviceForward<D>::RunLayers(std::span<const SequenceRun> batch,
   float* h2 = h2_.template as<float>();
   float* mlp = mlp_.template as<float>();
   const float eps = c.rms_norm_eps;
-  GatherRows<D>(embed_, tokens_on_, N, hidden, x);
+  GatherRows<D>(embed_, tokens_.on, N, hidden, x);
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     const Layer& lw = layers_[l];
     RmsNorm<D>(x, lw.attn_norm, N, hidden, eps, h);
     const float* attn_in = h;
     if (lw.conv != nullptr) {
-      CausalConv<D>(h, hidden, c.conv_kernel_size, lw.conv, conv_on_,
-                    static_cast<int>(conv_.size()), static_cast<int64_t>(layout_.per_layer) * l,
+      CausalConv<D>(h, hidden, c.conv_kernel_size, lw.conv, conv_.on,
+                    static_cast<int>(conv_.host.size()), static_cast<int64_t>(layout_.per_layer) * l,
                     h2);
       attn_in = h2;
     }
@@ -265,22 +263,22 @@ absl::Status DeviceForward<D>::RunLayers(std::span<const SequenceRun> batch,
   }
   // Final norm + head over the rows that are returned.
   float* last = last_.template as<float>();
-  GatherRows<D>(x, out_rows_on_, R, hidden, last);
+  GatherRows<D>(x, out_rows_.on, R, hidden, last);
   RmsNorm<D>(last, norm_, R, hidden, eps, last);
   Gemm<D>(last, R, lm_head_, out, false, *par_);
   if constexpr (!kHostMemory<D>) {
     host_logits_.resize(static_cast<size_t>(R * V));
     RETURN_IF_ERROR(CopyToHost<D>(host_logits_.data(), out, sizeof(float) * R * V));
     if (c.is_linear()) {
-      RETURN_IF_ERROR(CopyToHost<D>(states_.data(), d_states_.data(),
-                                    sizeof(float) * states_.size()));
+      RETURN_IF_ERROR(CopyToHost<D>(states_.host.data(), states_.on,
+                                    sizeof(float) * states_.host.size()));
     }
     RETURN_IF_ERROR(Synchronize<D>());
     // Success: only now do sessions change.
     if (c.is_linear()) {
-      const size_t per_session = states_.size() / batch.size();
+      const size_t per_session = states_.host.size() / batch.size();
       for (size_t s = 0; s < batch.size(); ++s) {
-        std::memcpy(batch[s].state->linear.data(), states_.data() + s * per_session,
+        std::memcpy(batch[s].state->linear.data(), states_.host.data() + s * per_session,
                     sizeof(float) * per_session);
       }
     }

@@ -125,26 +125,27 @@ class DeviceForward final : public StepRunner {
   Buffer<D> kv_mirror_;  // softmax off the host: the device K/V pool
   PagedKv pool_;
 
-  // One step's descriptors (host vectors are members: they outlive asynchronous copies).
-  std::vector<int32_t> tokens_, out_rows_, row_seq_, tables_;
-  std::vector<int64_t> row_t_;
-  std::vector<float> states_;  // off the host: the batch's linear states, staged
-  std::vector<LinearSeq> decode_, prefill_;
-  std::vector<ConvSeq> conv_;
-  std::vector<PagedRow> paged_;
-  int64_t prefill_rows_ = 0;
-  // The same in D's memory (on the host: the vectors' own data).
-  Buffer<D> d_tokens_, d_out_rows_, d_row_seq_, d_tables_, d_row_t_, d_states_, d_decode_,
-      d_prefill_, d_conv_, d_paged_;
-  const int32_t* tokens_on_ = nullptr;
-  const int32_t* out_rows_on_ = nullptr;
-  const int32_t* row_seq_on_ = nullptr;
-  const int32_t* tables_on_ = nullptr;
-  const int64_t* row_t_on_ = nullptr;
-  const LinearSeq* decode_on_ = nullptr;
-  const LinearSeq* prefill_on_ = nullptr;
-  const ConvSeq* conv_on_ = nullptr;
-  const PagedRow* paged_on_ = nullptr;
+  // One of a step's descriptor arrays: built in `host`, read by D's ops at `on` (the host data
+  // itself where D's memory is host memory, else a copy in `dev`). Members, so that the host
+  // data outlives asynchronous copies.
+  template <typename T>
+  struct Staged {
+    std::vector<T> host;
+    Buffer<D> dev;
+    T* on = nullptr;
+    absl::Status Stage() {
+      absl::StatusOr<T*> p = OnDevice<D>(&dev, host);
+      if (!p.ok()) return p.status();
+      on = *p;
+      return absl::OkStatus();
+    }
+  };
+  Staged<int32_t> tokens_, out_rows_, row_seq_, tables_;
+  Staged<int64_t> row_t_;
+  Staged<float> states_;  // off the host: the batch's linear states
+  Staged<LinearSeq> decode_, prefill_;
+  Staged<ConvSeq> conv_;
+  Staged<PagedRow> paged_;
   // Workspace, grown as needed.
   Buffer<D> x_, h_, h2_, qkv_, att_, mlp_, last_, logits_, workspace_;
   std::vector<float> host_logits_;  // off the host: logits copied back
