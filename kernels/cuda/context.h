@@ -51,6 +51,5 @@ absl::Status Synchronize();
 }  // namespace flatstate::cuda
 
 #define FS_CUDA_CHECK_LAUNCH(name) ::flatstate::cuda::CheckLaunch(name, __FILE__, __LINE__)
-#define FS_CUDA_RECORD(expr) ::flatstate::cuda::RecordCudaError((expr), #expr, __FILE__, __LINE__)
 
 #endif  // FLATSTATE_KERNELS_CUDA_CONTEXT_H_
