@@ -1,6 +1,8 @@
-// Row-wise and element-wise ops of the transformer block: RMSNorm, exact GELU, residual add,
-// the token-shift causal convolution and rotary position embeddings. Row-major fp32; every row is
-// computed independently (batch invariant). Declared once here; CPU bodies in elementwise_cpu.cc.
+// Row-wise and element-wise ops of the transformer block: RMSNorm, exact GELU, residual add, the
+// token-shift causal convolution and the row gather (embedding lookup). Row-major fp32; every row
+// is computed independently (batch invariant). All pointers, descriptor arrays included, are in
+// the op's device memory. CPU bodies in elementwise_cpu.cc; CUDA bodies in elementwise_gpu.cu
+// (asynchronous on cuda::Stream()). RoPE is part of kernels/paged_attention.h's RopeAndWriteKv.
 #ifndef FLATSTATE_KERNELS_ELEMENTWISE_H_
 #define FLATSTATE_KERNELS_ELEMENTWISE_H_
 
@@ -22,18 +24,25 @@ void Gelu(float* x, int64_t n);
 template <Device D>
 void AddInPlace(float* y, const float* x, int64_t n);
 
-// Causal depthwise convolution of one sequence ("token shift"): for t in [0, T), channel c,
-//   out[t][c] = sum_{i<K} w[c][i] * full[t + i][c],  full = [window (K-1 rows, oldest first); in].
-// `window` is then replaced by the last K-1 rows of `full`. w is [dim, K]. out must not alias in.
-template <Device D>
-void CausalConv(const float* in, int64_t T, int64_t dim, int K, const float* w, float* window,
-                float* out);
+// One sequence of a batched causal convolution: rows [row, row + T) of in / out, and its window
+// (K-1 rows of dim floats, oldest first) at window + layer_offset.
+struct ConvSeq {
+  int64_t row = 0;
+  int64_t T = 0;
+  float* window = nullptr;
+};
 
-// Rotate-half RoPE in place on `T` rows (row stride `stride` floats), each holding `heads` heads
-// of `head_dim`, for absolute positions pos0, pos0 + 1, ...
+// Causal depthwise convolution ("token shift") of B sequences: for each, t in [0, T), channel c,
+//   out[t][c] = sum_{i<K} w[c][i] * full[t + i][c],  full = [window (K-1 rows); in].
+// Each window is then replaced by the last K-1 rows of its `full`. w is [dim, K]. out must not
+// alias in; sequences must not share windows.
 template <Device D>
-void Rope(float* x, int64_t T, int64_t stride, int64_t pos0, int heads, int head_dim,
-          float theta);
+void CausalConv(const float* in, int64_t dim, int K, const float* w, const ConvSeq* seqs, int B,
+                int64_t layer_offset, float* out);
+
+// dst[i] = src[idx[i]] for n rows of `dim` floats.
+template <Device D>
+void GatherRows(const float* src, const int32_t* idx, int64_t n, int64_t dim, float* dst);
 
 }  // namespace flatstate
 

@@ -56,9 +56,11 @@ void AddInPlace<Device::kCpu>(float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
 
-template <>
-void CausalConv<Device::kCpu>(const float* in, int64_t T, int64_t dim, int K, const float* w,
-                              float* window, float* out) {
+namespace {
+
+// One sequence of CausalConv<kCpu>; `window` is this layer's window.
+void CausalConvSeq(const float* in, int64_t T, int64_t dim, int K, const float* w, float* window,
+                   float* out) {
   const int64_t hist = K - 1;
   auto row = [&](int64_t f) -> const float* {  // row f of full = [window; in]
     return f < hist ? window + f * dim : in + (f - hist) * dim;
@@ -80,26 +82,22 @@ void CausalConv<Device::kCpu>(const float* in, int64_t T, int64_t dim, int K, co
   std::memcpy(window, next.data(), sizeof(float) * hist * dim);
 }
 
+}  // namespace
+
 template <>
-void Rope<Device::kCpu>(float* x, int64_t T, int64_t stride, int64_t pos0, int heads,
-                        int head_dim, float theta) {
-  const int half = head_dim / 2;
-  std::vector<float> c(half), s(half);
-  for (int64_t t = 0; t < T; ++t) {
-    const double pos = static_cast<double>(pos0 + t);
-    for (int i = 0; i < half; ++i) {
-      const double inv = std::pow(static_cast<double>(theta), -2.0 * i / head_dim);
-      c[i] = static_cast<float>(std::cos(pos * inv));
-      s[i] = static_cast<float>(std::sin(pos * inv));
-    }
-    for (int h = 0; h < heads; ++h) {
-      float* v = x + t * stride + h * head_dim;
-      for (int i = 0; i < half; ++i) {
-        const float x1 = v[i], x2 = v[i + half];
-        v[i] = x1 * c[i] - x2 * s[i];
-        v[i + half] = x2 * c[i] + x1 * s[i];
-      }
-    }
+void CausalConv<Device::kCpu>(const float* in, int64_t dim, int K, const float* w,
+                              const ConvSeq* seqs, int B, int64_t layer_offset, float* out) {
+  for (int s = 0; s < B; ++s) {
+    CausalConvSeq(in + seqs[s].row * dim, seqs[s].T, dim, K, w, seqs[s].window + layer_offset,
+                  out + seqs[s].row * dim);
+  }
+}
+
+template <>
+void GatherRows<Device::kCpu>(const float* src, const int32_t* idx, int64_t n, int64_t dim,
+                              float* dst) {
+  for (int64_t i = 0; i < n; ++i) {
+    std::memcpy(dst + i * dim, src + static_cast<int64_t>(idx[i]) * dim, sizeof(float) * dim);
   }
 }
 

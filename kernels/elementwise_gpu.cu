@@ -1,12 +1,10 @@
 // CUDA bodies of kernels/elementwise.h (device pointers; asynchronous on cuda::Stream(); failures
-// recorded in the CUDA context) and the batched CausalConvBatch / GatherRows launchers of
-// kernels/cuda/batched_ops.h. Same math as elementwise_cpu.cc; RMSNorm accumulates in double
-// like the CPU, RoPE computes its angles in double like the CPU.
+// recorded in the CUDA context). Same math as elementwise_cpu.cc; RMSNorm accumulates in double
+// like the CPU.
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
-#include "kernels/cuda/batched_ops.h"
 #include "kernels/cuda/context.h"
 #include "kernels/elementwise.h"
 
@@ -81,25 +79,6 @@ __global__ void ConvKernel(const float* in, int64_t dim, int K, const float* w,
   for (int64_t r = 0; r < hist; ++r) window[r * dim + c] = full(sq.T + r);
 }
 
-// One block per row (T rows); pairs (head, i) over the threads.
-__global__ void RopeKernel(float* x, int64_t stride, int64_t pos0, const PagedRow* rows,
-                           int heads, int head_dim, float theta) {
-  const int64_t t = blockIdx.x;
-  const int64_t pos = rows != nullptr ? rows[t].ctx - 1 : pos0 + t;
-  float* row = x + (rows != nullptr ? rows[t].row : t) * stride;
-  const int half = head_dim / 2;
-  for (int p = threadIdx.x; p < heads * half; p += blockDim.x) {
-    const int h = p / half, i = p % half;
-    const double inv = pow(static_cast<double>(theta), -2.0 * i / head_dim);
-    const float c = static_cast<float>(cos(static_cast<double>(pos) * inv));
-    const float s = static_cast<float>(sin(static_cast<double>(pos) * inv));
-    float* v = row + static_cast<int64_t>(h) * head_dim;
-    const float x1 = v[i], x2 = v[i + half];
-    v[i] = x1 * c - x2 * s;
-    v[i + half] = x2 * c + x1 * s;
-  }
-}
-
 __global__ void GatherKernel(const float* src, const int32_t* idx, int64_t dim, float* dst) {
   const int64_t r = blockIdx.x;
   const float* s = src + static_cast<int64_t>(idx[r]) * dim;
@@ -107,29 +86,6 @@ __global__ void GatherKernel(const float* src, const int32_t* idx, int64_t dim, 
 }
 
 }  // namespace
-
-void CausalConvBatch(const float* in, int64_t dim, int K, const float* w, const ConvSeq* seqs,
-                     int B, int64_t layer_offset, float* out) {
-  if (B <= 0 || dim <= 0) return;
-  const unsigned tiles = static_cast<unsigned>((dim + 127) / 128);
-  ConvKernel<<<dim3(tiles, B), 128, 0, Stream()>>>(in, dim, K, w, seqs, layer_offset, out);
-  FS_CUDA_CHECK_LAUNCH("ConvKernel");
-}
-
-void GatherRows(const float* src, const int32_t* idx, int64_t n, int64_t dim, float* dst) {
-  if (n <= 0) return;
-  GatherKernel<<<static_cast<unsigned>(n), 256, 0, Stream()>>>(src, idx, dim, dst);
-  FS_CUDA_CHECK_LAUNCH("GatherKernel");
-}
-
-// Used by paged_attention_gpu.cu (RopeAndWriteKv).
-void RopeRows(float* x, int64_t stride, const PagedRow* rows, int64_t n, int heads, int head_dim,
-              float theta) {
-  if (n <= 0) return;
-  RopeKernel<<<static_cast<unsigned>(n), 128, 0, Stream()>>>(x, stride, 0, rows, heads, head_dim,
-                                                              theta);
-  FS_CUDA_CHECK_LAUNCH("RopeKernel");
-}
 
 }  // namespace cuda
 
@@ -158,22 +114,21 @@ void AddInPlace<Device::kCuda>(float* y, const float* x, int64_t n) {
 }
 
 template <>
-void CausalConv<Device::kCuda>(const float* in, int64_t T, int64_t dim, int K, const float* w,
-                               float* window, float* out) {
-  if (T <= 0) return;
-  cuda::ConvSeq seq{0, T, window};
-  auto* dev = static_cast<cuda::ConvSeq*>(cuda::UploadParams(&seq, sizeof(seq)));
-  if (dev == nullptr) return;
-  cuda::CausalConvBatch(in, dim, K, w, dev, 1, 0, out);
+void CausalConv<Device::kCuda>(const float* in, int64_t dim, int K, const float* w,
+                               const ConvSeq* seqs, int B, int64_t layer_offset, float* out) {
+  if (B <= 0 || dim <= 0) return;
+  const unsigned tiles = static_cast<unsigned>((dim + 127) / 128);
+  cuda::ConvKernel<<<dim3(tiles, B), 128, 0, cuda::Stream()>>>(in, dim, K, w, seqs, layer_offset,
+                                                                out);
+  FS_CUDA_CHECK_LAUNCH("ConvKernel");
 }
 
 template <>
-void Rope<Device::kCuda>(float* x, int64_t T, int64_t stride, int64_t pos0, int heads,
-                         int head_dim, float theta) {
-  if (T <= 0) return;
-  cuda::RopeKernel<<<static_cast<unsigned>(T), 128, 0, cuda::Stream()>>>(
-      x, stride, pos0, nullptr, heads, head_dim, theta);
-  FS_CUDA_CHECK_LAUNCH("RopeKernel");
+void GatherRows<Device::kCuda>(const float* src, const int32_t* idx, int64_t n, int64_t dim,
+                               float* dst) {
+  if (n <= 0) return;
+  cuda::GatherKernel<<<static_cast<unsigned>(n), 256, 0, cuda::Stream()>>>(src, idx, dim, dst);
+  FS_CUDA_CHECK_LAUNCH("GatherKernel");
 }
 
 }  // namespace flatstate

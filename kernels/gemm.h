@@ -14,8 +14,11 @@
 // any x86-64 machine. tests/kernels/gemm_test.cc checks all of it for every shape the shipped and
 // benchmark models use.
 //
-// Gemm<D> is the op (CPU body: packs w into a per-thread scratch, then runs GemmPacked; CUDA
-// body: cuBLAS). The CPU forward pass packs its weights once at load and calls GemmPacked.
+// The op is Gemm<D> over a GemmWeight<D>, a weight prepared once at load for device D's GEMM by
+// PrepareGemmWeight<D> (kCpu: the PackedWeight panels, and Gemm<kCpu> is GemmPacked; kCuda: a
+// device copy of w for cuBLAS, see gemm_gpu.cu for its batch-invariance caveat). The weight's
+// element type is a field of the weight (WeightDtype): a new type is a new value there plus the
+// bodies that read it, never a change in the caller.
 #ifndef FLATSTATE_KERNELS_GEMM_H_
 #define FLATSTATE_KERNELS_GEMM_H_
 
@@ -23,14 +26,12 @@
 #include <cstdlib>
 #include <memory>
 
+#include "absl/status/statusor.h"
 #include "kernels/device.h"
+#include "kernels/memory.h"
 #include "kernels/parallel.h"
 
 namespace flatstate {
-
-template <Device D>
-void Gemm(const float* x, int64_t m, int64_t k, const float* w, int64_t n, float* y,
-          bool accumulate, const Parallel& par);
 
 // A weight [n, k] rearranged for the CPU GEMM: ceil(n / 64) panels of 64 output columns; panel p
 // holds, for kk = 0..k-1, the 64 floats w[p*64 + 0..63][kk] contiguously (zero past n). Owns its
@@ -40,9 +41,8 @@ class PackedWeight {
   static constexpr int64_t kPanel = 64;
 
   PackedWeight() = default;
+  // Throws std::bad_alloc when memory runs out (PrepareGemmWeight<kCpu> turns it into a status).
   static PackedWeight Pack(const float* w, int64_t n, int64_t k);
-  // Re-packs into this object's buffer, growing it only when needed (per-call scratch).
-  void Repack(const float* w, int64_t n, int64_t k);
 
   int64_t n() const { return n_; }
   int64_t k() const { return k_; }
@@ -54,13 +54,36 @@ class PackedWeight {
     void operator()(float* p) const { std::free(p); }
   };
   std::unique_ptr<float, Free> data_;
-  size_t capacity_ = 0;  // floats
   int64_t n_ = 0, k_ = 0;
 };
 
 // y[m, w.n()] = x[m, w.k()] * w^T (+ y). See the top of this file for the order of operations.
 void GemmPacked(const float* x, int64_t m, const PackedWeight& w, float* y, bool accumulate,
                 const Parallel& par);
+
+// Element types a GemmWeight can hold (the activations x and y are always fp32).
+enum class WeightDtype { kF32 };
+
+// A weight w [n, k] (nn.Linear layout) prepared for device D's GEMM. Owns its storage; immutable
+// after PrepareGemmWeight, so safe to share between threads. Move-only.
+template <Device D>
+struct GemmWeight {
+  WeightDtype dtype = WeightDtype::kF32;
+  int64_t n = 0, k = 0;
+  PackedWeight packed;  // kCpu: the panels GemmPacked reads
+  Buffer<D> data;       // devices whose memory is not host memory: w [n, k] in D's memory
+};
+
+// Prepares the host weight w [n, k] (fp32) for D. Fails with ResourceExhausted when D is out of
+// memory (or the device's error); kCuda: the copy completes at the next Synchronize<kCuda>.
+template <Device D>
+absl::StatusOr<GemmWeight<D>> PrepareGemmWeight(const float* w, int64_t n, int64_t k);
+
+// y[m, w.n] = x[m, w.k] * w^T (+ y when accumulate). x and y are in D's memory. kCpu: exactly
+// GemmPacked (the order of operations above); kCuda: asynchronous, `par` unused.
+template <Device D>
+void Gemm(const float* x, int64_t m, const GemmWeight<D>& w, float* y, bool accumulate,
+          const Parallel& par);
 
 // Which body GemmPacked runs. All give identical bits; they differ only in speed.
 enum class GemmIsa { kScalar, kAvx2, kAvx512 };

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <new>
 
+#include "absl/strings/str_cat.h"
 #include "kernels/gemm.h"
 
 namespace flatstate {
@@ -175,24 +176,16 @@ std::atomic<GemmIsa>& Active() {
 }  // namespace
 
 PackedWeight PackedWeight::Pack(const float* w, int64_t n, int64_t k) {
-  PackedWeight p;
-  p.Repack(w, n, k);
-  return p;
-}
-
-void PackedWeight::Repack(const float* w, int64_t n, int64_t k) {
-  n_ = n;
-  k_ = k;
-  const size_t need = static_cast<size_t>(panels() * kPanel * k);
-  if (need > capacity_) {
-    // aligned_alloc wants a size that is a multiple of the alignment.
-    const size_t bytes = (need * sizeof(float) + 63) / 64 * 64;
-    data_.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
-    if (data_ == nullptr) throw std::bad_alloc();
-    capacity_ = need;
-  }
-  float* out = data_.get();
-  for (int64_t p = 0; p < panels(); ++p) {
+  PackedWeight pw;
+  pw.n_ = n;
+  pw.k_ = k;
+  const size_t need = static_cast<size_t>(pw.panels() * kPanel * k);
+  // aligned_alloc wants a size that is a multiple of the alignment.
+  const size_t bytes = (need * sizeof(float) + 63) / 64 * 64;
+  pw.data_.reset(static_cast<float*>(std::aligned_alloc(64, bytes == 0 ? 64 : bytes)));
+  if (pw.data_ == nullptr) throw std::bad_alloc();
+  float* out = pw.data_.get();
+  for (int64_t p = 0; p < pw.panels(); ++p) {
     const int64_t c0 = p * kPanel, cols = std::min(kPanel, n - c0);
     float* dst = out + p * kPanel * k;
     for (int64_t kk = 0; kk < k; ++kk) {
@@ -201,6 +194,7 @@ void PackedWeight::Repack(const float* w, int64_t n, int64_t k) {
       for (int64_t j = cols; j < kPanel; ++j) row[j] = 0.f;
     }
   }
+  return pw;
 }
 
 const char* GemmIsaName(GemmIsa isa) {
@@ -253,12 +247,24 @@ void GemmPacked(const float* x, int64_t m, const PackedWeight& w, float* y, bool
 }
 
 template <>
-void Gemm<Device::kCpu>(const float* x, int64_t m, int64_t k, const float* w, int64_t n, float* y,
+absl::StatusOr<GemmWeight<Device::kCpu>> PrepareGemmWeight<Device::kCpu>(const float* w,
+                                                                         int64_t n, int64_t k) {
+  GemmWeight<Device::kCpu> gw;
+  gw.n = n;
+  gw.k = k;
+  try {
+    gw.packed = PackedWeight::Pack(w, n, k);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("out of host memory packing a ", n, " x ", k, " weight"));
+  }
+  return gw;
+}
+
+template <>
+void Gemm<Device::kCpu>(const float* x, int64_t m, const GemmWeight<Device::kCpu>& w, float* y,
                         bool accumulate, const Parallel& par) {
-  if (m <= 0 || n <= 0) return;
-  thread_local PackedWeight scratch;
-  scratch.Repack(w, n, k);
-  GemmPacked(x, m, scratch, y, accumulate, par);
+  GemmPacked(x, m, w.packed, y, accumulate, par);
 }
 
 }  // namespace flatstate

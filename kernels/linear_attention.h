@@ -1,5 +1,5 @@
-// Linear attention for one (sequence, head): feature maps, the recurrent step (decode) and the
-// chunked-parallel form (prefill), over an fp32 state S [F][hd], z [F], M (a scalar).
+// Linear attention: feature maps, the recurrent step (decode) and the chunked-parallel form
+// (prefill), over an fp32 state S [F][hd], z [F], M (a scalar) per (sequence, head).
 //
 // The math is tools/flatstate_ref/model.py's core, term for term. With per-key log-stabilisers
 // m_j (zero for every map but FAVOR+) and the running max M_i = max(M_prev, m_..i), key j weighs
@@ -8,20 +8,29 @@
 //   o_i = (fq_i^T S_i) / (fq_i . z_i + eps)   (no denominator for cosine).
 // Recurrent (T == 1) and chunked (T > 1) forms agree up to fp32 rounding. Chunks are aligned to
 // absolute positions (multiples of `chunk`), so splitting a prompt at such multiples never changes
-// a single float
-// (tests/kernels/linear_attention_test.cc). Thread-compatible: callers run different
-// (sequence, head) pairs on different threads.
+// a single float (tests/kernels/linear_attention_test.cc).
+//
+// The op is LinearAttention<D> over a LinearBatch: every (sequence, head) of one layer of a step.
+// kCpu body: one task per (sequence, head) on `par`, each running LinearAttentionCpu with
+// per-thread scratch. kCuda body (linear_attention_gpu.cu): a fused decode kernel for the T == 1
+// sequences and a features + chunk kernel pair for the others, asynchronous on cuda::Stream().
 #ifndef FLATSTATE_KERNELS_LINEAR_ATTENTION_H_
 #define FLATSTATE_KERNELS_LINEAR_ATTENTION_H_
 
 #include <cstddef>
 #include <cstdint>
 
+#include "absl/status/status.h"
 #include "kernels/device.h"
+#include "kernels/parallel.h"
 
 namespace flatstate {
 
 enum class FeatureMap { kEluPlusOne, kCosformer, kCosine, kFavor };
+
+// The largest head_dim the kernels take: the CPU's FAVOR+ features keep two head_dim-float
+// arrays on the stack. CheckLinearAttentionShape enforces it.
+inline constexpr int kMaxHeadDim = 1024;
 
 struct LinearHead {
   FeatureMap map = FeatureMap::kEluPlusOne;
@@ -31,18 +40,74 @@ struct LinearHead {
   bool use_den = true;            // false for cosine
   double cosformer_step = 0;      // pi / (2 * horizon)
   double cosine_exponent = 0;     // sigmoid(m_h): values scaled by t^-exponent, t = pos + 1
-  const float* favor_proj = nullptr;  // [F, hd]
+  const float* favor_proj = nullptr;  // [F, hd], in the op's device memory
 };
 
-// Floats of scratch LinearAttention needs for T tokens with chunk size `chunk`.
+// OK when D's kernels take this shape: head_dim in [1, kMaxHeadDim] (kCuda also: the shared
+// memory the kernels need for head_dim, feature_dim and chunk fits the default 48 KiB).
+// InvalidArgument naming the limit otherwise.
+template <Device D>
+absl::Status CheckLinearAttentionShape(int head_dim, int feature_dim, int chunk);
+
+// Floats of scratch one (sequence, head) needs for T tokens with chunk size `chunk`.
 size_t LinearAttentionScratch(const LinearHead& h, int64_t T, int chunk);
 
-// q, k, v: row t at q + t * in_stride (this head's slice); positions pos0 .. pos0 + T - 1.
-// Updates S, z, *M; writes row t of the output at out + t * out_stride.
+// One sequence of a batched call.
+struct LinearSeq {
+  int64_t row = 0;           // first row in q / k / v / out
+  int64_t T = 0;             // tokens this call
+  int64_t pos0 = 0;          // absolute position of the first token
+  float* state = nullptr;    // the sequence's state; this layer's slice at state + layer_offset
+  int64_t scratch = 0;       // offset (floats) of the sequence's scratch in `workspace`
+  int64_t head_scratch = 0;  // floats per head: LinearAttentionScratch(head, T, chunk)
+};
+
+// Every (sequence, head) of one layer. All pointers, the descriptor arrays included, are in the
+// op's device memory.
+struct LinearBatch {
+  const LinearHead* heads = nullptr;  // [H]
+  int H = 0;
+  int head_dim = 0, feature_dim = 0;  // every head's (host copies: launch shapes)
+  // Row r, head h: q at q + r*in_stride + h*hd (same for k, v); output at
+  // out + r*out_stride + h*hd.
+  const float* q = nullptr;
+  const float* k = nullptr;
+  const float* v = nullptr;
+  int64_t in_stride = 0;
+  float* out = nullptr;
+  int64_t out_stride = 0;
+  int64_t layer_offset = 0;  // floats from LinearSeq::state to this layer's slice
+  int64_t s_off = 0, z_off = 0, m_off = 0;  // S [H][F][hd], z [H][F], M [H] inside the slice
+  int chunk = 64;
+  const LinearSeq* decode = nullptr;  // [num_decode] sequences with T == 1
+  int num_decode = 0;
+  const LinearSeq* prefill = nullptr;  // [num_prefill] sequences with T > 1
+  int num_prefill = 0;
+  // Prefill row i (of prefill_rows = sum of their T) is token row_t[i] of prefill[row_seq[i]].
+  const int32_t* row_seq = nullptr;
+  const int64_t* row_t = nullptr;
+  int64_t prefill_rows = 0;
+  // Each prefill sequence's scratch at LinearSeq::scratch, head h at + h * head_scratch; laid
+  // out as LinearAttentionCpu's. Only read where kLinearAttentionWorkspace<D> (else null).
+  float* workspace = nullptr;
+};
+
+// Whether LinearAttention<D> uses LinearBatch::workspace; the kCpu body keeps per-thread scratch.
 template <Device D>
-void LinearAttention(const LinearHead& h, const float* q, const float* k, const float* v,
-                     int64_t in_stride, int64_t T, int64_t pos0, int chunk, float* S, float* z,
-                     float* M, float* out, int64_t out_stride, float* scratch);
+inline constexpr bool kLinearAttentionWorkspace = D != Device::kCpu;
+
+// Updates every sequence's S, z, M and writes its output rows. `par` runs the kCpu tasks (the
+// kCuda body ignores it). Sequences must not share state.
+template <Device D>
+void LinearAttention(const LinearBatch& b, const Parallel& par);
+
+// The CPU body of one (sequence, head): q, k, v row t at q + t * in_stride; positions pos0 ..
+// pos0 + T - 1. Updates S, z, *M; writes row t of the output at out + t * out_stride. `scratch`
+// holds LinearAttentionScratch(h, T, chunk) floats. Host memory; h.head_dim <= kMaxHeadDim.
+// Thread-compatible: different (sequence, head) pairs may run on different threads.
+void LinearAttentionCpu(const LinearHead& h, const float* q, const float* k, const float* v,
+                        int64_t in_stride, int64_t T, int64_t pos0, int chunk, float* S, float* z,
+                        float* M, float* out, int64_t out_stride, float* scratch);
 
 }  // namespace flatstate
 

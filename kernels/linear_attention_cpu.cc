@@ -2,7 +2,9 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "kernels/cpu/dot.h"
 #include "kernels/linear_attention.h"
 
@@ -55,7 +57,7 @@ void Features(const LinearHead& h, const float* q, const float* k, const float* 
     }
     case FeatureMap::kFavor: {
       const float s = static_cast<float>(std::pow(static_cast<double>(hd), -0.25));
-      float qs[1024], ks[1024];  // head_dim <= 1024 is checked by the engine
+      float qs[kMaxHeadDim], ks[kMaxHeadDim];  // CheckLinearAttentionShape bounds hd
       float q2 = 0.f, k2 = 0.f;
       for (int i = 0; i < hd; ++i) {
         qs[i] = q[i] * s;
@@ -123,11 +125,9 @@ size_t LinearAttentionScratch(const LinearHead& h, int64_t T, int chunk) {
   return T * (2 * F + 2 + hd) + L * L + hd + F;
 }
 
-template <>
-void LinearAttention<Device::kCpu>(const LinearHead& h, const float* q, const float* k,
-                                   const float* v, int64_t in_stride, int64_t T, int64_t pos0,
-                                   int chunk, float* S, float* z, float* M, float* out,
-                                   int64_t out_stride, float* scratch) {
+void LinearAttentionCpu(const LinearHead& h, const float* q, const float* k, const float* v,
+                        int64_t in_stride, int64_t T, int64_t pos0, int chunk, float* S, float* z,
+                        float* M, float* out, int64_t out_stride, float* scratch) {
   const int F = h.feature_dim, hd = h.head_dim;
   const bool favor = h.map == FeatureMap::kFavor;
   float* fq = scratch;
@@ -212,6 +212,42 @@ void LinearAttention<Device::kCpu>(const LinearHead& h, const float* q, const fl
     }
     *M = M_last;
   }
+}
+
+template <>
+absl::Status CheckLinearAttentionShape<Device::kCpu>(int head_dim, int /*feature_dim*/,
+                                                     int /*chunk*/) {
+  if (head_dim < 1 || head_dim > kMaxHeadDim) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("head_dim ", head_dim, " is outside [1, ", kMaxHeadDim, "]"));
+  }
+  return absl::OkStatus();
+}
+
+template <>
+void LinearAttention<Device::kCpu>(const LinearBatch& b, const Parallel& par) {
+  const int H = b.H;
+  const int64_t tasks = static_cast<int64_t>(b.num_decode + b.num_prefill) * H;
+  par.For(tasks, [&](int64_t begin, int64_t end) {
+    thread_local std::vector<float> scratch;
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t s = task / H;
+      const int h = static_cast<int>(task % H);
+      const LinearSeq& sq = s < b.num_decode ? b.decode[s] : b.prefill[s - b.num_decode];
+      const LinearHead& head = b.heads[h];
+      const int F = head.feature_dim, hd = head.head_dim;
+      float* base = sq.state + b.layer_offset;
+      float* S = base + b.s_off + static_cast<int64_t>(h) * F * hd;
+      float* z = base + b.z_off + static_cast<int64_t>(h) * F;
+      float* M = base + b.m_off + h;
+      const size_t need = LinearAttentionScratch(head, sq.T, b.chunk);
+      if (scratch.size() < need) scratch.resize(need);
+      const int64_t off = sq.row * b.in_stride + static_cast<int64_t>(h) * hd;
+      LinearAttentionCpu(head, b.q + off, b.k + off, b.v + off, b.in_stride, sq.T, sq.pos0,
+                         b.chunk, S, z, M, b.out + sq.row * b.out_stride + h * hd, b.out_stride,
+                         scratch.data());
+    }
+  });
 }
 
 }  // namespace flatstate

@@ -1,5 +1,5 @@
-// CUDA bodies of kernels/linear_attention.h plus the batched launchers of
-// kernels/cuda/batched_ops.h: the fused recurrent decode kernel and the chunked prefill.
+// CUDA body of kernels/linear_attention.h: the fused recurrent decode kernel (the T == 1
+// sequences) and the chunked prefill (a features kernel, then a chunk kernel) for the others.
 //
 // The math is kernels/linear_attention_cpu.cc's, term for term (FAVOR+'s running-max stabiliser,
 // cosFormer's cos/sin features at the absolute position, cosine's t^-sigmoid(m) value scaling and
@@ -12,7 +12,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/cuda/batched_ops.h"
+#include "absl/strings/str_cat.h"
 #include "kernels/cuda/context.h"
 #include "kernels/linear_attention.h"
 
@@ -20,7 +20,11 @@ namespace flatstate {
 namespace cuda {
 namespace {
 
-constexpr int kT = kLinearThreads;
+// Threads per block of every kernel here. The recurrent step, the feature maps and the prefill
+// share this block shape and the same (non-inlined) device functions, so a token gives
+// bit-identical floats whether it ran in the decode kernel or as a 1-token prefill chunk.
+constexpr int kT = 128;
+constexpr size_t kSmemLimit = 48 * 1024;  // default dynamic shared memory per block (no opt-in)
 static_assert((kT & (kT - 1)) == 0, "tree reductions need a power-of-two block");
 
 // Fixed-order tree reductions over the block; every thread gets the result. `red` holds kT
@@ -190,7 +194,6 @@ struct HeadState {
 };
 
 __device__ HeadState StateOf(const LinearBatch& b, const LinearSeq& sq, int h, int F, int hd) {
-  if (b.S != nullptr) return HeadState{b.S, b.z, b.M};
   float* base = sq.state + b.layer_offset;
   return HeadState{base + b.s_off + static_cast<int64_t>(h) * F * hd,
                    base + b.z_off + static_cast<int64_t>(h) * F, base + b.m_off + h};
@@ -206,7 +209,7 @@ __global__ void __launch_bounds__(kT) DecodeKernel(LinearBatch b) {
   float* vv = fk + F;
   float* work = vv + hd;
   float* red = work + 2 * hd;
-  const LinearSeq sq = b.seqs[s];
+  const LinearSeq sq = b.decode[s];
   const int64_t r = sq.row;
   const int64_t off = r * b.in_stride + static_cast<int64_t>(h) * hd;
   const float m = FeaturesBlock(hp, b.q + off, b.k + off, b.v + off, sq.pos0, fq, fk, vv, work,
@@ -240,14 +243,14 @@ __global__ void __launch_bounds__(kT) FeaturesKernel(LinearBatch b, const int32_
                                                      const int64_t* row_t, float* workspace) {
   const int64_t i = blockIdx.x;
   const int h = blockIdx.y;
-  const int s = row_seq != nullptr ? row_seq[i] : 0;
-  const int64_t t = row_t != nullptr ? row_t[i] : i;
+  const int s = row_seq[i];
+  const int64_t t = row_t[i];
   const LinearHead* hp = b.heads + h;
   const int hd = hp->head_dim, F = hp->feature_dim;
   extern __shared__ float smem[];
   float* work = smem;
   float* red = work + 2 * hd;
-  const LinearSeq sq = b.seqs[s];
+  const LinearSeq sq = b.prefill[s];
   const Scratch sc = ScratchOf(workspace, sq, h, F, hd, b.chunk);
   const int64_t off = (sq.row + t) * b.in_stride + static_cast<int64_t>(h) * hd;
   const float m = FeaturesBlock(hp, b.q + off, b.k + off, b.v + off, sq.pos0 + t, sc.fq + t * F,
@@ -272,7 +275,7 @@ __global__ void __launch_bounds__(kT) ChunkKernel(LinearBatch b, float* workspac
   extern __shared__ float smem[];
   float* red = smem;
   float* den = red + kT;
-  const LinearSeq sq = b.seqs[s];
+  const LinearSeq sq = b.prefill[s];
   const int64_t T = sq.T, chunk = b.chunk;
   const Scratch sc = ScratchOf(workspace, sq, h, F, hd, b.chunk);
   const HeadState st = StateOf(b, sq, h, F, hd);
@@ -355,78 +358,47 @@ __global__ void __launch_bounds__(kT) ChunkKernel(LinearBatch b, float* workspac
   }
 }
 
-}  // namespace
-
-size_t LinearDecodeSmemBytes(int head_dim, int feature_dim) {
+size_t DecodeSmemBytes(int head_dim, int feature_dim) {
   return sizeof(float) * (2 * static_cast<size_t>(feature_dim) + 3 * head_dim + kT);
 }
-
-size_t LinearPrefillSmemBytes(int head_dim, int chunk) {
-  // Features kernel: work (2 hd) + red; chunk kernel: red + den (chunk).
-  return sizeof(float) * (std::max<size_t>(2 * static_cast<size_t>(head_dim), chunk) + kT);
+size_t FeaturesSmemBytes(int head_dim) {
+  return sizeof(float) * (2 * static_cast<size_t>(head_dim) + kT);
 }
+size_t ChunkSmemBytes(int chunk) { return sizeof(float) * (static_cast<size_t>(chunk) + kT); }
 
-void LinearDecode(const LinearBatch& b, int head_dim, int feature_dim) {
-  if (b.B <= 0 || b.H <= 0) return;
-  DecodeKernel<<<dim3(b.B, b.H), kT, LinearDecodeSmemBytes(head_dim, feature_dim), Stream()>>>(b);
-  FS_CUDA_CHECK_LAUNCH("DecodeKernel");
-}
-
-void LinearPrefill(const LinearBatch& b, int head_dim, int /*feature_dim*/,
-                   const int32_t* row_seq, const int64_t* row_t, int64_t rows, float* workspace) {
-  if (b.B <= 0 || b.H <= 0 || rows <= 0) return;
-  cudaStream_t s = Stream();
-  FeaturesKernel<<<dim3(static_cast<unsigned>(rows), b.H), kT,
-                   sizeof(float) * (2 * static_cast<size_t>(head_dim) + kT), s>>>(b, row_seq,
-                                                                                  row_t,
-                                                                                  workspace);
-  FS_CUDA_CHECK_LAUNCH("FeaturesKernel");
-  ChunkKernel<<<dim3(b.B, b.H), kT, sizeof(float) * (static_cast<size_t>(b.chunk) + kT), s>>>(
-      b, workspace);
-  FS_CUDA_CHECK_LAUNCH("ChunkKernel");
-}
-
+}  // namespace
 }  // namespace cuda
 
-// Single (sequence, head) call on device pointers. `h.favor_proj` must be a device pointer;
-// `scratch` holds LinearAttentionScratch(h, T, chunk) device floats.
 template <>
-void LinearAttention<Device::kCuda>(const LinearHead& h, const float* q, const float* k,
-                                    const float* v, int64_t in_stride, int64_t T, int64_t pos0,
-                                    int chunk, float* S, float* z, float* M, float* out,
-                                    int64_t out_stride, float* scratch) {
-  if (T <= 0) return;
-  struct Params {
-    LinearHead head;
-    cuda::LinearSeq seq;
-  } p;
-  p.head = h;
-  p.seq.row = 0;
-  p.seq.T = T;
-  p.seq.pos0 = pos0;
-  p.seq.scratch = 0;
-  p.seq.head_scratch = static_cast<int64_t>(LinearAttentionScratch(h, T, chunk));
-  auto* dev = static_cast<Params*>(cuda::UploadParams(&p, sizeof(p)));
-  if (dev == nullptr) return;  // recorded
-  cuda::LinearBatch b;
-  b.heads = &dev->head;
-  b.H = 1;
-  b.q = q;
-  b.k = k;
-  b.v = v;
-  b.in_stride = in_stride;
-  b.out = out;
-  b.out_stride = out_stride;
-  b.seqs = &dev->seq;
-  b.B = 1;
-  b.S = S;
-  b.z = z;
-  b.M = M;
-  b.chunk = chunk;
-  if (T == 1) {
-    cuda::LinearDecode(b, h.head_dim, h.feature_dim);
-  } else {
-    cuda::LinearPrefill(b, h.head_dim, h.feature_dim, nullptr, nullptr, T, scratch);
+absl::Status CheckLinearAttentionShape<Device::kCuda>(int head_dim, int feature_dim, int chunk) {
+  if (head_dim < 1 || head_dim > kMaxHeadDim || feature_dim < 1 || chunk < 1 ||
+      cuda::DecodeSmemBytes(head_dim, feature_dim) > cuda::kSmemLimit ||
+      cuda::FeaturesSmemBytes(head_dim) > cuda::kSmemLimit ||
+      cuda::ChunkSmemBytes(chunk) > cuda::kSmemLimit) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "device cuda: head_dim ", head_dim, " / feature_dim ", feature_dim, " / chunk_size ",
+        chunk, " exceed the linear-attention kernels' shared memory"));
+  }
+  return absl::OkStatus();
+}
+
+template <>
+void LinearAttention<Device::kCuda>(const LinearBatch& b, const Parallel& /*par*/) {
+  if (b.H <= 0) return;
+  cudaStream_t s = cuda::Stream();
+  if (b.num_decode > 0) {
+    cuda::DecodeKernel<<<dim3(b.num_decode, b.H), cuda::kT,
+                         cuda::DecodeSmemBytes(b.head_dim, b.feature_dim), s>>>(b);
+    FS_CUDA_CHECK_LAUNCH("DecodeKernel");
+  }
+  if (b.num_prefill > 0 && b.prefill_rows > 0) {
+    cuda::FeaturesKernel<<<dim3(static_cast<unsigned>(b.prefill_rows), b.H), cuda::kT,
+                           cuda::FeaturesSmemBytes(b.head_dim), s>>>(
+        b, b.row_seq, b.row_t, b.workspace);
+    FS_CUDA_CHECK_LAUNCH("FeaturesKernel");
+    cuda::ChunkKernel<<<dim3(b.num_prefill, b.H), cuda::kT, cuda::ChunkSmemBytes(b.chunk), s>>>(
+        b, b.workspace);
+    FS_CUDA_CHECK_LAUNCH("ChunkKernel");
   }
 }
 

@@ -1,3 +1,4 @@
+// CPU bodies of kernels/paged_attention.h.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -27,30 +28,11 @@ inline float ExpNormaliser(float* sc, int64_t ctx) {
   return static_cast<float>(1.0 / sum);
 }
 
-}  // namespace
-
-template <>
-void PagedAttention<Device::kCpu>(const PagedKv& kv, const int32_t* table, int layer, int head,
-                                  int head_dim, const float* q, int64_t ctx, float* out,
-                                  float* scratch) {
-  const float scale = 1.f / std::sqrt(static_cast<float>(head_dim));
-  const int64_t off = static_cast<int64_t>(head) * head_dim;
-  for (int64_t t = 0; t < ctx; ++t) {
-    scratch[t] = Dot(q, kv.Key(table, layer, t) + off, head_dim) * scale;
-  }
-  const float inv = ExpNormaliser(scratch, ctx);
-  std::memset(out, 0, sizeof(float) * head_dim);
-  for (int64_t t = 0; t < ctx; ++t) {
-    const float p = scratch[t] * inv;
-    const float* v = kv.Value(table, layer, t) + off;
-    for (int d = 0; d < head_dim; ++d) out[d] += p * v[d];
-  }
-}
-
-template <>
-void PagedAttentionAllHeads<Device::kCpu>(const PagedKv& kv, const int32_t* table, int layer,
-                                          int heads, int head_dim, const float* q, int64_t ctx,
-                                          float* out, float* scratch) {
+// All heads of one query row at once: q and out hold heads * head_dim floats. Reads each K and V
+// row once (a per-head loop would stream the whole cache once per head). scratch holds
+// heads * ctx floats, inv `heads`.
+void AttendAllHeads(const PagedKv& kv, const int32_t* table, int layer, int heads, int head_dim,
+                    const float* q, int64_t ctx, float* out, float* scratch, float* inv) {
   const float scale = 1.f / std::sqrt(static_cast<float>(head_dim));
   for (int64_t t = 0; t < ctx; ++t) {
     const float* k = kv.Key(table, layer, t);
@@ -60,7 +42,6 @@ void PagedAttentionAllHeads<Device::kCpu>(const PagedKv& kv, const int32_t* tabl
       scratch[h * ctx + t] = Dot(qh, kh, head_dim) * scale;
     }
   }
-  std::vector<float> inv(heads);
   for (int h = 0; h < heads; ++h) inv[h] = ExpNormaliser(scratch + h * ctx, ctx);
   std::memset(out, 0, sizeof(float) * heads * head_dim);
   for (int64_t t = 0; t < ctx; ++t) {
@@ -72,6 +53,71 @@ void PagedAttentionAllHeads<Device::kCpu>(const PagedKv& kv, const int32_t* tabl
       for (int d = 0; d < head_dim; ++d) oh[d] += p * vh[d];
     }
   }
+}
+
+// Rotate-half RoPE in place on one row of `heads` heads at absolute position `pos`; c and s hold
+// head_dim / 2 floats of scratch.
+void RopeRow(float* x, int64_t pos, int heads, int head_dim, float theta, float* c, float* s) {
+  const int half = head_dim / 2;
+  const double p = static_cast<double>(pos);
+  for (int i = 0; i < half; ++i) {
+    const double inv = std::pow(static_cast<double>(theta), -2.0 * i / head_dim);
+    c[i] = static_cast<float>(std::cos(p * inv));
+    s[i] = static_cast<float>(std::sin(p * inv));
+  }
+  for (int h = 0; h < heads; ++h) {
+    float* v = x + h * head_dim;
+    for (int i = 0; i < half; ++i) {
+      const float x1 = v[i], x2 = v[i + half];
+      v[i] = x1 * c[i] - x2 * s[i];
+      v[i + half] = x2 * c[i] + x1 * s[i];
+    }
+  }
+}
+
+}  // namespace
+
+template <>
+absl::Status CheckPagedAttentionShape<Device::kCpu>(int /*head_dim*/) {
+  return absl::OkStatus();
+}
+
+template <>
+void RopeAndWriteKv<Device::kCpu>(const PagedKv& kv, const int32_t* tables, const PagedRow* rows,
+                                  int64_t n, float* qkv, int64_t stride, int layer, int heads,
+                                  int head_dim, float theta, const Parallel& par) {
+  const int hidden = kv.hidden;
+  par.For(n, [&](int64_t b, int64_t e) {
+    std::vector<float> c(head_dim / 2), s(head_dim / 2);
+    for (int64_t i = b; i < e; ++i) {
+      const PagedRow& r = rows[i];
+      const int64_t pos = r.ctx - 1;
+      float* row = qkv + r.row * stride;
+      RopeRow(row, pos, heads, head_dim, theta, c.data(), s.data());           // q
+      RopeRow(row + hidden, pos, heads, head_dim, theta, c.data(), s.data());  // k
+      const int32_t* table = tables + r.table;
+      std::memcpy(kv.Key(table, layer, pos), row + hidden, sizeof(float) * hidden);
+      std::memcpy(kv.Value(table, layer, pos), row + 2 * hidden, sizeof(float) * hidden);
+    }
+  });
+}
+
+template <>
+void PagedAttention<Device::kCpu>(const PagedKv& kv, const int32_t* tables, const PagedRow* rows,
+                                  int64_t n, const float* qkv, int64_t stride, float* out,
+                                  int64_t out_stride, int layer, int heads, int head_dim,
+                                  const Parallel& par) {
+  // One task per query row, all heads at once.
+  par.For(n, [&](int64_t b, int64_t e) {
+    thread_local std::vector<float> scratch;
+    std::vector<float> inv(heads);
+    for (int64_t i = b; i < e; ++i) {
+      const PagedRow& r = rows[i];
+      if (scratch.size() < static_cast<size_t>(heads * r.ctx)) scratch.resize(heads * r.ctx);
+      AttendAllHeads(kv, tables + r.table, layer, heads, head_dim, qkv + r.row * stride, r.ctx,
+                     out + r.row * out_stride, scratch.data(), inv.data());
+    }
+  });
 }
 
 }  // namespace flatstate

@@ -1,6 +1,5 @@
-// CUDA body of kernels/paged_attention.h and the batched RopeAndWriteKv / PagedAttentionRows
-// launchers of kernels/cuda/batched_ops.h: softmax attention of one query over a paged KV cache
-// in the PagedKv layout (block b, layer l, K/V, slot: base + (((b*L + l)*2 + kv)*bs + slot)*hidden).
+// CUDA bodies of kernels/paged_attention.h: RoPE + K/V write, and softmax attention of every
+// query row over a paged KV cache addressed through PagedKv (its RowOffset is the one formula).
 //
 // One block (kWarps warps) per (query row, head). Each warp walks tokens t = warp, warp + kWarps,
 // ...: the q.k dot product is a warp reduction, and the warp keeps an online-softmax state
@@ -10,29 +9,39 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/batched_ops.h"
+#include "absl/strings/str_cat.h"
 #include "kernels/cuda/context.h"
 #include "kernels/paged_attention.h"
 
 namespace flatstate {
 namespace cuda {
-
-void RopeRows(float* x, int64_t stride, const PagedRow* rows, int64_t n, int heads, int head_dim,
-              float theta);  // elementwise_gpu.cu
-
 namespace {
 
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
+constexpr size_t kSmemLimit = 48 * 1024;  // default dynamic shared memory per block (no opt-in)
 
-__device__ __forceinline__ const float* PoolRow(const PagedPool& p, int32_t block, int layer,
-                                                int kv, int64_t slot) {
-  return p.base + (((static_cast<int64_t>(block) * p.num_layers + layer) * 2 + kv) *
-                       p.block_size + slot) * static_cast<int64_t>(p.hidden);
+// One block per row; pairs (head, i) over the threads. Angles in double like the CPU.
+__global__ void RopeKernel(float* x, int64_t stride, const PagedRow* rows, int heads,
+                           int head_dim, float theta) {
+  const PagedRow r = rows[blockIdx.x];
+  const int64_t pos = r.ctx - 1;
+  float* row = x + r.row * stride;
+  const int half = head_dim / 2;
+  for (int p = threadIdx.x; p < heads * half; p += blockDim.x) {
+    const int h = p / half, i = p % half;
+    const double inv = pow(static_cast<double>(theta), -2.0 * i / head_dim);
+    const float c = static_cast<float>(cos(static_cast<double>(pos) * inv));
+    const float s = static_cast<float>(sin(static_cast<double>(pos) * inv));
+    float* v = row + static_cast<int64_t>(h) * head_dim;
+    const float x1 = v[i], x2 = v[i + half];
+    v[i] = x1 * c - x2 * s;
+    v[i + half] = x2 * c + x1 * s;
+  }
 }
 
 // Shared memory: q [hd], acc [kWarps][hd], wm [kWarps], wl [kWarps].
-__device__ void AttendBlock(const PagedPool& p, const int32_t* table, int layer, int head,
+__device__ void AttendBlock(const PagedKv& p, const int32_t* table, int layer, int head,
                             int hd, const float* q, int64_t ctx, float* out) {
   extern __shared__ float smem[];
   float* qs = smem;
@@ -52,9 +61,7 @@ __device__ void AttendBlock(const PagedPool& p, const int32_t* table, int layer,
   __syncthreads();
   float m = -INFINITY, l = 0.f;
   for (int64_t t = warp; t < ctx; t += kWarps) {
-    const int32_t blk = table[t / p.block_size];
-    const int64_t slot = t % p.block_size;
-    const float* k = PoolRow(p, blk, layer, 0, slot) + off;
+    const float* k = p.Key(table, layer, t) + off;
     float part = 0.f;
     for (int d = lane; d < hd; d += 32) part += qs[d] * k[d];
     for (int o = 16; o > 0; o >>= 1) part += __shfl_xor_sync(0xffffffffu, part, o);
@@ -63,7 +70,7 @@ __device__ void AttendBlock(const PagedPool& p, const int32_t* table, int layer,
     const float c = expf(m - m_new);  // m == -inf on the first token: 0
     const float pr = expf(s - m_new);
     l = l * c + pr;
-    const float* v = PoolRow(p, blk, layer, 1, slot) + off;
+    const float* v = p.Value(table, layer, t) + off;
     for (int d = lane; d < hd; d += 32) my[d] = my[d] * c + pr * v[d];
     m = m_new;
   }
@@ -85,15 +92,9 @@ __device__ void AttendBlock(const PagedPool& p, const int32_t* table, int layer,
   }
 }
 
-__global__ void __launch_bounds__(kThreads)
-    SingleKernel(PagedPool p, const int32_t* table, int layer, int head, int hd, const float* q,
-                 int64_t ctx, float* out) {
-  AttendBlock(p, table, layer, head, hd, q, ctx, out);
-}
-
 // Grid (rows, heads).
 __global__ void __launch_bounds__(kThreads)
-    RowsKernel(PagedPool p, const int32_t* tables, const PagedRow* rows, const float* qkv,
+    RowsKernel(PagedKv p, const int32_t* tables, const PagedRow* rows, const float* qkv,
                int64_t stride, float* out, int64_t out_stride, int layer, int hd) {
   const PagedRow r = rows[blockIdx.x];
   const int h = blockIdx.y;
@@ -102,14 +103,12 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // One block per row: K (qkv + hidden) and V (qkv + 2 hidden) into the row's slot.
-__global__ void WriteKvKernel(PagedPool p, const int32_t* tables, const PagedRow* rows,
+__global__ void WriteKvKernel(PagedKv p, const int32_t* tables, const PagedRow* rows,
                               const float* qkv, int64_t stride, int layer) {
   const PagedRow r = rows[blockIdx.x];
   const int64_t pos = r.ctx - 1;
-  const int32_t blk = tables[r.table + pos / p.block_size];
-  const int64_t slot = pos % p.block_size;
-  float* kd = const_cast<float*>(PoolRow(p, blk, layer, 0, slot));
-  float* vd = const_cast<float*>(PoolRow(p, blk, layer, 1, slot));
+  float* kd = p.Key(tables + r.table, layer, pos);
+  float* vd = p.Value(tables + r.table, layer, pos);
   const float* src = qkv + r.row * stride;
   for (int i = threadIdx.x; i < p.hidden; i += blockDim.x) {
     kd[i] = src[p.hidden + i];
@@ -120,53 +119,44 @@ __global__ void WriteKvKernel(PagedPool p, const int32_t* tables, const PagedRow
 size_t SmemBytes(int hd) { return sizeof(float) * (static_cast<size_t>(kWarps + 1) * hd + 2 * kWarps); }
 
 }  // namespace
+}  // namespace cuda
 
-void RopeAndWriteKv(const PagedPool& pool, const int32_t* tables, const PagedRow* rows,
-                    int64_t n, float* qkv, int64_t stride, int layer, int heads, int head_dim,
-                    float theta) {
+template <>
+absl::Status CheckPagedAttentionShape<Device::kCuda>(int head_dim) {
+  if (head_dim < 1 || cuda::SmemBytes(head_dim) > cuda::kSmemLimit) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("device cuda: head_dim ", head_dim, " exceeds the paged-attention kernel"));
+  }
+  return absl::OkStatus();
+}
+
+template <>
+void RopeAndWriteKv<Device::kCuda>(const PagedKv& kv, const int32_t* tables, const PagedRow* rows,
+                                   int64_t n, float* qkv, int64_t stride, int layer, int heads,
+                                   int head_dim, float theta, const Parallel& /*par*/) {
   if (n <= 0) return;
-  RopeRows(qkv, stride, rows, n, heads, head_dim, theta);                 // q
-  RopeRows(qkv + pool.hidden, stride, rows, n, heads, head_dim, theta);   // k
-  WriteKvKernel<<<static_cast<unsigned>(n), 128, 0, Stream()>>>(pool, tables, rows, qkv, stride,
-                                                                 layer);
+  cudaStream_t s = cuda::Stream();
+  const unsigned grid = static_cast<unsigned>(n);
+  cuda::RopeKernel<<<grid, 128, 0, s>>>(qkv, stride, rows, heads, head_dim, theta);  // q
+  FS_CUDA_CHECK_LAUNCH("RopeKernel");
+  cuda::RopeKernel<<<grid, 128, 0, s>>>(qkv + kv.hidden, stride, rows, heads, head_dim,
+                                        theta);  // k
+  FS_CUDA_CHECK_LAUNCH("RopeKernel");
+  cuda::WriteKvKernel<<<grid, 128, 0, s>>>(kv, tables, rows, qkv, stride, layer);
   FS_CUDA_CHECK_LAUNCH("WriteKvKernel");
 }
 
-void PagedAttentionRows(const PagedPool& pool, const int32_t* tables, const PagedRow* rows,
-                        int64_t n, const float* qkv, int64_t stride, float* out,
-                        int64_t out_stride, int layer, int heads, int head_dim) {
+template <>
+void PagedAttention<Device::kCuda>(const PagedKv& kv, const int32_t* tables, const PagedRow* rows,
+                                   int64_t n, const float* qkv, int64_t stride, float* out,
+                                   int64_t out_stride, int layer, int heads, int head_dim,
+                                   const Parallel& /*par*/) {
   if (n <= 0 || heads <= 0) return;
-  RowsKernel<<<dim3(static_cast<unsigned>(n), heads), kThreads, SmemBytes(head_dim), Stream()>>>(
-      pool, tables, rows, qkv, stride, out, out_stride, layer, head_dim);
+  cuda::RowsKernel<<<dim3(static_cast<unsigned>(n), heads), cuda::kThreads,
+                     cuda::SmemBytes(head_dim), cuda::Stream()>>>(kv, tables, rows, qkv, stride,
+                                                                  out, out_stride, layer,
+                                                                  head_dim);
   FS_CUDA_CHECK_LAUNCH("PagedAttention RowsKernel");
-}
-
-size_t PagedAttentionSmemBytes(int head_dim) { return SmemBytes(head_dim); }
-
-}  // namespace cuda
-
-// Device pointers: kv.base, table, q, out. `scratch` is unused (online softmax needs none).
-template <>
-void PagedAttention<Device::kCuda>(const PagedKv& kv, const int32_t* table, int layer, int head,
-                                   int head_dim, const float* q, int64_t ctx, float* out,
-                                   float* /*scratch*/) {
-  const cuda::PagedPool p{kv.base, kv.block_size, kv.num_layers, kv.hidden};
-  cuda::SingleKernel<<<1, cuda::kThreads, cuda::SmemBytes(head_dim), cuda::Stream()>>>(
-      p, table, layer, head, head_dim, q, ctx, out);
-  FS_CUDA_CHECK_LAUNCH("PagedAttention SingleKernel");
-}
-
-// One launch per head of the single-head kernel (device pointers; scratch unused). The engine's
-// CUDA forward uses the batched PagedAttentionRows instead.
-template <>
-void PagedAttentionAllHeads<Device::kCuda>(const PagedKv& kv, const int32_t* table, int layer,
-                                           int heads, int head_dim, const float* q, int64_t ctx,
-                                           float* out, float* scratch) {
-  for (int h = 0; h < heads; ++h) {
-    PagedAttention<Device::kCuda>(kv, table, layer, h, head_dim,
-                                  q + static_cast<int64_t>(h) * head_dim, ctx,
-                                  out + static_cast<int64_t>(h) * head_dim, scratch);
-  }
 }
 
 }  // namespace flatstate

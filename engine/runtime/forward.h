@@ -1,18 +1,21 @@
 // One batched forward step of one model over many sessions: the GEMMs run over the rows of every
-// session together; attention runs per (session, head) on the thread pool.
+// session together; attention runs per (session, head) (CPU: on the thread pool).
 //
 // A session's rows never mix with another's, and every kernel is row-invariant, so a session's
 // logits are bit-identical whatever else shares its step (batch invariance). Linear kinds use the
 // recurrent form for a 1-token run and the chunked form (chunks aligned to absolute multiples of
 // the chunk size) otherwise; softmax writes K/V into the paged pool and attends over it.
 //
-// Device::kCuda: Create builds a ForwardCuda twin (engine/runtime/forward_cuda.h: weights on the
-// GPU, linear states copied in/out per step, softmax KV in a device pool mirroring `kv`) and Run
-// delegates to it after the same validation.
+// ForwardPass validates; the layer loop itself is DeviceForward<D> (engine/runtime/
+// forward_device.h), written once for every Device (CUDA: weights on the GPU, linear states
+// copied in/out per step, softmax KV in a device pool mirroring `kv`).
 //
-// Owns its workspace; not thread-safe (the engine loop owns it). Fails with InvalidArgument for a
-// token id out of range or an empty run, OutOfRange past max_position_embeddings (softmax), and
-// FailedPrecondition when a softmax session has not reserved KV blocks for its new tokens.
+// Owns its step runner; not thread-safe (the engine loop owns it). Create fails when the device
+// is not usable or a shape exceeds its kernels' limits (InvalidArgument). Run fails with
+// InvalidArgument for a token id out of range or an empty run, OutOfRange past
+// max_position_embeddings (softmax), FailedPrecondition when a softmax session has not reserved
+// KV blocks for its new tokens, and with the device's error (ResourceExhausted when out of
+// memory).
 #ifndef FLATSTATE_ENGINE_RUNTIME_FORWARD_H_
 #define FLATSTATE_ENGINE_RUNTIME_FORWARD_H_
 
@@ -26,7 +29,6 @@
 #include "engine/model/model.h"
 #include "engine/session/session_state.h"
 #include "kernels/device.h"
-#include "kernels/gemm.h"
 #include "kernels/linear_attention.h"
 #include "kernels/parallel.h"
 
@@ -38,7 +40,7 @@ struct SequenceRun {
   bool all_logits = false;          // logits for every token (tests) or only the last
 };
 
-class ForwardCuda;
+class StepRunner;  // engine/runtime/forward_device.h
 
 class ForwardPass {
  public:
@@ -62,33 +64,12 @@ class ForwardPass {
 
  private:
   ForwardPass() = default;
-  // The pool for `work` multiply-adds of attention, or the calling thread when that is too little
-  // to pay for waking the pool (a batch-1 decode step). Results do not depend on the choice.
-  const Parallel& PoolFor(int64_t work) const {
-    return work < kMinParallelWork ? static_cast<const Parallel&>(serial_) : *par_;
-  }
-  static constexpr int64_t kMinParallelWork = 1 << 17;
-  void Attention(int layer, std::span<const SequenceRun> batch,
-                 const std::vector<int64_t>& row_start);
 
-  const Model* model_ = nullptr;
   const ModelConfig* cfg_ = nullptr;
-  Device device_ = Device::kCpu;
   KvBlockPool* kv_ = nullptr;
-  const Parallel* par_ = nullptr;
-  SerialParallel serial_;
   int chunk_size_ = 64;
-  std::vector<LinearHead> heads_;  // [layer * H + h]
-  std::unique_ptr<ForwardCuda> cuda_;  // set for Device::kCuda
-  // CPU: the projection weights packed once for GemmPacked (kernels/gemm.h).
-  struct PackedLayer {
-    PackedWeight wqkv, wo, w1, w2;
-  };
-  std::vector<PackedLayer> packed_;
-  PackedWeight packed_lm_head_;
   LinearStateLayout layout_;
-  // Workspace, grown as needed.
-  std::vector<float> x_, h_, h2_, qkv_, att_, mlp_, last_;
+  std::unique_ptr<StepRunner> runner_;
 };
 
 }  // namespace flatstate

@@ -15,8 +15,6 @@ struct Context {
   cublasHandle_t blas = nullptr;
   std::mutex mu;
   absl::Status first_error;  // guarded by mu
-  void* params = nullptr;    // UploadParams buffer (engine-loop thread only)
-  size_t params_bytes = 0;
 };
 
 Context& Ctx() {
@@ -98,30 +96,6 @@ absl::Status Synchronize() {
   absl::Status first = TakeError();
   if (!first.ok()) return first;
   return CudaErrorToStatus(err, "cudaStreamSynchronize", __FILE__, __LINE__);
-}
-
-void* UploadParams(const void* host, size_t bytes) {
-  Context& c = Ctx();
-  cudaStream_t s = Stream();
-  if (!Init().ok()) return nullptr;
-  if (bytes > c.params_bytes) {
-    if (c.params != nullptr) {
-      FS_CUDA_RECORD(cudaStreamSynchronize(s));  // earlier kernels may still read the old block
-      FS_CUDA_RECORD(cudaFree(c.params));
-      c.params = nullptr;
-      c.params_bytes = 0;
-    }
-    const size_t want = bytes < 4096 ? 4096 : bytes;
-    const cudaError_t err = cudaMalloc(&c.params, want);
-    if (err != cudaSuccess) {
-      RecordCudaError(err, "cudaMalloc(params)", __FILE__, __LINE__);
-      c.params = nullptr;
-      return nullptr;
-    }
-    c.params_bytes = want;
-  }
-  FS_CUDA_RECORD(cudaMemcpyAsync(c.params, host, bytes, cudaMemcpyHostToDevice, s));
-  return c.params;
 }
 
 }  // namespace flatstate::cuda

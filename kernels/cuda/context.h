@@ -19,8 +19,6 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
-#include <cstddef>
-
 #include "absl/status/status.h"
 
 namespace flatstate::cuda {
@@ -50,15 +48,8 @@ absl::Status TakeError();
 // Waits for Stream() and returns the first failure recorded or raised so far (then cleared).
 absl::Status Synchronize();
 
-// A small device buffer for kernel parameter blocks of the single-call op APIs (e.g. one
-// LinearHead for LinearAttention<kCuda>): copies `bytes` from host memory with a stream-ordered
-// copy and returns the device address, valid until the next call (stream order makes reuse safe).
-// nullptr on failure (recorded).
-void* UploadParams(const void* host, size_t bytes);
-
 }  // namespace flatstate::cuda
 
 #define FS_CUDA_CHECK_LAUNCH(name) ::flatstate::cuda::CheckLaunch(name, __FILE__, __LINE__)
-#define FS_CUDA_RECORD(expr) ::flatstate::cuda::RecordCudaError((expr), #expr, __FILE__, __LINE__)
 
 #endif  // FLATSTATE_KERNELS_CUDA_CONTEXT_H_

@@ -1,7 +1,8 @@
 // Every kernel op on every Device (cpu, cuda), checked against the CPU body (itself checked
 // against double-precision references in gemm_test / linear_attention_test): linear attention
 // (all feature maps, chunked / recurrent / mixed splits, bit-exact chunk-grid splitting on the
-// device itself), GEMM, RMSNorm, GELU, add, causal conv with its window, RoPE, paged attention.
+// device itself), GEMM, RMSNorm, GELU, add, causal conv with its window, RoPE with the K/V
+// write, paged attention. The batched ops run with one sequence (B = 1) here.
 // The cuda instances GTEST_SKIP with CheckDevice's reason when no GPU is visible.
 #include <algorithm>
 #include <cmath>
@@ -69,25 +70,69 @@ struct LinRun {
   std::vector<float> out, S, z, M;
 };
 
-// Runs LinearAttention on `d` over T tokens in pieces; all buffers on the device.
+// Runs LinearAttention<d> over T tokens in pieces (one sequence, one head per call); all
+// buffers, descriptors included, on the device.
 LinRun RunLinear(Device d, FeatureMap map, const std::vector<float>& proj,
                  const std::vector<float>& qkv, int64_t T, const std::vector<int64_t>& pieces) {
   DeviceArray<float> dproj(d, proj), dqkv(d, qkv);
   const LinearHead h = MakeHead(map, dproj.get());
+  DeviceArray<LinearHead> dhead(d, {h});
+  const int F = h.feature_dim;
+  // State [S (F x hd) | z (F) | M], as one layer of one head of the engine's layout.
+  std::vector<float> state(static_cast<size_t>(F * kHd + F + 1), 0.f);
+  state.back() = map == FeatureMap::kFavor ? -std::numeric_limits<float>::infinity() : 0.f;
+  DeviceArray<float> dstate(d, state);
   DeviceArray<float> out(d, std::vector<float>(T * kHd, 0.f));
-  DeviceArray<float> S(d, std::vector<float>(h.feature_dim * kHd, 0.f));
-  DeviceArray<float> z(d, std::vector<float>(h.feature_dim, 0.f));
-  DeviceArray<float> M(d, {map == FeatureMap::kFavor ? -std::numeric_limits<float>::infinity()
-                                                     : 0.f});
-  DeviceArray<float> scratch(d, std::vector<float>(LinearAttentionScratch(h, T, kChunk), 0.f));
+  SerialParallel serial;
   int64_t t = 0;
   for (int64_t n : pieces) {
-    const float* base = dqkv.get() + t * 3 * kHd;
-    FS_ON_DEVICE(d, LinearAttention, h, base, base + kHd, base + 2 * kHd, 3 * kHd, n, t, kChunk,
-                 S.get(), z.get(), M.get(), out.get() + t * kHd, kHd, scratch.get());
+    LinearSeq seq;
+    seq.row = t;
+    seq.T = n;
+    seq.pos0 = t;
+    seq.state = dstate.get();
+    seq.head_scratch = static_cast<int64_t>(LinearAttentionScratch(h, n, kChunk));
+    std::vector<int32_t> row_seq(n, 0);
+    std::vector<int64_t> row_t(n);
+    std::iota(row_t.begin(), row_t.end(), 0);
+    DeviceArray<LinearSeq> dseq(d, {seq});
+    DeviceArray<int32_t> drow_seq(d, row_seq);
+    DeviceArray<int64_t> drow_t(d, row_t);
+    DeviceArray<float> scratch(d, std::vector<float>(seq.head_scratch, 0.f));
+    LinearBatch b;
+    b.heads = dhead.get();
+    b.H = 1;
+    b.head_dim = kHd;
+    b.feature_dim = F;
+    b.q = dqkv.get();
+    b.k = dqkv.get() + kHd;
+    b.v = dqkv.get() + 2 * kHd;
+    b.in_stride = 3 * kHd;
+    b.out = out.get();
+    b.out_stride = kHd;
+    b.s_off = 0;
+    b.z_off = F * kHd;
+    b.m_off = F * kHd + F;
+    b.chunk = kChunk;
+    if (n == 1) {
+      b.decode = dseq.get();
+      b.num_decode = 1;
+    } else {
+      b.prefill = dseq.get();
+      b.num_prefill = 1;
+      b.row_seq = drow_seq.get();
+      b.row_t = drow_t.get();
+      b.prefill_rows = n;
+      b.workspace = scratch.get();
+    }
+    FS_ON_DEVICE(d, LinearAttention, b, serial);
+    SyncDevice(d);  // the descriptors above go out of scope
     t += n;
   }
-  return LinRun{out.ToHost(), S.ToHost(), z.ToHost(), M.ToHost()};
+  const std::vector<float> st = dstate.ToHost();
+  return LinRun{out.ToHost(), std::vector<float>(st.begin(), st.begin() + F * kHd),
+                std::vector<float>(st.begin() + F * kHd, st.begin() + F * kHd + F),
+                std::vector<float>(st.end() - 1, st.end())};
 }
 
 std::vector<int64_t> MixedPieces(int64_t T) {
@@ -130,21 +175,31 @@ TEST_P(DeviceKernels, LinearAttentionChunkGridSplitIsBitExactOnDevice) {
 
 // ---- GEMM ----
 
-TEST_P(DeviceKernels, GemmMatchesCpu) {
+// y = x w^T (+ y0 when accumulate) on D, with the weight prepared for D.
+template <Device D>
+std::vector<float> GemmOn(const std::vector<float>& x, int64_t m, int64_t k,
+                          const std::vector<float>& w, int64_t n, const std::vector<float>& y0,
+                          bool accumulate) {
   SerialParallel serial;
+  auto gw = PrepareGemmWeight<D>(w.data(), n, k);
+  EXPECT_TRUE(gw.ok()) << gw.status();
+  if (!gw.ok()) return {};
+  DeviceArray<float> dx(D, x), dy(D, y0);
+  Gemm<D>(dx.get(), m, *gw, dy.get(), accumulate, serial);
+  return dy.ToHost();
+}
+
+TEST_P(DeviceKernels, GemmMatchesCpu) {
   for (auto [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{1, 64, 192}, {7, 128, 384},
                          {33, 768, 2304}, {3, 3072, 768}, {2, 128, 256}}) {
     const auto x = Random(m * k, 5), w = Random(n * k, 6), y0 = Random(m * n, 7);
-    std::vector<float> want(m * n), want_acc = y0;
-    Gemm<Device::kCpu>(x.data(), m, k, w.data(), n, want.data(), false, serial);
-    Gemm<Device::kCpu>(x.data(), m, k, w.data(), n, want_acc.data(), true, serial);
-    DeviceArray<float> dx(dev(), x), dw(dev(), w), dy(dev(), std::vector<float>(m * n)),
-        dacc(dev(), y0);
-    FS_ON_DEVICE(dev(), Gemm, dx.get(), m, k, dw.get(), n, dy.get(), false, serial);
-    FS_ON_DEVICE(dev(), Gemm, dx.get(), m, k, dw.get(), n, dacc.get(), true, serial);
+    const std::vector<float> zeros(m * n);
+    const auto want = GemmOn<Device::kCpu>(x, m, k, w, n, zeros, false);
+    const auto want_acc = GemmOn<Device::kCpu>(x, m, k, w, n, y0, true);
     // fp32 with different summation orders: |error| ~ sqrt(k) ulp of the row's magnitude.
-    ExpectClose(dy.ToHost(), want, 2e-5, "gemm");
-    ExpectClose(dacc.ToHost(), want_acc, 2e-5, "gemm accumulate");
+    ExpectClose(FS_ON_DEVICE(dev(), GemmOn, x, m, k, w, n, zeros, false), want, 2e-5, "gemm");
+    ExpectClose(FS_ON_DEVICE(dev(), GemmOn, x, m, k, w, n, y0, true), want_acc, 2e-5,
+                "gemm accumulate");
   }
 }
 
@@ -186,23 +241,41 @@ TEST_P(DeviceKernels, CausalConvAndWindowMatchCpu) {
   for (int64_t T : {1, 2, 9, 1}) {
     const auto in = Random(T * dim, seed++);
     std::vector<float> out(T * dim);
-    CausalConv<Device::kCpu>(in.data(), T, dim, K, w.data(), window.data(), out.data());
+    const ConvSeq host_seq{0, T, window.data()};
+    CausalConv<Device::kCpu>(in.data(), dim, K, w.data(), &host_seq, 1, 0, out.data());
     DeviceArray<float> din(dev(), in), dout(dev(), std::vector<float>(T * dim));
-    FS_ON_DEVICE(dev(), CausalConv, din.get(), T, dim, K, dw.get(), dwin.get(), dout.get());
+    DeviceArray<ConvSeq> dseq(dev(), {ConvSeq{0, T, dwin.get()}});
+    FS_ON_DEVICE(dev(), CausalConv, din.get(), dim, K, dw.get(), dseq.get(), 1, int64_t{0},
+                 dout.get());
     ExpectClose(dout.ToHost(), out, 1e-6, "conv out");
     EXPECT_EQ(dwin.ToHost(), window) << "window after T=" << T;
   }
 }
 
-TEST_P(DeviceKernels, RopeMatchesCpu) {
-  const int64_t T = 6, stride = 3 * 64;
-  const int heads = 4, hd = 16;
+// RoPE on q and k of T rows at positions 1000.., then K/V written into the pool.
+TEST_P(DeviceKernels, RopeAndWriteKvMatchCpu) {
+  const int64_t T = 6, pos0 = 1000;
+  const int heads = 4, hd = 16, hidden = heads * hd, bs = 16, blocks = 63;
+  const int64_t stride = 3 * hidden;
   const auto x = Random(T * stride, 20);
-  std::vector<float> want = x;
-  Rope<Device::kCpu>(want.data(), T, stride, 1000, heads, hd, 10000.f);
-  DeviceArray<float> dx(dev(), x);
-  FS_ON_DEVICE(dev(), Rope, dx.get(), T, stride, int64_t{1000}, heads, hd, 10000.f);
+  std::vector<float> pool(static_cast<size_t>(blocks) * 2 * bs * hidden, 0.f);
+  std::vector<int32_t> table(blocks);
+  std::iota(table.begin(), table.end(), 0);
+  std::shuffle(table.begin(), table.end(), std::mt19937(24));
+  std::vector<PagedRow> rows;
+  for (int64_t t = 0; t < T; ++t) rows.push_back(PagedRow{t, pos0 + t + 1, 0});
+  SerialParallel serial;
+  std::vector<float> want = x, want_pool = pool;
+  RopeAndWriteKv<Device::kCpu>(PagedKv{want_pool.data(), bs, 1, hidden}, table.data(),
+                               rows.data(), T, want.data(), stride, 0, heads, hd, 10000.f,
+                               serial);
+  DeviceArray<float> dx(dev(), x), dpool(dev(), pool);
+  DeviceArray<int32_t> dtable(dev(), table);
+  DeviceArray<PagedRow> drows(dev(), rows);
+  FS_ON_DEVICE(dev(), RopeAndWriteKv, PagedKv{dpool.get(), bs, 1, hidden}, dtable.get(),
+               drows.get(), T, dx.get(), stride, 0, heads, hd, 10000.f, serial);
   ExpectClose(dx.ToHost(), want, 1e-6, "rope");
+  ExpectClose(dpool.ToHost(), want_pool, 1e-6, "rope kv");
 }
 
 // ---- paged attention ----
@@ -213,20 +286,24 @@ TEST_P(DeviceKernels, PagedAttentionMatchesCpu) {
   std::vector<int32_t> table(blocks);
   std::iota(table.begin(), table.end(), 0);
   std::shuffle(table.begin(), table.end(), std::mt19937(22));
-  const auto q = Random(hidden, 23);
-  DeviceArray<float> dpool(dev(), pool), dq(dev(), q);
+  // One query row: q (all heads), then k and v (not read by the attention).
+  auto qkv = Random(hidden, 23);
+  qkv.resize(3 * hidden, 0.f);
+  SerialParallel serial;
+  DeviceArray<float> dpool(dev(), pool), dq(dev(), qkv);
   DeviceArray<int32_t> dtable(dev(), table);
   for (int64_t ctx : {1, 3, 15, 16, 17, 100, 320}) {
     for (int layer = 0; layer < layers; ++layer) {
-      const int h = static_cast<int>(ctx % heads);
-      std::vector<float> want(hd), scratch(ctx);
+      const std::vector<PagedRow> rows = {PagedRow{0, ctx, 0}};
+      std::vector<float> want(hidden);
       PagedKv hv{const_cast<float*>(pool.data()), bs, layers, hidden};
-      PagedAttention<Device::kCpu>(hv, table.data(), layer, h, hd, q.data() + h * hd, ctx,
-                                   want.data(), scratch.data());
+      PagedAttention<Device::kCpu>(hv, table.data(), rows.data(), 1, qkv.data(), 3 * hidden,
+                                   want.data(), hidden, layer, heads, hd, serial);
       PagedKv dv{dpool.get(), bs, layers, hidden};
-      DeviceArray<float> out(dev(), std::vector<float>(hd)), dscratch(dev(), scratch);
-      FS_ON_DEVICE(dev(), PagedAttention, dv, dtable.get(), layer, h, hd, dq.get() + h * hd, ctx,
-                   out.get(), dscratch.get());
+      DeviceArray<float> out(dev(), std::vector<float>(hidden));
+      DeviceArray<PagedRow> drows(dev(), rows);
+      FS_ON_DEVICE(dev(), PagedAttention, dv, dtable.get(), drows.get(), int64_t{1}, dq.get(),
+                   int64_t{3 * hidden}, out.get(), int64_t{hidden}, layer, heads, hd, serial);
       ExpectClose(out.ToHost(), want, 1e-5, "paged ctx=" + std::to_string(ctx));
     }
   }

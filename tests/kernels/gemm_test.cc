@@ -47,19 +47,21 @@ TEST_P(GemmInvariance, RowsDoNotDependOnBatch) {
   const auto w = Random(n * k, 1), x = Random(max_m * k, 2);
   SerialParallel serial;
   PoolParallel pool(2);
+  const auto gw = PrepareGemmWeight<Device::kCpu>(w.data(), n, k);
+  ASSERT_TRUE(gw.ok()) << gw.status();
   std::vector<float> alone(max_m * n);
   for (int64_t r = 0; r < max_m; ++r) {
-    Gemm<Device::kCpu>(x.data() + r * k, 1, k, w.data(), n, alone.data() + r * n, false, serial);
+    Gemm<Device::kCpu>(x.data() + r * k, 1, *gw, alone.data() + r * n, false, serial);
   }
   for (int64_t m : {2, 3, 7, 16, 17, 33, 40, 99}) {
     for (const Parallel* par : {static_cast<const Parallel*>(&serial),
                                 static_cast<const Parallel*>(&pool)}) {
       // Rows 0..m-1 in one call, and the same rows shifted by one position.
       std::vector<float> y(m * n), y2((m + 1) * n);
-      Gemm<Device::kCpu>(x.data(), m, k, w.data(), n, y.data(), false, *par);
+      Gemm<Device::kCpu>(x.data(), m, *gw, y.data(), false, *par);
       std::vector<float> shifted((m + 1) * k, 0.5f);
       std::memcpy(shifted.data() + k, x.data(), sizeof(float) * m * k);
-      Gemm<Device::kCpu>(shifted.data(), m + 1, k, w.data(), n, y2.data(), false, *par);
+      Gemm<Device::kCpu>(shifted.data(), m + 1, *gw, y2.data(), false, *par);
       for (int64_t r = 0; r < m; ++r) {
         ASSERT_EQ(0, std::memcmp(y.data() + r * n, alone.data() + r * n, sizeof(float) * n))
             << "k=" << k << " n=" << n << " m=" << m << " row " << r;
@@ -75,9 +77,11 @@ TEST_P(GemmInvariance, AccumulateAddsToOutput) {
   const auto [k, n] = GetParam();
   const auto w = Random(n * k, 3), x = Random(3 * k, 4);
   SerialParallel serial;
+  const auto gw = PrepareGemmWeight<Device::kCpu>(w.data(), n, k);
+  ASSERT_TRUE(gw.ok()) << gw.status();
   std::vector<float> y(3 * n), base = Random(3 * n, 5), acc = base;
-  Gemm<Device::kCpu>(x.data(), 3, k, w.data(), n, y.data(), false, serial);
-  Gemm<Device::kCpu>(x.data(), 3, k, w.data(), n, acc.data(), true, serial);
+  Gemm<Device::kCpu>(x.data(), 3, *gw, y.data(), false, serial);
+  Gemm<Device::kCpu>(x.data(), 3, *gw, acc.data(), true, serial);
   for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(acc[i], base[i] + y[i]);
   // And the values are a real product: compare one element to a double dot product.
   double ref = 0;

@@ -50,9 +50,8 @@ KernelRun RunKernel(const LinearHead& h, const std::vector<float>& qkv, int64_t 
   for (int64_t n : pieces) {
     std::vector<float> scratch(LinearAttentionScratch(h, n, kChunk));
     const float* base = qkv.data() + t * 3 * kHd;
-    LinearAttention<Device::kCpu>(h, base, base + kHd, base + 2 * kHd, 3 * kHd, n, t, kChunk,
-                                  r.S.data(), r.z.data(), &r.M, r.out.data() + t * kHd, kHd,
-                                  scratch.data());
+    LinearAttentionCpu(h, base, base + kHd, base + 2 * kHd, 3 * kHd, n, t, kChunk, r.S.data(),
+                       r.z.data(), &r.M, r.out.data() + t * kHd, kHd, scratch.data());
     t += n;
   }
   return r;

@@ -1,0 +1,346 @@
+#include "engine/runtime/forward_device.h"
+
+#include <cstring>
+#include <utility>
+
+#include "engine/util/status_macros.h"
+
+namespace flatstate {
+
+template <Device D>
+absl::StatusOr<std::unique_ptr<DeviceForward<D>>> DeviceForward<D>::Create(
+    const Model* model, KvBlockPool* kv, const Parallel* par, int chunk_size,
+    std::span<const LinearHead> heads) {
+  const ModelConfig& c = model->config();
+  if (c.is_linear()) {
+    RETURN_IF_ERROR(CheckLinearAttentionShape<D>(c.head_dim, c.feature_dim(), chunk_size));
+  } else {
+    RETURN_IF_ERROR(CheckPagedAttentionShape<D>(c.head_dim));
+  }
+  auto f = std::unique_ptr<DeviceForward>(new DeviceForward());
+  f->model_ = model;
+  f->cfg_ = &c;
+  f->kv_ = kv;
+  f->par_ = par;
+  f->chunk_ = chunk_size;
+  f->layout_ = LinearLayout(c);
+  RETURN_IF_ERROR(f->BindWeights(heads));
+  if (!c.is_linear()) {
+    float* base = kv->K(0, 0, 0);
+    if constexpr (!kHostMemory<D>) {
+      // Same geometry and block ids as the host pool, which keeps the accounting.
+      RETURN_IF_ERROR(f->kv_mirror_.Reserve(kv->bytes_total()));
+      base = f->kv_mirror_.template as<float>();
+    }
+    f->pool_ = PagedKv{base, kv->block_size(), kv->num_layers(), kv->hidden()};
+  }
+  RETURN_IF_ERROR(Synchronize<D>());  // the weight copies are complete
+  return f;
+}
+
+template <Device D>
+absl::StatusOr<const float*> DeviceForward<D>::Place(const float* host, int64_t floats) {
+  if constexpr (kHostMemory<D>) {
+    return host;
+  } else {
+    if (host == nullptr || floats <= 0) return static_cast<const float*>(nullptr);
+    const size_t bytes = sizeof(float) * static_cast<size_t>(floats);
+    Buffer<D> b;
+    RETURN_IF_ERROR(b.Reserve(bytes));
+    RETURN_IF_ERROR(CopyToDevice<D>(b.data(), host, bytes));
+    const float* p = b.template as<float>();
+    placed_.push_back(std::move(b));
+    return p;
+  }
+}
+
+template <Device D>
+absl::Status DeviceForward<D>::BindWeights(std::span<const LinearHead> heads) {
+  const ModelConfig& c = *cfg_;
+  const ModelWeights& w = model_->weights();
+  const int64_t hidden = c.hidden_size, V = c.vocab_size, FF = c.intermediate_size;
+  const int64_t conv = static_cast<int64_t>(c.conv_kernel_size) * hidden;
+  const int64_t proj = c.attention_kind == AttentionKind::kFavor
+                           ? static_cast<int64_t>(c.favor_num_features) * c.head_dim
+                           : 0;
+  const int H = c.num_attention_heads;
+  ASSIGN_OR_RETURN(embed_, Place(w.embed, V * hidden));
+  ASSIGN_OR_RETURN(norm_, Place(w.norm, hidden));
+  ASSIGN_OR_RETURN(lm_head_, PrepareGemmWeight<D>(w.lm_head, V, hidden));
+  heads_host_.assign(heads.begin(), heads.end());
+  layers_.resize(w.layers.size());
+  for (size_t l = 0; l < w.layers.size(); ++l) {
+    const LayerWeights& lw = w.layers[l];
+    Layer& out = layers_[l];
+    ASSIGN_OR_RETURN(out.attn_norm, Place(lw.attn_norm, hidden));
+    ASSIGN_OR_RETURN(out.conv, Place(lw.conv, conv));
+    ASSIGN_OR_RETURN(out.mlp_norm, Place(lw.mlp_norm, hidden));
+    ASSIGN_OR_RETURN(out.wqkv, PrepareGemmWeight<D>(lw.wqkv, 3 * hidden, hidden));
+    ASSIGN_OR_RETURN(out.wo, PrepareGemmWeight<D>(lw.wo, hidden, hidden));
+    ASSIGN_OR_RETURN(out.w1, PrepareGemmWeight<D>(lw.w1, FF, hidden));
+    ASSIGN_OR_RETURN(out.w2, PrepareGemmWeight<D>(lw.w2, hidden, FF));
+    ASSIGN_OR_RETURN(const float* feature_proj, Place(lw.feature_proj, proj));
+    for (size_t i = l * H; i < heads_host_.size() && i < (l + 1) * H; ++i) {
+      heads_host_[i].favor_proj = feature_proj;
+    }
+  }
+  ASSIGN_OR_RETURN(heads_, OnDevice<D>(&heads_buf_, heads_host_));
+  return absl::OkStatus();
+}
+
+template <Device D>
+absl::Status DeviceForward<D>::Stage(std::span<const SequenceRun> batch,
+                                     const std::vector<int64_t>& row_start) {
+  const ModelConfig& c = *cfg_;
+  const int B = static_cast<int>(batch.size());
+  tokens_.host.clear();
+  out_rows_.host.clear();
+  for (int s = 0; s < B; ++s) {
+    tokens_.host.insert(tokens_.host.end(), batch[s].tokens.begin(), batch[s].tokens.end());
+    const int64_t first = batch[s].all_logits ? row_start[s] : row_start[s + 1] - 1;
+    for (int64_t r = first; r < row_start[s + 1]; ++r) {
+      out_rows_.host.push_back(static_cast<int32_t>(r));
+    }
+  }
+  RETURN_IF_ERROR(tokens_.Stage());
+  RETURN_IF_ERROR(out_rows_.Stage());
+  if (!c.is_linear()) {
+    tables_.host.clear();
+    paged_.host.clear();
+    for (int s = 0; s < B; ++s) {
+      const SessionState* st = batch[s].state;
+      const int64_t table = static_cast<int64_t>(tables_.host.size());
+      tables_.host.insert(tables_.host.end(), st->kv_blocks.begin(), st->kv_blocks.end());
+      for (int64_t r = row_start[s]; r < row_start[s + 1]; ++r) {
+        paged_.host.push_back(PagedRow{r, st->position + (r - row_start[s]) + 1, table});
+      }
+    }
+    RETURN_IF_ERROR(tables_.Stage());
+    return paged_.Stage();
+  }
+  const int64_t per_session = static_cast<int64_t>(layout_.per_layer) * c.num_hidden_layers;
+  float* staged = nullptr;
+  if constexpr (!kHostMemory<D>) {
+    states_.host.resize(static_cast<size_t>(B * per_session));
+    for (int s = 0; s < B; ++s) {
+      std::memcpy(states_.host.data() + s * per_session, batch[s].state->linear.data(),
+                  sizeof(float) * per_session);
+    }
+    RETURN_IF_ERROR(states_.Stage());
+    staged = states_.on;
+  }
+  decode_.host.clear();
+  prefill_.host.clear();
+  conv_.host.clear();
+  row_seq_.host.clear();
+  row_t_.host.clear();
+  LinearHead shape;  // the scratch size depends on head_dim and feature_dim only
+  shape.head_dim = c.head_dim;
+  shape.feature_dim = c.feature_dim();
+  int64_t workspace = 0;
+  for (int s = 0; s < B; ++s) {
+    LinearSeq q;
+    q.row = row_start[s];
+    q.T = row_start[s + 1] - row_start[s];
+    q.pos0 = batch[s].state->position;
+    q.state = kHostMemory<D> ? batch[s].state->linear.data() : staged + s * per_session;
+    conv_.host.push_back(ConvSeq{q.row, q.T, q.state + layout_.conv});
+    if (q.T == 1) {
+      decode_.host.push_back(q);
+      continue;
+    }
+    q.head_scratch = static_cast<int64_t>(LinearAttentionScratch(shape, q.T, chunk_));
+    q.scratch = workspace;
+    workspace += q.head_scratch * c.num_attention_heads;
+    for (int64_t t = 0; t < q.T; ++t) {
+      row_seq_.host.push_back(static_cast<int32_t>(prefill_.host.size()));
+      row_t_.host.push_back(t);
+    }
+    prefill_.host.push_back(q);
+  }
+  if constexpr (kLinearAttentionWorkspace<D>) {
+    RETURN_IF_ERROR(workspace_.Reserve(sizeof(float) * workspace));
+  }
+  RETURN_IF_ERROR(decode_.Stage());
+  RETURN_IF_ERROR(prefill_.Stage());
+  RETURN_IF_ERROR(conv_.Stage());
+  RETURN_IF_ERROR(row_seq_.Stage());
+  return row_t_.Stage();
+}
+
+template <Device D>
+void DeviceForward<D>::Attention(int layer, int64_t rows) {
+  const ModelConfig& c = *cfg_;
+  const int H = c.num_attention_heads, hd = c.head_dim, hidden = c.hidden_size;
+  float* qkv = qkv_.template as<float>();
+  float* att = att_.template as<float>();
+  if (c.is_linear()) {
+    LinearBatch b;
+    b.heads = heads_ + static_cast<int64_t>(layer) * H;
+    b.H = H;
+    b.head_dim = hd;
+    b.feature_dim = c.feature_dim();
+    b.q = qkv;
+    b.k = qkv + hidden;
+    b.v = qkv + 2 * hidden;
+    b.in_stride = 3 * hidden;
+    b.out = att;
+    b.out_stride = hidden;
+    b.layer_offset = static_cast<int64_t>(layout_.per_layer) * layer;
+    b.s_off = static_cast<int64_t>(layout_.s);
+    b.z_off = static_cast<int64_t>(layout_.z);
+    b.m_off = static_cast<int64_t>(layout_.m);
+    b.chunk = chunk_;
+    b.decode = decode_.on;
+    b.num_decode = static_cast<int>(decode_.host.size());
+    b.prefill = prefill_.on;
+    b.num_prefill = static_cast<int>(prefill_.host.size());
+    b.row_seq = row_seq_.on;
+    b.row_t = row_t_.on;
+    b.prefill_rows = static_cast<int64_t>(row_t_.host.size());
+    b.workspace = workspace_.template as<float>();
+    LinearAttention<D>(b, PoolFor(rows * H * c.feature_dim() * hd));
+    return;
+  }
+  int64_t attended = 0;  // (query row, key row) pairs
+  for (const PagedRow& r : paged_.host) attended += r.ctx;
+  const Parallel& par = PoolFor(attended * hidden);
+  RopeAndWriteKv<D>(pool_, tables_.on, paged_.on, rows, qkv, 3 * hidden, layer, H, hd,
+                    c.rope_theta, par);
+  PagedAttention<D>(pool_, tables_.on, paged_.on, rows, qkv, 3 * hidden, att, hidden, layer, H,
+                    hd, par);
+}
+
+template <Device D>
+absl::Status DeviceForward<D>::RunLayers(std::span<const SequenceRun> batch,
+                                         const std::vector<int64_t>& row_start,
+                                         std::vector<float>* logits) {
+  const ModelConfig& c = *cfg_;
+  const int64_t hidden = c.hidden_size, FF = c.intermediate_size, V = c.vocab_size;
+  const int64_t N = row_start.back();
+  RETURN_IF_ERROR(TakeError<D>());  // a stale error must not be blamed on this step
+  RETURN_IF_ERROR(x_.Reserve(sizeof(float) * N * hidden));
+  RETURN_IF_ERROR(h_.Reserve(sizeof(float) * N * hidden));
+  RETURN_IF_ERROR(h2_.Reserve(sizeof(float) * N * hidden));
+  RETURN_IF_ERROR(qkv_.Reserve(sizeof(float) * N * 3 * hidden));
+  RETURN_IF_ERROR(att_.Reserve(sizeof(float) * N * hidden));
+  RETURN_IF_ERROR(mlp_.Reserve(sizeof(float) * N * FF));
+  RETURN_IF_ERROR(Stage(batch, row_start));
+  const int64_t R = static_cast<int64_t>(out_rows_.host.size());
+  RETURN_IF_ERROR(last_.Reserve(sizeof(float) * R * hidden));
+  float* out = nullptr;
+  if constexpr (kHostMemory<D>) {
+    logits->resize(static_cast<size_t>(R * V));
+    out = logits->data();
+  } else {
+    RETURN_IF_ERROR(logits_.Reserve(sizeof(float) * R * V));
+    out = logits_.template as<float>();
+  }
+
+  float* x = x_.template as<float>();
+  float* h = h_.template as<float>();
+  float* h2 = h2_.template as<float>();
+  float* mlp = mlp_.template as<float>();
+  const float eps = c.rms_norm_eps;
+  GatherRows<D>(embed_, tokens_.on, N, hidden, x);
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
+    const Layer& lw = layers_[l];
+    RmsNorm<D>(x, lw.attn_norm, N, hidden, eps, h);
+    const float* attn_in = h;
+    if (lw.conv != nullptr) {
+      CausalConv<D>(h, hidden, c.conv_kernel_size, lw.conv, conv_.on,
+                    static_cast<int>(conv_.host.size()), static_cast<int64_t>(layout_.per_layer) * l,
+                    h2);
+      attn_in = h2;
+    }
+    Gemm<D>(attn_in, N, lw.wqkv, qkv_.template as<float>(), false, *par_);
+    Attention(l, N);
+    Gemm<D>(att_.template as<float>(), N, lw.wo, x, /*accumulate=*/true, *par_);
+    RmsNorm<D>(x, lw.mlp_norm, N, hidden, eps, h);
+    Gemm<D>(h, N, lw.w1, mlp, false, *par_);
+    Gelu<D>(mlp, N * FF);
+    Gemm<D>(mlp, N, lw.w2, x, /*accumulate=*/true, *par_);
+  }
+  // Final norm + head over the rows that are returned.
+  float* last = last_.template as<float>();
+  GatherRows<D>(x, out_rows_.on, R, hidden, last);
+  RmsNorm<D>(last, norm_, R, hidden, eps, last);
+  Gemm<D>(last, R, lm_head_, out, false, *par_);
+  if constexpr (!kHostMemory<D>) {
+    host_logits_.resize(static_cast<size_t>(R * V));
+    RETURN_IF_ERROR(CopyToHost<D>(host_logits_.data(), out, sizeof(float) * R * V));
+    if (c.is_linear()) {
+      RETURN_IF_ERROR(CopyToHost<D>(states_.host.data(), states_.on,
+                                    sizeof(float) * states_.host.size()));
+    }
+    RETURN_IF_ERROR(Synchronize<D>());
+    // Success: only now do sessions change.
+    if (c.is_linear()) {
+      const size_t per_session = states_.host.size() / batch.size();
+      for (size_t s = 0; s < batch.size(); ++s) {
+        std::memcpy(batch[s].state->linear.data(), states_.host.data() + s * per_session,
+                    sizeof(float) * per_session);
+      }
+    }
+    logits->assign(host_logits_.begin(), host_logits_.end());
+  }
+  return absl::OkStatus();
+}
+
+template <Device D>
+absl::Status DeviceForward<D>::Run(std::span<const SequenceRun> batch,
+                                   const std::vector<int64_t>& row_start,
+                                   std::vector<float>* logits) {
+  absl::Status st = RunLayers(batch, row_start, logits);
+  if (!st.ok()) Synchronize<D>().IgnoreError();  // drain the queue; keep the first error
+  return st;
+}
+
+template <Device D>
+absl::Status DeviceForward<D>::CopyKv(std::span<const int32_t> blocks, bool to_host) {
+  if constexpr (kHostMemory<D>) {
+    return absl::OkStatus();  // the ops use the host pool in place
+  } else {
+    if (kv_ == nullptr || cfg_->is_linear()) return absl::OkStatus();
+    const size_t bpb = kv_->bytes_per_block();
+    for (int32_t b : blocks) {
+      if (b < 0 || b >= kv_->blocks_total()) continue;
+      char* host = reinterpret_cast<char*>(kv_->K(b, 0, 0));
+      char* dev = kv_mirror_.template as<char>() + b * bpb;
+      RETURN_IF_ERROR(to_host ? CopyToHost<D>(host, dev, bpb) : CopyToDevice<D>(dev, host, bpb));
+    }
+    return Synchronize<D>();
+  }
+}
+
+template <Device D>
+absl::Status DeviceForward<D>::SyncKvToHost(std::span<const int32_t> blocks) {
+  return CopyKv(blocks, /*to_host=*/true);
+}
+
+template <Device D>
+absl::Status DeviceForward<D>::SyncKvToDevice(std::span<const int32_t> blocks) {
+  return CopyKv(blocks, /*to_host=*/false);
+}
+
+template class DeviceForward<Device::kCpu>;
+#ifdef FLATSTATE_HAVE_CUDA
+template class DeviceForward<Device::kCuda>;
+#endif
+
+absl::StatusOr<std::unique_ptr<StepRunner>> CreateStepRunner(Device d, const Model* model,
+                                                             KvBlockPool* kv, const Parallel* par,
+                                                             int chunk_size,
+                                                             std::span<const LinearHead> heads) {
+  RETURN_IF_ERROR(CheckDevice(d));
+  if (d == Device::kCpu) {
+    return DeviceForward<Device::kCpu>::Create(model, kv, par, chunk_size, heads);
+  }
+#ifdef FLATSTATE_HAVE_CUDA
+  return DeviceForward<Device::kCuda>::Create(model, kv, par, chunk_size, heads);
+#else
+  return absl::FailedPreconditionError("device cuda: this build has no CUDA backend");
+#endif
+}
+
+}  // namespace flatstate

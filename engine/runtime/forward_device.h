@@ -1,0 +1,156 @@
+// The batched forward step of one model, written once for every Device: DeviceForward<D> runs
+// the layer loop against the ops of kernels/ (each `template <Device D>`), so CPU and CUDA differ
+// only in op bodies and in where buffers live. ForwardPass (forward.h) validates a batch and
+// calls it through the StepRunner interface.
+//
+// Weights are bound at Create by name, field by field from the Model's LayerWeights /
+// ModelWeights, and prepared for D once: GEMM weights through PrepareGemmWeight<D> (CPU: packed
+// panels; CUDA: device copies), other tensors used in place where D's memory is host memory,
+// else copied to the device.
+//
+// State. Where D's memory is host memory (kCpu) the ops read and write the sessions' linear
+// state and the engine's KvBlockPool in place. Otherwise (kCuda): SessionState::linear stays the
+// source of truth on the host; each Run copies the batch's states into a device staging area and
+// copies them back only on success; softmax K/V live in a device pool with exactly the host
+// pool's geometry and block ids (the host pool keeps the accounting and stages checkpoints
+// through SyncKvToHost / SyncKvToDevice).
+//
+// One step: gather embeddings; per layer RMSNorm, causal conv (linear kinds), GEMM q|k|v,
+// attention (linear: LinearAttention over the step's decode and prefill sequences; softmax:
+// RopeAndWriteKv then PagedAttention), GEMM wo (+= residual), RMSNorm, GEMM w1, GELU, GEMM w2
+// (+= residual); final RMSNorm and the output head over the returned rows.
+//
+// Owns its weights' device copies and its workspace; not thread-safe (the engine loop owns it).
+// Failures are statuses: shape limits of D's kernels (InvalidArgument) at Create, memory
+// (ResourceExhausted) and device errors at Create or Run. On a failed Run no session changes.
+#ifndef FLATSTATE_ENGINE_RUNTIME_FORWARD_DEVICE_H_
+#define FLATSTATE_ENGINE_RUNTIME_FORWARD_DEVICE_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "engine/kv/kv_block_pool.h"
+#include "engine/model/model.h"
+#include "engine/runtime/forward.h"
+#include "engine/session/session_state.h"
+#include "kernels/device.h"
+#include "kernels/elementwise.h"
+#include "kernels/gemm.h"
+#include "kernels/linear_attention.h"
+#include "kernels/memory.h"
+#include "kernels/paged_attention.h"
+#include "kernels/parallel.h"
+
+namespace flatstate {
+
+// What ForwardPass calls. `batch` is validated; row_start[s] is sequence s's first row and
+// row_start.back() the number of rows. Positions are not advanced (ForwardPass does that).
+class StepRunner {
+ public:
+  virtual ~StepRunner() = default;
+  virtual absl::Status Run(std::span<const SequenceRun> batch,
+                           const std::vector<int64_t>& row_start, std::vector<float>* logits) = 0;
+  virtual absl::Status SyncKvToHost(std::span<const int32_t> blocks) = 0;
+  virtual absl::Status SyncKvToDevice(std::span<const int32_t> blocks) = 0;
+};
+
+// DeviceForward<d> for a runtime device: FailedPrecondition / Unavailable when `d` is not
+// compiled in or not usable (CheckDevice). `heads` are the per-(layer, head) descriptors with
+// host favor_proj pointers; `kv` (softmax) and `par` must outlive the result.
+absl::StatusOr<std::unique_ptr<StepRunner>> CreateStepRunner(Device d, const Model* model,
+                                                             KvBlockPool* kv, const Parallel* par,
+                                                             int chunk_size,
+                                                             std::span<const LinearHead> heads);
+
+template <Device D>
+class DeviceForward final : public StepRunner {
+ public:
+  static absl::StatusOr<std::unique_ptr<DeviceForward>> Create(const Model* model,
+                                                               KvBlockPool* kv,
+                                                               const Parallel* par,
+                                                               int chunk_size,
+                                                               std::span<const LinearHead> heads);
+
+  absl::Status Run(std::span<const SequenceRun> batch, const std::vector<int64_t>& row_start,
+                   std::vector<float>* logits) override;
+  absl::Status SyncKvToHost(std::span<const int32_t> blocks) override;
+  absl::Status SyncKvToDevice(std::span<const int32_t> blocks) override;
+
+ private:
+  struct Layer {
+    const float* attn_norm = nullptr;
+    const float* conv = nullptr;  // null: no token shift
+    const float* mlp_norm = nullptr;
+    GemmWeight<D> wqkv, wo, w1, w2;
+  };
+
+  DeviceForward() = default;
+  absl::Status BindWeights(std::span<const LinearHead> heads);
+  // `floats` of host tensor `host` where D's ops can read it (null stays null).
+  absl::StatusOr<const float*> Place(const float* host, int64_t floats);
+  // Builds and stages the step's descriptors (and, off the host, the linear states).
+  absl::Status Stage(std::span<const SequenceRun> batch, const std::vector<int64_t>& row_start);
+  absl::Status RunLayers(std::span<const SequenceRun> batch,
+                         const std::vector<int64_t>& row_start, std::vector<float>* logits);
+  void Attention(int layer, int64_t rows);
+  absl::Status CopyKv(std::span<const int32_t> blocks, bool to_host);
+  // The pool for `work` multiply-adds of attention, or the calling thread when that is too little
+  // to pay for waking the pool (a batch-1 decode step). Results do not depend on the choice.
+  const Parallel& PoolFor(int64_t work) const {
+    return work < kMinParallelWork ? static_cast<const Parallel&>(serial_) : *par_;
+  }
+  static constexpr int64_t kMinParallelWork = 1 << 17;
+
+  const Model* model_ = nullptr;
+  const ModelConfig* cfg_ = nullptr;
+  KvBlockPool* kv_ = nullptr;
+  const Parallel* par_ = nullptr;
+  SerialParallel serial_;
+  int chunk_ = 64;
+  LinearStateLayout layout_;
+
+  // Weights, bound by name.
+  std::vector<Buffer<D>> placed_;  // device copies made by Place (none where memory is host)
+  const float* embed_ = nullptr;
+  const float* norm_ = nullptr;
+  GemmWeight<D> lm_head_;
+  std::vector<Layer> layers_;
+  std::vector<LinearHead> heads_host_;  // [layer * H + h], favor_proj in D's memory
+  Buffer<D> heads_buf_;
+  const LinearHead* heads_ = nullptr;
+  Buffer<D> kv_mirror_;  // softmax off the host: the device K/V pool
+  PagedKv pool_;
+
+  // One of a step's descriptor arrays: built in `host`, read by D's ops at `on` (the host data
+  // itself where D's memory is host memory, else a copy in `dev`). Members, so that the host
+  // data outlives asynchronous copies.
+  template <typename T>
+  struct Staged {
+    std::vector<T> host;
+    Buffer<D> dev;
+    T* on = nullptr;
+    absl::Status Stage() {
+      absl::StatusOr<T*> p = OnDevice<D>(&dev, host);
+      if (!p.ok()) return p.status();
+      on = *p;
+      return absl::OkStatus();
+    }
+  };
+  Staged<int32_t> tokens_, out_rows_, row_seq_, tables_;
+  Staged<int64_t> row_t_;
+  Staged<float> states_;  // off the host: the batch's linear states
+  Staged<LinearSeq> decode_, prefill_;
+  Staged<ConvSeq> conv_;
+  Staged<PagedRow> paged_;
+  // Workspace, grown as needed.
+  Buffer<D> x_, h_, h2_, qkv_, att_, mlp_, last_, logits_, workspace_;
+  std::vector<float> host_logits_;  // off the host: logits copied back
+};
+
+}  // namespace flatstate
+
+#endif  // FLATSTATE_ENGINE_RUNTIME_FORWARD_DEVICE_H_
