@@ -5,7 +5,7 @@
 // of its address formula: block b holds, for every layer l, K then V, each [block_size][hidden]
 // fp32, i.e. row (b, l, kv, slot) starts at
 //   base + (((b * num_layers + l) * 2 + kv) * block_size + slot) * hidden
-// (PagedKv::RowOffset: the formula for any code that addresses pool memory).
+// (PagedKv::RowOffset: the formula for any code that addresses pool memory, KvBlockPool too).
 // Token t of a sequence lives in block table[t / block_size], slot t % block_size.
 //
 // The ops work on rows of one layer of a step: PagedRow i is query row rows[i].row of qkv (q at

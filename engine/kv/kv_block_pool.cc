@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/paged_attention.h"
 
 namespace flatstate {
 
@@ -25,8 +26,8 @@ size_t KvBlockPool::bytes_per_block() const {
 }
 
 size_t KvBlockPool::Offset(int32_t block, int layer, int kv, int slot) const {
-  return (((static_cast<size_t>(block) * num_layers_ + layer) * 2 + kv) * block_size_ + slot) *
-         hidden_;
+  return static_cast<size_t>(
+      PagedKv::RowOffset(block, layer, kv, slot, block_size_, num_layers_, hidden_));
 }
 
 int64_t KvBlockPool::BlocksFor(int64_t tokens, int block_size) {

@@ -2,8 +2,9 @@
 // a free list, and per-session block tables (std::vector<int32_t> owned by the session).
 //
 // A block holds `block_size` token slots for every layer: for layer l, K and V are each
-// [block_size, hidden] fp32, so one block id covers a token range in all layers. Memory is one
-// allocation made at construction; pages are touched only when written.
+// [block_size, hidden] fp32, so one block id covers a token range in all layers (the address
+// formula is kernels/paged_attention.h's PagedKv::RowOffset, shared with the attention ops).
+// Memory is one allocation made at construction; pages are touched only when written.
 //
 // The block arithmetic (how many blocks cover n tokens, how many more a table needs) lives here
 // only: the engine and the server's scheduler call BlocksFor / BlocksNeeded.
