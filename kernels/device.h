@@ -13,6 +13,13 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
+// Marks inline helpers that the CPU bodies and the CUDA bodies share (one expression for both).
+#ifdef __CUDACC__
+#define FS_HOST_DEVICE __host__ __device__
+#else
+#define FS_HOST_DEVICE
+#endif
+
 namespace flatstate {
 
 enum class Device { kCpu, kCuda };

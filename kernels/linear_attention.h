@@ -17,6 +17,7 @@
 #ifndef FLATSTATE_KERNELS_LINEAR_ATTENTION_H_
 #define FLATSTATE_KERNELS_LINEAR_ATTENTION_H_
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
@@ -42,6 +43,28 @@ struct LinearHead {
   double cosine_exponent = 0;     // sigmoid(m_h): values scaled by t^-exponent, t = pos + 1
   const float* favor_proj = nullptr;  // [F, hd], in the op's device memory
 };
+
+// The element-wise feature maps, written once for the CPU and CUDA bodies: they fill elements
+// i = i0, i0 + step, ... < hd of fq and fk (CPU: i0 = 0, step = 1; CUDA: the thread's index and
+// the block size). elu+1: x > 0 ? x + 1 : exp(x). cosFormer: relu(x) * cos and relu(x) * sin of
+// the position's angle (c, s), into [0, hd) and [hd, 2 hd); relu(x) is std::max(x, 0).
+FS_HOST_DEVICE inline void EluPlusOneFeatures(const float* q, const float* k, int hd, int i0,
+                                              int step, float* fq, float* fk) {
+  for (int i = i0; i < hd; i += step) {
+    fq[i] = q[i] > 0.f ? q[i] + 1.f : expf(q[i]);
+    fk[i] = k[i] > 0.f ? k[i] + 1.f : expf(k[i]);
+  }
+}
+FS_HOST_DEVICE inline void CosformerFeatures(const float* q, const float* k, int hd, float c,
+                                             float s, int i0, int step, float* fq, float* fk) {
+  for (int i = i0; i < hd; i += step) {
+    const float rq = q[i] < 0.f ? 0.f : q[i], rk = k[i] < 0.f ? 0.f : k[i];
+    fq[i] = rq * c;
+    fq[hd + i] = rq * s;
+    fk[i] = rk * c;
+    fk[hd + i] = rk * s;
+  }
+}
 
 // OK when D's kernels take this shape: head_dim in [1, kMaxHeadDim] (kCuda also: the shared
 // memory the kernels need for head_dim, feature_dim and chunk fits the default 48 KiB).

@@ -26,21 +26,12 @@ void Features(const LinearHead& h, const float* q, const float* k, const float* 
   *m = 0.f;
   switch (h.map) {
     case FeatureMap::kEluPlusOne:
-      for (int i = 0; i < hd; ++i) {
-        fq[i] = q[i] > 0 ? q[i] + 1.f : std::exp(q[i]);
-        fk[i] = k[i] > 0 ? k[i] + 1.f : std::exp(k[i]);
-      }
+      EluPlusOneFeatures(q, k, hd, 0, 1, fq, fk);
       break;
     case FeatureMap::kCosformer: {
       const double ang = static_cast<double>(pos) * h.cosformer_step;
       const float c = static_cast<float>(std::cos(ang)), s = static_cast<float>(std::sin(ang));
-      for (int i = 0; i < hd; ++i) {
-        const float rq = std::max(q[i], 0.f), rk = std::max(k[i], 0.f);
-        fq[i] = rq * c;
-        fq[hd + i] = rq * s;
-        fk[i] = rk * c;
-        fk[hd + i] = rk * s;
-      }
+      CosformerFeatures(q, k, hd, c, s, 0, 1, fq, fk);
       break;
     }
     case FeatureMap::kCosine: {

@@ -72,21 +72,12 @@ __device__ __noinline__ float FeaturesBlock(const LinearHead* hp, const float* q
   for (int i = tid; i < hd; i += kT) vv[i] = v[i];
   switch (h.map) {
     case FeatureMap::kEluPlusOne:
-      for (int i = tid; i < hd; i += kT) {
-        fq[i] = q[i] > 0.f ? q[i] + 1.f : expf(q[i]);
-        fk[i] = k[i] > 0.f ? k[i] + 1.f : expf(k[i]);
-      }
+      EluPlusOneFeatures(q, k, hd, tid, kT, fq, fk);
       break;
     case FeatureMap::kCosformer: {
       const double ang = static_cast<double>(pos) * h.cosformer_step;
       const float c = static_cast<float>(cos(ang)), s = static_cast<float>(sin(ang));
-      for (int i = tid; i < hd; i += kT) {
-        const float rq = fmaxf(q[i], 0.f), rk = fmaxf(k[i], 0.f);
-        fq[i] = rq * c;
-        fq[hd + i] = rq * s;
-        fk[i] = rk * c;
-        fk[hd + i] = rk * s;
-      }
+      CosformerFeatures(q, k, hd, c, s, tid, kT, fq, fk);
       break;
     }
     case FeatureMap::kCosine: {

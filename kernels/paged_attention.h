@@ -22,12 +22,6 @@
 #include "kernels/device.h"
 #include "kernels/parallel.h"
 
-#ifdef __CUDACC__
-#define FS_HOST_DEVICE __host__ __device__
-#else
-#define FS_HOST_DEVICE
-#endif
-
 namespace flatstate {
 
 struct PagedKv {
