@@ -18,10 +18,13 @@
 #
 # Environment (defaults in brackets):
 #   BUNDLE [.gpu-bundle]  WORK [/tmp/flatstate-gpu-run]: where the bundle is unpacked
-#   STEPS [env,tests,sanitize,bench,smoke]   BUDGET_S [540]: the whole run's wall time; every
-#     step's timeout is cut to what is left (the device allows 600 s per command)
+#   STEPS [env,tests,smoke,bench,sanitize]: which steps, in this order   BUDGET_S [540]: the
+#     whole run's wall time; every step's timeout is cut to what is left (the device allows
+#     600 s per command), so the last steps get what the first leave
 #   TEST_JOBS [8]  TEST_TIMEOUT_S [240]: test binaries run in parallel, each with this limit
-#   SANITIZE_FILTER ['*cuda*']  SANITIZE_TESTS [device_kernels_test engine_device_test]
+#   SANITIZE_RUNS: space-separated tool:test:gtest_filter (default: memcheck over every CUDA
+#     instance of device_kernels_test and engine_device_test, racecheck over the kernels' and
+#     the engine's greedy test per kind)   SANITIZE_TIMEOUT_S [90]: per run
 #   BENCH_FILTER ['/threads:1/|Prefill/|DecodeAtContext/']  BENCH_TIMEOUT_S [150]
 #   SERVER_DEVICE [cuda]  CPU_FALLBACK [1]: if the server cannot start on SERVER_DEVICE, run the
 #     smoke once more on --device=cpu (to check the run itself; labelled as such)
@@ -33,12 +36,13 @@ ROOT="$PWD"
 mkdir -p "$1" && OUT="$(cd "$1" && pwd)"
 BUNDLE="${BUNDLE:-.gpu-bundle}"
 WORK="${WORK:-/tmp/flatstate-gpu-run}"
-STEPS="${STEPS:-env,tests,sanitize,bench,smoke}"
+STEPS="${STEPS:-env,tests,smoke,bench,sanitize}"
 BUDGET_S="${BUDGET_S:-540}"
 TEST_JOBS="${TEST_JOBS:-8}"
 TEST_TIMEOUT_S="${TEST_TIMEOUT_S:-240}"
-SANITIZE_FILTER="${SANITIZE_FILTER:-*cuda*}"
-SANITIZE_TESTS="${SANITIZE_TESTS:-device_kernels_test engine_device_test}"
+SANITIZE_RUNS="${SANITIZE_RUNS:-memcheck:device_kernels_test:*/cuda memcheck:engine_device_test:*/cuda_* \
+  racecheck:device_kernels_test:*/cuda racecheck:engine_device_test:*GreedyTokensMatchCpu/cuda_*}"
+SANITIZE_TIMEOUT_S="${SANITIZE_TIMEOUT_S:-90}"
 BENCH_FILTER="${BENCH_FILTER:-/threads:1/|Prefill/|DecodeAtContext/}"
 BENCH_TIMEOUT_S="${BENCH_TIMEOUT_S:-150}"
 SERVER_DEVICE="${SERVER_DEVICE:-cuda}"
@@ -56,7 +60,6 @@ left() { echo $((BUDGET_S - (SECONDS - START))); }
 limit() { local l; l=$(left); (( l < $1 )) && echo $((l > 5 ? l : 5)) || echo "$1"; }
 printf 'step\trc\tseconds\tnote\n' > "$R/steps.tsv"
 record() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "${4:-}" >> "$R/steps.tsv"; pack; }
-want() { [[ ",$STEPS," == *",$1,"* ]]; }
 
 # ---- unpack, libraries, compiled-in paths ---------------------------------------------------
 log "unpacking $BUNDLE into $B"
@@ -99,7 +102,7 @@ fi
 pack
 
 # ---- env ----------------------------------------------------------------------------------
-if want env; then
+step_env() {
   log "env"
   t0=$SECONDS
   {
@@ -127,7 +130,7 @@ if want env; then
     echo "${outside:-none}"; } >> "$R/env.txt"
   nf=$(grep -c 'not found' <<<"$outside")
   record env "$nf" $((SECONDS - t0)) "$( [[ -z "$outside" ]] && echo 'all libraries from the bundle' || echo "outside: $(tr '\n' ' ' <<<"$outside")")"
-fi
+}
 
 # ---- tests --------------------------------------------------------------------------------
 run_test() {  # $1: path under $B/tests; writes $R/tests/<name>.{json,log}
@@ -137,7 +140,7 @@ run_test() {  # $1: path under $B/tests; writes $R/tests/<name>.{json,log}
 }
 export -f run_test
 export B R
-if want tests; then
+step_tests() {
   log "tests: $(cd "$B" && find tests -type f | wc -l) binaries, $TEST_JOBS at a time"
   t0=$SECONDS
   mkdir -p "$R/tests"
@@ -164,27 +167,28 @@ EOF
   reason=$(grep -ho 'no CUDA GPU visible[^"]*' "$R"/tests/*.log 2>/dev/null | sort | uniq -c | head -3 | tr -s ' ' | tr '\n' ';')
   record tests "$bad" $((SECONDS - t0)) "$counts; binaries with rc!=0: $bad; CUDA tests skipped: $cuda_skips ${reason:+($reason)}"
   log "tests: $counts"
-fi
+}
 
 # ---- sanitizers ---------------------------------------------------------------------------
-if want sanitize; then
+step_sanitize() {
   mkdir -p "$R/sanitizer"
-  CS="$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)"
-  for tool in memcheck racecheck; do
-    for t in $SANITIZE_TESTS; do
-      t0=$SECONDS
-      if [[ -z "$CS" ]]; then record "sanitize-$tool-$t" skipped 0 "compute-sanitizer not found"; continue; fi
-      log "compute-sanitizer --tool $tool $t --gtest_filter=$SANITIZE_FILTER"
-      timeout -k 5 "$(limit 120)" "$CS" --tool "$tool" --error-exitcode 99 \
-        "$B/tests/$t" --gtest_filter="$SANITIZE_FILTER" > "$R/sanitizer/$tool-$t.log" 2>&1
-      rc=$?
-      record "sanitize-$tool-$t" "$rc" $((SECONDS - t0)) "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|PASSED|SKIPPED|FAILED  ' "$R/sanitizer/$tool-$t.log" | tail -3 | tr '\n' ' ')"
-    done
+  local cs run tool t filter t0
+  cs="$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)"
+  for run in $SANITIZE_RUNS; do
+    IFS=: read -r tool t filter <<<"$run"
+    t0=$SECONDS
+    if [[ -z "$cs" ]]; then
+      log "sanitize: compute-sanitizer not found"; record "sanitize-$tool-$t" skipped 0 "compute-sanitizer not found"; continue
+    fi
+    log "compute-sanitizer --tool $tool $t --gtest_filter=$filter"
+    timeout -k 5 "$(limit "$SANITIZE_TIMEOUT_S")" "$cs" --tool "$tool" --error-exitcode 99 \
+      "$B/tests/$t" --gtest_filter="$filter" > "$R/sanitizer/$tool-$t.log" 2>&1
+    record "sanitize-$tool-$t" "$?" $((SECONDS - t0)) "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|PASSED|SKIPPED|FAILED  ' "$R/sanitizer/$tool-$t.log" | tail -3 | tr '\n' ' ')"
   done
-fi
+}
 
 # ---- benchmark ----------------------------------------------------------------------------
-if want bench; then
+step_bench() {
   log "bench: FLATSTATE_BENCH_DEVICE=cuda --benchmark_filter='$BENCH_FILTER'"
   mkdir -p "$R/bench"
   t0=$SECONDS
@@ -194,7 +198,7 @@ if want bench; then
     --benchmark_out_format=json > "$R/bench/bench.log" 2>&1
   rc=$?
   record bench "$rc" $((SECONDS - t0)) "$(grep -c '^Decode\|^Prefill' "$R/bench/bench.log") results; $(tail -1 "$R/bench/bench.log" | cut -c1-160)"
-fi
+}
 
 # ---- server smoke -------------------------------------------------------------------------
 smoke() {  # $1: device; results in $R/smoke/$1
@@ -223,13 +227,18 @@ smoke() {  # $1: device; results in $R/smoke/$1
   record "smoke-$1" "$rc" $((SECONDS - t0)) "$(grep -c ': ok ' "$d/smoke.log") models ok, $(grep -c 'FAILED' "$d/smoke.log") failed"
   return "$rc"
 }
-if want smoke; then
+step_smoke() {
   smoke "$SERVER_DEVICE"
   if [[ $? != 0 && "$CPU_FALLBACK" == 1 && "$SERVER_DEVICE" != cpu && ! -s "$R/smoke/$SERVER_DEVICE/smoke.json" ]]; then
     log "smoke: --device=$SERVER_DEVICE did not start; checking the run itself on --device=cpu"
     smoke cpu
   fi
-fi
+}
+
+for s in ${STEPS//,/ }; do
+  declare -F "step_$s" >/dev/null || { log "unknown step $s"; record "$s" 2 0 "unknown step"; continue; }
+  "step_$s"
+done
 
 # ---- summary ------------------------------------------------------------------------------
 {
