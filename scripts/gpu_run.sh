@@ -87,7 +87,7 @@ log "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 # Tests read models/ and tests/data/ through the source dir compiled in at bundle time, and the
 # system tests start the server through its build path: make both paths exist here.
 SRC="$(manifest source_dir)"
-if [[ "$(realpath -m "$SRC")" != "$ROOT" ]]; then
+if [[ "$(realpath -m "$SRC")" != "$(realpath "$ROOT")" ]]; then
   if [[ ! -e "$SRC" ]]; then
     mkdir -p "$(dirname "$SRC")" && ln -s "$ROOT" "$SRC" && log "linked $SRC -> $ROOT"
   elif ! cmp -s "$SRC/models/shakespeare-softmax/config.json" "$ROOT/models/shakespeare-softmax/config.json"; then
