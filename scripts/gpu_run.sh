@@ -28,7 +28,9 @@
 #   BENCH_FILTER ['/threads:1/|Prefill/|DecodeAtContext/']  BENCH_TIMEOUT_S [150]
 #   SERVER_DEVICE [cuda]  CPU_FALLBACK [1]: if the server cannot start on SERVER_DEVICE, run the
 #     smoke once more on --device=cpu (to check the run itself; labelled as such)
-#   PYTHON [python3]: needs grpcio and protobuf
+#   PYTHON [python3]: needs grpcio and protobuf (smoke), torch (torch)
+#   Step torch (not in the default STEPS; e.g. STEPS=torch in a second call, TORCH_TIMEOUT_S
+#     [300]): tools/torch_gpu_bench.py --compile, the PyTorch baseline, into torch/
 set -uo pipefail
 [[ $# == 1 ]] || { echo "usage: scripts/gpu_run.sh OUT_DIR" >&2; exit 2; }
 cd "$(dirname "$0")/.."
@@ -227,6 +229,15 @@ smoke() {  # $1: device; results in $R/smoke/$1
   record "smoke-$1" "$rc" $((SECONDS - t0)) "$(grep -c ': ok ' "$d/smoke.log") models ok, $(grep -c 'FAILED' "$d/smoke.log") failed"
   return "$rc"
 }
+step_torch() {  # not in the default STEPS: the PyTorch baseline of issue 17 item 4
+  log "torch: tools/torch_gpu_bench.py --compile"
+  mkdir -p "$R/torch"
+  local t0=$SECONDS
+  PYTHONUNBUFFERED=1 timeout -k 5 "$(limit "${TORCH_TIMEOUT_S:-300}")" "$PYTHON" \
+    "$ROOT/tools/torch_gpu_bench.py" --compile --out "$R/torch/torch_bench.json" > "$R/torch/torch.log" 2>&1
+  record torch "$?" $((SECONDS - t0)) "$(grep -c '"error"' "$R/torch/torch.log") cases failed, $(grep -c skipped "$R/torch/torch.log") skipped"
+}
+
 step_smoke() {
   smoke "$SERVER_DEVICE"
   if [[ $? != 0 && "$CPU_FALLBACK" == 1 && "$SERVER_DEVICE" != cpu && ! -s "$R/smoke/$SERVER_DEVICE/smoke.json" ]]; then
