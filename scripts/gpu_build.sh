@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds flatstate's engine, kernels (CUDA sm_80 + sm_90) and tests on a GPU machine that has CMake,
-# a C++20 compiler and nvcc but maybe no package registry, then runs the tests. See docs/gpu.md.
+# a C++20 compiler and nvcc but maybe no package registry, then runs the tests. The usual way is
+# scripts/gpu_bundle.sh here + scripts/gpu_run.sh there (no build there); this is the fallback.
+# See docs/gpu.md.
 #
 #   scripts/gpu_build.sh [build-dir]            (default build-gpu)
 #

@@ -1,0 +1,265 @@
+#!/usr/bin/env bash
+# The one-call GPU run: on the GPU machine, from the repository root, with .gpu-bundle/ (made
+# here by scripts/gpu_bundle.sh) carried along, runs everything a GPU session must observe and
+# writes it under OUT_DIR. Builds nothing. See docs/gpu.md for the device call.
+#
+#   scripts/gpu_run.sh OUT_DIR
+#
+# OUT_DIR gets three files (the device tool returns at most 8, 2 folders deep):
+#   summary.txt       pass/fail/skip counts per step, the compiled-in paths, the verdict
+#   gpu-run.tar.gz    everything: env.txt (nvidia-smi, versions, ldd), tests/<name>.{json,log}
+#                     (--gtest_output=json), sanitizer/{memcheck,racecheck}-<test>.log,
+#                     bench/bench.{json,log}, smoke/ (server log, smoke.json, <model>.ckpt
+#                     for scripts/gpu_server_smoke.py verify on the CPU), steps.tsv, summary.txt
+#   run.log           this script's progress
+# The tarball is rewritten after every step, so a run cut off at the device's limit still
+# returns what it did. A step that fails or times out is recorded and the next one runs; the
+# exit status is 0 only if every step passed.
+#
+# Environment (defaults in brackets):
+#   BUNDLE [.gpu-bundle]  WORK [/tmp/flatstate-gpu-run]: where the bundle is unpacked
+#   STEPS [env,tests,smoke,bench,sanitize]: which steps, in this order   BUDGET_S [540]: the
+#     whole run's wall time; every step's timeout is cut to what is left (the device allows
+#     600 s per command), so the last steps get what the first leave
+#   TEST_JOBS [8]  TEST_TIMEOUT_S [240]: test binaries run in parallel, each with this limit
+#   SANITIZE_RUNS: space-separated tool:test:gtest_filter (default: memcheck over every CUDA
+#     instance of device_kernels_test and engine_device_test, racecheck over the kernels' and
+#     the engine's greedy test per kind)   SANITIZE_TIMEOUT_S [90]: per run
+#   BENCH_FILTER ['/threads:1/|Prefill/|DecodeAtContext/']  BENCH_TIMEOUT_S [150]
+#   SERVER_DEVICE [cuda]  CPU_FALLBACK [1]: if the server cannot start on SERVER_DEVICE, run the
+#     smoke once more on --device=cpu (to check the run itself; labelled as such)
+#   PYTHON [python3]: needs grpcio and protobuf (smoke), torch (torch)
+#   Step torch (not in the default STEPS; e.g. STEPS=torch in a second call, TORCH_TIMEOUT_S
+#     [300]): tools/torch_gpu_bench.py --compile, the PyTorch baseline, into torch/
+set -uo pipefail
+[[ $# == 1 ]] || { echo "usage: scripts/gpu_run.sh OUT_DIR" >&2; exit 2; }
+cd "$(dirname "$0")/.."
+ROOT="$PWD"
+mkdir -p "$1" && OUT="$(cd "$1" && pwd)"
+BUNDLE="${BUNDLE:-.gpu-bundle}"
+WORK="${WORK:-/tmp/flatstate-gpu-run}"
+STEPS="${STEPS:-env,tests,smoke,bench,sanitize}"
+BUDGET_S="${BUDGET_S:-540}"
+TEST_JOBS="${TEST_JOBS:-8}"
+TEST_TIMEOUT_S="${TEST_TIMEOUT_S:-240}"
+SANITIZE_RUNS="${SANITIZE_RUNS:-memcheck:device_kernels_test:*/cuda memcheck:engine_device_test:*/cuda_* \
+  racecheck:device_kernels_test:*/cuda racecheck:engine_device_test:*GreedyTokensMatchCpu/cuda_*}"
+SANITIZE_TIMEOUT_S="${SANITIZE_TIMEOUT_S:-90}"
+BENCH_FILTER="${BENCH_FILTER:-/threads:1/|Prefill/|DecodeAtContext/}"
+BENCH_TIMEOUT_S="${BENCH_TIMEOUT_S:-150}"
+SERVER_DEVICE="${SERVER_DEVICE:-cuda}"
+CPU_FALLBACK="${CPU_FALLBACK:-1}"
+PYTHON="${PYTHON:-python3}"
+START=$SECONDS
+R="$WORK/out"          # the results tree, packed into $OUT/gpu-run.tar.gz
+B="$WORK/bundle"       # the unpacked bundle
+rm -rf "$WORK" && mkdir -p "$R" "$B"
+exec > >(tee "$OUT/run.log") 2>&1
+log() { printf '[gpu_run %4ds] %s\n' $((SECONDS - START)) "$*"; }
+pack() { cp "$OUT/run.log" "$R/run.log" 2>/dev/null; tar -C "$R" -czf "$OUT/gpu-run.tar.gz.tmp" . &&
+         mv "$OUT/gpu-run.tar.gz.tmp" "$OUT/gpu-run.tar.gz"; }
+left() { echo $((BUDGET_S - (SECONDS - START))); }
+limit() { local l; l=$(left); (( l < $1 )) && echo $((l > 5 ? l : 5)) || echo "$1"; }
+printf 'step\trc\tseconds\tnote\n' > "$R/steps.tsv"
+record() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "${4:-}" >> "$R/steps.tsv"; pack; }
+
+# ---- unpack, libraries, compiled-in paths ---------------------------------------------------
+log "unpacking $BUNDLE into $B"
+if ! tar -C "$B" -xJf "$BUNDLE/flatstate-gpu.tar.xz" 2>/dev/null; then
+  "$PYTHON" -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+    "$BUNDLE/flatstate-gpu.tar.xz" "$B" || { log "cannot unpack the bundle"; record unpack 1 0; exit 1; }
+fi
+manifest() { awk -v k="$1" '$1 == k {sub(/^[^ ]+ /, ""); print; exit}' "$B/MANIFEST"; }
+cuda_dirs=""
+for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13; do
+  d=""
+  for c in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu; do
+    [[ -e "$c/$lib" ]] && { d="$c"; break; }
+  done
+  [[ -n "$d" ]] || d="$(dirname "$(find /usr/local /opt /usr/lib -name "$lib" 2>/dev/null | head -1)" 2>/dev/null)"
+  [[ -n "$d" && "$d" != . && ":$cuda_dirs:" != *":$d:"* ]] && cuda_dirs="$cuda_dirs:$d"
+done
+export LD_LIBRARY_PATH="$B/lib$cuda_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# libstdc++/libgcc_s of the build machine only where the target's own are older.
+if ldd "$B/bin/flatstate-server" 2>&1 | grep -q 'GLIBCXX.*not found\|libstdc++.*not found'; then
+  export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$B/lib-fallback"
+  log "target libstdc++ too old or absent: using the bundle's"
+fi
+log "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+# Tests read models/ and tests/data/ through the source dir compiled in at bundle time, and the
+# system tests start the server through its build path: make both paths exist here.
+SRC="$(manifest source_dir)"
+if [[ "$(realpath -m "$SRC")" != "$(realpath "$ROOT")" ]]; then
+  if [[ ! -e "$SRC" ]]; then
+    mkdir -p "$(dirname "$SRC")" && ln -s "$ROOT" "$SRC" && log "linked $SRC -> $ROOT"
+  elif ! cmp -s "$SRC/models/shakespeare-softmax/config.json" "$ROOT/models/shakespeare-softmax/config.json"; then
+    log "WARNING: $SRC exists and is another checkout: tests read models/ from there"
+  fi
+fi
+SERVER_PATH="$(manifest server_binary)"
+if [[ ! -x "$SERVER_PATH" ]]; then
+  mkdir -p "$(dirname "$SERVER_PATH")" && ln -sfn "$B/bin/flatstate-server" "$SERVER_PATH" &&
+    log "linked $SERVER_PATH -> bundle"
+fi
+pack
+
+# ---- env ----------------------------------------------------------------------------------
+step_env() {
+  log "env"
+  t0=$SECONDS
+  {
+    echo "== date"; date -u
+    echo "== uname"; uname -a
+    echo "== os"; cat /etc/os-release 2>/dev/null | head -2
+    echo "== nvidia-smi"; nvidia-smi 2>&1 || echo "nvidia-smi: not available"
+    nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.max.mem --format=csv 2>&1
+    echo "== nvcc"; (nvcc --version || /usr/local/cuda/bin/nvcc --version) 2>&1 | tail -2
+    echo "== compute-sanitizer"; compute-sanitizer --version 2>&1 | tail -1
+    echo "== glibc"; ldd --version 2>&1 | head -1
+    echo "== cpu"; nproc; grep -m1 'model name' /proc/cpuinfo
+    echo "== python"; "$PYTHON" -c 'import sys, grpc, google.protobuf as p; print(sys.version.split()[0], "grpcio", grpc.__version__, "protobuf", p.__version__)' 2>&1
+    "$PYTHON" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.is_available())' 2>&1
+    echo "== LD_LIBRARY_PATH"; echo "$LD_LIBRARY_PATH"
+    echo "== MANIFEST"; cat "$B/MANIFEST"
+    echo "== ldd flatstate-server"; ldd "$B/bin/flatstate-server"
+    echo "== ldd device_kernels_test"; ldd "$B/tests/device_kernels_test"
+  } > "$R/env.txt" 2>&1
+  # Every library must come from the bundle, glibc, or CUDA.
+  outside=$(find "$B/bin" "$B/tests" -type f -exec ldd {} + 2>/dev/null | awk '/=>/ {print $1, $3}' |
+    sort -u | grep -v -e " $B/" -e '^linux-vdso' -e '^ld-linux' -e '^lib\(c\|m\|pthread\|dl\|rt\|resolv\)\.so' \
+      -e '^libcud' -e '^libcublas' -e '^libnvidia' -e '^libstdc++' -e '^libgcc_s' || true)
+  { echo "== libraries resolved outside the bundle (glibc, CUDA, libstdc++/libgcc_s excluded)"
+    echo "${outside:-none}"; } >> "$R/env.txt"
+  nf=$(grep -c 'not found' <<<"$outside")
+  record env "$nf" $((SECONDS - t0)) "$( [[ -z "$outside" ]] && echo 'all libraries from the bundle' || echo "outside: $(tr '\n' ' ' <<<"$outside")")"
+}
+
+# ---- tests --------------------------------------------------------------------------------
+run_test() {  # $1: path under $B/tests; writes $R/tests/<name>.{json,log}
+  local name; name="$(basename "$1")"
+  timeout -k 5 "$2" "$B/$1" --gtest_output="json:$R/tests/$name.json" > "$R/tests/$name.log" 2>&1
+  echo "$name rc=$?"
+}
+export -f run_test
+export B R
+step_tests() {
+  log "tests: $(cd "$B" && find tests -type f | wc -l) binaries, $TEST_JOBS at a time"
+  t0=$SECONDS
+  mkdir -p "$R/tests"
+  lim=$(limit "$TEST_TIMEOUT_S")
+  (cd "$B" && find tests -type f -name '*_test' | sort) |
+    xargs -P "$TEST_JOBS" -I{} bash -c "run_test {} $lim" | sort > "$R/tests/rc.txt"
+  counts=$("$PYTHON" - "$R/tests" <<'EOF'
+import glob, json, os, sys
+p = f = s = 0; failed = []; skipped = []
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
+    for suite in json.load(open(path)).get("testsuites", []):
+        for t in suite.get("testsuite", []):
+            name = f'{suite["name"]}.{t["name"]}'
+            if t.get("failures"): f += 1; failed.append(name)
+            elif t.get("result") == "SKIPPED" or t.get("status") == "NOTRUN": s += 1; skipped.append(name)
+            else: p += 1
+open(os.path.join(sys.argv[1], "failed.txt"), "w").write("\n".join(failed) + "\n")
+open(os.path.join(sys.argv[1], "skipped.txt"), "w").write("\n".join(skipped) + "\n")
+print(f"passed {p} failed {f} skipped {s}")
+EOF
+)
+  bad=$(grep -vc ' rc=0$' "$R/tests/rc.txt")
+  cuda_skips=$(grep -ci 'cuda' "$R/tests/skipped.txt")
+  reason=$(grep -ho 'no CUDA GPU visible[^"]*' "$R"/tests/*.log 2>/dev/null | sort | uniq -c | head -3 | tr -s ' ' | tr '\n' ';')
+  record tests "$bad" $((SECONDS - t0)) "$counts; binaries with rc!=0: $bad; CUDA tests skipped: $cuda_skips ${reason:+($reason)}"
+  log "tests: $counts"
+}
+
+# ---- sanitizers ---------------------------------------------------------------------------
+step_sanitize() {
+  mkdir -p "$R/sanitizer"
+  local cs run tool t filter t0
+  cs="$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)"
+  for run in $SANITIZE_RUNS; do
+    IFS=: read -r tool t filter <<<"$run"
+    t0=$SECONDS
+    if [[ -z "$cs" ]]; then
+      log "sanitize: compute-sanitizer not found"; record "sanitize-$tool-$t" skipped 0 "compute-sanitizer not found"; continue
+    fi
+    log "compute-sanitizer --tool $tool $t --gtest_filter=$filter"
+    timeout -k 5 "$(limit "$SANITIZE_TIMEOUT_S")" "$cs" --tool "$tool" --error-exitcode 99 \
+      "$B/tests/$t" --gtest_filter="$filter" > "$R/sanitizer/$tool-$t.log" 2>&1
+    record "sanitize-$tool-$t" "$?" $((SECONDS - t0)) "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|PASSED|SKIPPED|FAILED  ' "$R/sanitizer/$tool-$t.log" | tail -3 | tr '\n' ' ')"
+  done
+}
+
+# ---- benchmark ----------------------------------------------------------------------------
+step_bench() {
+  log "bench: FLATSTATE_BENCH_DEVICE=cuda --benchmark_filter='$BENCH_FILTER'"
+  mkdir -p "$R/bench"
+  t0=$SECONDS
+  FLATSTATE_BENCH_DEVICE=cuda FLATSTATE_BENCH_DIR="$WORK/bench-models" \
+    timeout -k 5 "$(limit "$BENCH_TIMEOUT_S")" "$B/bin/flatstate-bench" \
+    --benchmark_filter="$BENCH_FILTER" --benchmark_out="$R/bench/bench.json" \
+    --benchmark_out_format=json > "$R/bench/bench.log" 2>&1
+  rc=$?
+  record bench "$rc" $((SECONDS - t0)) "$(grep -c '^Decode\|^Prefill' "$R/bench/bench.log") results; $(tail -1 "$R/bench/bench.log" | cut -c1-160)"
+}
+
+# ---- server smoke -------------------------------------------------------------------------
+smoke() {  # $1: device; results in $R/smoke/$1
+  local d="$R/smoke/$1" pid port rc t0=$SECONDS
+  mkdir -p "$d"
+  log "smoke: flatstate-server --device=$1"
+  "$B/bin/flatstate-server" --device="$1" --port=0 --metrics_port=0 --models_dir="$ROOT/models" \
+    --checkpoint_dir="$WORK/checkpoints-$1" > "$d/server.out" 2> "$d/server.log" &
+  pid=$!
+  for _ in $(seq 300); do
+    port=$(awk '/^port / {print $2}' "$d/server.out")
+    [[ -n "$port" ]] && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.2
+  done
+  if [[ -z "$port" ]]; then
+    wait "$pid"; rc=$?
+    record "smoke-$1" $((rc == 0 ? 1 : rc)) $((SECONDS - t0)) "server did not start: $(grep -m1 -i 'error' "$d/server.log" | cut -c1-200)"
+    return 1
+  fi
+  PYTHONPATH="$ROOT/clients/python" FLATSTATE_PYTHON_STUBS="$B/python" PYTHONUNBUFFERED=1 \
+    timeout -k 5 "$(limit 120)" "$PYTHON" "$ROOT/scripts/gpu_server_smoke.py" run \
+    --server "localhost:$port" --dir "$d" > "$d/smoke.log" 2>&1
+  rc=$?
+  kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+  record "smoke-$1" "$rc" $((SECONDS - t0)) "$(grep -c ': ok ' "$d/smoke.log") models ok, $(grep -c 'FAILED' "$d/smoke.log") failed"
+  return "$rc"
+}
+step_torch() {  # not in the default STEPS: the PyTorch baseline of issue 17 item 4
+  log "torch: tools/torch_gpu_bench.py --compile"
+  mkdir -p "$R/torch"
+  local t0=$SECONDS
+  PYTHONUNBUFFERED=1 timeout -k 5 "$(limit "${TORCH_TIMEOUT_S:-300}")" "$PYTHON" \
+    "$ROOT/tools/torch_gpu_bench.py" --compile --out "$R/torch/torch_bench.json" > "$R/torch/torch.log" 2>&1
+  record torch "$?" $((SECONDS - t0)) "$(grep -c '"error"' "$R/torch/torch.log") cases failed, $(grep -c skipped "$R/torch/torch.log") skipped"
+}
+
+step_smoke() {
+  smoke "$SERVER_DEVICE"
+  if [[ $? != 0 && "$CPU_FALLBACK" == 1 && "$SERVER_DEVICE" != cpu && ! -s "$R/smoke/$SERVER_DEVICE/smoke.json" ]]; then
+    log "smoke: --device=$SERVER_DEVICE did not start; checking the run itself on --device=cpu"
+    smoke cpu
+  fi
+}
+
+for s in ${STEPS//,/ }; do
+  declare -F "step_$s" >/dev/null || { log "unknown step $s"; record "$s" 2 0 "unknown step"; continue; }
+  "step_$s"
+done
+
+# ---- summary ------------------------------------------------------------------------------
+{
+  echo "flatstate gpu_run $(date -u +%Y-%m-%dT%H:%M:%SZ), $((SECONDS - START)) s, $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null || echo 'no GPU visible')"
+  echo "bundle: $(manifest commit); compiled source dir $(manifest source_dir)"
+  column -t -s $'\t' "$R/steps.tsv" 2>/dev/null || cat "$R/steps.tsv"
+  failed=$(awk -F'\t' 'NR > 1 && $2 != "0" {print $1}' "$R/steps.tsv" | tr '\n' ' ')
+  echo "steps not passed: ${failed:-none}"
+} > "$R/summary.txt"
+cp "$R/summary.txt" "$OUT/summary.txt"
+pack
+cat "$OUT/summary.txt"
+[[ -z "$(awk -F'\t' 'NR > 1 && $2 != "0"' "$R/steps.tsv")" ]]
