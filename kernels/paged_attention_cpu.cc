@@ -55,9 +55,9 @@ void AttendAllHeads(const PagedKv& kv, const int32_t* table, int layer, int head
   }
 }
 
-// Rotate-half RoPE in place on one row of `heads` heads at absolute position `pos`; c and s hold
-// head_dim / 2 floats of scratch.
-void RopeRow(float* x, int64_t pos, int heads, int head_dim, float theta, float* c, float* s) {
+// RoPE's rotation at absolute position `pos`: c[i], s[i] = cos, sin of pos * theta^(-2i/head_dim)
+// for i < head_dim / 2.
+void RopeAngles(int64_t pos, int head_dim, float theta, float* c, float* s) {
   const int half = head_dim / 2;
   const double p = static_cast<double>(pos);
   for (int i = 0; i < half; ++i) {
@@ -65,6 +65,11 @@ void RopeRow(float* x, int64_t pos, int heads, int head_dim, float theta, float*
     c[i] = static_cast<float>(std::cos(p * inv));
     s[i] = static_cast<float>(std::sin(p * inv));
   }
+}
+
+// Rotate-half RoPE in place on one row of `heads` heads, with RopeAngles' c and s.
+void RopeRow(float* x, int heads, int head_dim, const float* c, const float* s) {
+  const int half = head_dim / 2;
   for (int h = 0; h < heads; ++h) {
     float* v = x + h * head_dim;
     for (int i = 0; i < half; ++i) {
@@ -93,8 +98,9 @@ void RopeAndWriteKv<Device::kCpu>(const PagedKv& kv, const int32_t* tables, cons
       const PagedRow& r = rows[i];
       const int64_t pos = r.ctx - 1;
       float* row = qkv + r.row * stride;
-      RopeRow(row, pos, heads, head_dim, theta, c.data(), s.data());           // q
-      RopeRow(row + hidden, pos, heads, head_dim, theta, c.data(), s.data());  // k
+      RopeAngles(pos, head_dim, theta, c.data(), s.data());        // once for q and k
+      RopeRow(row, heads, head_dim, c.data(), s.data());           // q
+      RopeRow(row + hidden, heads, head_dim, c.data(), s.data());  // k
       const int32_t* table = tables + r.table;
       std::memcpy(kv.Key(table, layer, pos), row + hidden, sizeof(float) * hidden);
       std::memcpy(kv.Value(table, layer, pos), row + 2 * hidden, sizeof(float) * hidden);
