@@ -22,8 +22,8 @@ constexpr int kThreads = kWarps * 32;
 constexpr size_t kSmemLimit = 48 * 1024;  // default dynamic shared memory per block (no opt-in)
 
 // One block per row; pairs (head, i) over the threads. Angles in double like the CPU.
-__global__ void RopeKernel(float* x, int64_t stride, const PagedRow* rows, int heads,
-                           int head_dim, float theta) {
+__global__ void RopeKernel(float* x, int64_t stride, const PagedRow* rows, int heads, int head_dim,
+                           float theta) {
   const PagedRow r = rows[blockIdx.x];
   const int64_t pos = r.ctx - 1;
   float* row = x + r.row * stride;
@@ -41,8 +41,8 @@ __global__ void RopeKernel(float* x, int64_t stride, const PagedRow* rows, int h
 }
 
 // Shared memory: q [hd], acc [kWarps][hd], wm [kWarps], wl [kWarps].
-__device__ void AttendBlock(const PagedKv& p, const int32_t* table, int layer, int head,
-                            int hd, const float* q, int64_t ctx, float* out) {
+__device__ void AttendBlock(const PagedKv& p, const int32_t* table, int layer, int head, int hd,
+                            const float* q, int64_t ctx, float* out) {
   extern __shared__ float smem[];
   float* qs = smem;
   float* acc = qs + hd;
@@ -98,8 +98,9 @@ __global__ void __launch_bounds__(kThreads)
                int64_t stride, float* out, int64_t out_stride, int layer, int hd) {
   const PagedRow r = rows[blockIdx.x];
   const int h = blockIdx.y;
-  AttendBlock(p, tables + r.table, layer, h, hd, qkv + r.row * stride + static_cast<int64_t>(h) * hd,
-              r.ctx, out + r.row * out_stride + static_cast<int64_t>(h) * hd);
+  AttendBlock(p, tables + r.table, layer, h, hd,
+              qkv + r.row * stride + static_cast<int64_t>(h) * hd, r.ctx,
+              out + r.row * out_stride + static_cast<int64_t>(h) * hd);
 }
 
 // One block per row: K (qkv + hidden) and V (qkv + 2 hidden) into the row's slot.
@@ -116,7 +117,9 @@ __global__ void WriteKvKernel(PagedKv p, const int32_t* tables, const PagedRow* 
   }
 }
 
-size_t SmemBytes(int hd) { return sizeof(float) * (static_cast<size_t>(kWarps + 1) * hd + 2 * kWarps); }
+size_t SmemBytes(int hd) {
+  return sizeof(float) * (static_cast<size_t>(kWarps + 1) * hd + 2 * kWarps);
+}
 
 }  // namespace
 }  // namespace cuda
@@ -154,8 +157,7 @@ void PagedAttention<Device::kCuda>(const PagedKv& kv, const int32_t* tables, con
   if (n <= 0 || heads <= 0) return;
   cuda::RowsKernel<<<dim3(static_cast<unsigned>(n), heads), cuda::kThreads,
                      cuda::SmemBytes(head_dim), cuda::Stream()>>>(kv, tables, rows, qkv, stride,
-                                                                  out, out_stride, layer,
-                                                                  head_dim);
+                                                                  out, out_stride, layer, head_dim);
   FS_CUDA_CHECK_LAUNCH("PagedAttention RowsKernel");
 }
 

@@ -16,10 +16,10 @@ EngineLoop::EngineLoop(ModelRegistry models, std::unique_ptr<SessionStore> store
       store_(std::move(store)),
       options_(options),
       metrics_(metrics),
-      sessions_(store_.get(),
-                SessionTableOptions{options.max_sessions, options.session_idle_ttl,
-                                    options.log_requests},
-                metrics),
+      sessions_(
+          store_.get(),
+          SessionTableOptions{options.max_sessions, options.session_idle_ttl, options.log_requests},
+          metrics),
       trimmer_(&metrics->malloc_trim_seconds) {}
 
 EngineLoop::~EngineLoop() { Stop(); }
@@ -85,7 +85,8 @@ void EngineLoop::Run() {
 void EngineLoop::Generate(GenerateJob job, std::shared_ptr<TokenSink> sink) {
   // std::function needs a copyable closure: move the job into a shared_ptr.
   auto j = std::make_shared<GenerateJob>(std::move(job));
-  Post([this, j, sink = std::move(sink)]() mutable { AdmitStream(std::move(*j), std::move(sink)); });
+  Post(
+      [this, j, sink = std::move(sink)]() mutable { AdmitStream(std::move(*j), std::move(sink)); });
 }
 
 void EngineLoop::AdmitStream(GenerateJob job, std::shared_ptr<TokenSink> sink) {
@@ -151,13 +152,13 @@ void EngineLoop::AdmitStream(GenerateJob job, std::shared_ptr<TokenSink> sink) {
 
 absl::Status EngineLoop::PrepareSession(const GenerateJob& job, Session* session) {
   if (job.prompt.empty() && session->state.pending.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "prompt: empty input, and session ", session->id, " has no context to continue from"));
+    return absl::InvalidArgumentError(absl::StrCat("prompt: empty input, and session ", session->id,
+                                                   " has no context to continue from"));
   }
   const ModelConfig& cfg = session->model->config();
   if (!cfg.is_linear()) {
-    const int64_t need = session->state.context_tokens() +
-                         static_cast<int64_t>(job.prompt.size()) + job.max_new_tokens;
+    const int64_t need = session->state.context_tokens() + static_cast<int64_t>(job.prompt.size()) +
+                         job.max_new_tokens;
     if (need > cfg.max_position_embeddings) {
       return absl::InvalidArgumentError(absl::StrCat(
           "max_new_tokens: context ", session->state.context_tokens(), " + prompt ",
@@ -224,8 +225,8 @@ void EngineLoop::StepModel(LoadedModel* model) {
                    r.status.code() == absl::StatusCode::kResourceExhausted
                        ? FinishReason::kKvPoolFull
                        : FinishReason::kEngineError,
-                   absl::Status(r.status.code(), absl::StrCat("model '", model->name,
-                                                              "': ", r.status.message())));
+                   absl::Status(r.status.code(),
+                                absl::StrCat("model '", model->name, "': ", r.status.message())));
       continue;
     }
     ran += r.consumed;
@@ -273,7 +274,8 @@ void EngineLoop::FinishStream(Stream* st, FinishReason reason, const absl::Statu
                             st->generated,
                             static_cast<uint64_t>(session->state.context_tokens()),
                             session->model->engine->SessionBytes(session->state)};
-  if (options_.log_requests) LogGenerate(sum, session->throwaway, absl::Now() - st->arrival, status);
+  if (options_.log_requests)
+    LogGenerate(sum, session->throwaway, absl::Now() - st->arrival, status);
   st->sink->OnFinish(sum, status);
   if (session->throwaway) sessions_.Erase(session);
   st->session = nullptr;

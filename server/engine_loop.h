@@ -19,7 +19,8 @@
 // engine failed with the engine's status (kEngineError); the others go on. Then idle sessions are
 // evicted (SessionTable::MaybeEvictIdle), gauges are published and MemoryTrimmer::Maybe runs.
 //
-// Failures are absl statuses passed to the callback / TokenSink::OnFinish; codes per docs/server.md.
+// Failures are absl statuses passed to the callback / TokenSink::OnFinish; codes per
+// docs/server.md.
 #ifndef FLATSTATE_SERVER_ENGINE_LOOP_H_
 #define FLATSTATE_SERVER_ENGINE_LOOP_H_
 

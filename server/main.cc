@@ -26,30 +26,38 @@ const flatstate::server::ServerOptions kDefaults;
 
 ABSL_FLAG(std::string, host, kDefaults.host, "address to listen on");
 ABSL_FLAG(int, port, kDefaults.port, "gRPC port (0: pick a free one and print it)");
-ABSL_FLAG(std::string, models_dir, kDefaults.models_dir, "folder whose subfolders with a config.json are "
+ABSL_FLAG(std::string, models_dir, kDefaults.models_dir,
+          "folder whose subfolders with a config.json are "
           "loaded, one model each (named after the subfolder)");
 ABSL_FLAG(std::string, default_model, kDefaults.default_model,
           "model used when a request names none (default: first sorted name containing "
           "'linear-elu', else the first)");
 ABSL_FLAG(int, threads, kDefaults.threads, "engine threads per model (0: all cores)");
 ABSL_FLAG(std::string, device, kDefaults.device, "auto | cpu | cuda");
-ABSL_FLAG(int, max_sessions, kDefaults.max_sessions, "sessions held (in memory or evicted to disk)");
+ABSL_FLAG(int, max_sessions, kDefaults.max_sessions,
+          "sessions held (in memory or evicted to disk)");
 ABSL_FLAG(int64_t, max_prompt_tokens, kDefaults.max_prompt_tokens, "longest accepted prompt");
-ABSL_FLAG(uint32_t, max_new_tokens_limit, kDefaults.max_new_tokens_limit, "largest accepted max_new_tokens");
-ABSL_FLAG(int, kv_blocks, kDefaults.kv_blocks, "KV cache blocks (16 tokens each) per softmax model");
-ABSL_FLAG(int64_t, step_token_budget, kDefaults.step_token_budget,
-          "tokens one engine step may run per model (decodes first, prefill chunks share the rest)");
+ABSL_FLAG(uint32_t, max_new_tokens_limit, kDefaults.max_new_tokens_limit,
+          "largest accepted max_new_tokens");
+ABSL_FLAG(int, kv_blocks, kDefaults.kv_blocks,
+          "KV cache blocks (16 tokens each) per softmax model");
+ABSL_FLAG(
+    int64_t, step_token_budget, kDefaults.step_token_budget,
+    "tokens one engine step may run per model (decodes first, prefill chunks share the rest)");
 ABSL_FLAG(std::string, checkpoint_dir, kDefaults.checkpoint_dir,
           "where checkpoints and evicted sessions are written (created if missing)");
-ABSL_FLAG(std::string, auth_token, kDefaults.auth_token, "if set, require 'authorization: Bearer <token>'");
+ABSL_FLAG(std::string, auth_token, kDefaults.auth_token,
+          "if set, require 'authorization: Bearer <token>'");
 ABSL_FLAG(std::string, auth_token_file, "", "read --auth_token from this file");
-ABSL_FLAG(std::string, tls_cert, kDefaults.tls_cert, "PEM certificate chain (with --tls_key: serve TLS)");
+ABSL_FLAG(std::string, tls_cert, kDefaults.tls_cert,
+          "PEM certificate chain (with --tls_key: serve TLS)");
 ABSL_FLAG(std::string, tls_key, kDefaults.tls_key, "PEM private key");
 ABSL_FLAG(absl::Duration, session_idle_ttl, kDefaults.session_idle_ttl,
           "idle sessions are checkpointed to --checkpoint_dir and evicted after this long "
           "(0: never)");
 ABSL_FLAG(int, metrics_port, kDefaults.metrics_port, "Prometheus /metrics HTTP port (0: off)");
-ABSL_FLAG(int, max_receive_message_bytes, kDefaults.max_receive_message_bytes, "largest accepted request message");
+ABSL_FLAG(int, max_receive_message_bytes, kDefaults.max_receive_message_bytes,
+          "largest accepted request message");
 ABSL_FLAG(bool, log_requests, kDefaults.log_requests, "one stderr line per finished request");
 
 int main(int argc, char** argv) {

@@ -21,8 +21,8 @@
 //    streams end), kKvExhausted: the caller ends it alone with RESOURCE_EXHAUSTED;
 //  * else kWaitForKv: it keeps its place and tries again next step. Streams that wait hold their
 //    blocks, so they can wait on each other: when no stream runs or ends in a step, the youngest
-//    (latest to arrive) waiting one gets kKvExhausted instead (its blocks come back if its session is throwaway).
-//    At least one stream runs or ends every step, so waiting never deadlocks.
+//    (latest to arrive) waiting one gets kKvExhausted instead (its blocks come back if its session
+//    is throwaway). At least one stream runs or ends every step, so waiting never deadlocks.
 // A prefill that cannot get its blocks leaves its share of the budget to the next one (decodes
 // count one token each against the budget whether they run or not, as before).
 #ifndef FLATSTATE_SERVER_SCHEDULER_H_
@@ -36,9 +36,9 @@ namespace flatstate::server {
 
 // What the scheduler knows of one active stream.
 struct StreamDemand {
-  int64_t position = 0;        // tokens of its session already run
-  int64_t pending = 0;         // tokens waiting to run
-  int64_t kv_blocks_held = 0;  // softmax: blocks in its session's table
+  int64_t position = 0;             // tokens of its session already run
+  int64_t pending = 0;              // tokens waiting to run
+  int64_t kv_blocks_held = 0;       // softmax: blocks in its session's table
   bool frees_kv_on_finish = false;  // its session's blocks go back to the pool when it ends
 };
 
@@ -67,8 +67,7 @@ class Scheduler {
 
   // One step's plan for `streams` (arrival order) with `kv_blocks_free` free blocks (ignored
   // without paged KV). Result: one entry per stream, same order.
-  std::vector<StreamStep> Plan(std::span<const StreamDemand> streams,
-                               int64_t kv_blocks_free) const;
+  std::vector<StreamStep> Plan(std::span<const StreamDemand> streams, int64_t kv_blocks_free) const;
 
   const SchedulerLimits& limits() const { return limits_; }
 

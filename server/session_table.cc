@@ -26,9 +26,9 @@ SessionTable::SessionTable(SessionStore* store, const SessionTableOptions& optio
 
 absl::Status SessionTable::CheckCapacity() const {
   if (static_cast<int64_t>(sessions_.size()) >= options_.max_sessions) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "max_sessions reached: the server holds ", sessions_.size(), " sessions (limit ",
-        options_.max_sessions, "); delete some"));
+    return absl::ResourceExhaustedError(absl::StrCat("max_sessions reached: the server holds ",
+                                                     sessions_.size(), " sessions (limit ",
+                                                     options_.max_sessions, "); delete some"));
   }
   return absl::OkStatus();
 }
@@ -54,7 +54,8 @@ absl::StatusOr<Session*> SessionTable::Create(LoadedModel* model, const Sampling
 
 absl::StatusOr<Session*> SessionTable::Restore(LoadedModel* model, absl::string_view blob) {
   if (absl::Status s = CheckCapacity(); !s.ok()) return s;
-  absl::StatusOr<SessionState> state = model->engine->Restore(std::string_view(blob.data(), blob.size()));
+  absl::StatusOr<SessionState> state =
+      model->engine->Restore(std::string_view(blob.data(), blob.size()));
   if (!state.ok()) return state.status();
   return Add(model, std::move(*state), /*throwaway=*/false);
 }
@@ -81,9 +82,8 @@ absl::Status SessionTable::EnsureResident(Session* s) {
   if (!blob.ok()) return blob.status();
   absl::StatusOr<SessionState> state = s->model->engine->Restore(*blob);
   if (!state.ok()) {
-    return absl::Status(state.status().code(),
-                        absl::StrCat("restoring evicted session ", s->id, ": ",
-                                     state.status().message()));
+    return absl::Status(state.status().code(), absl::StrCat("restoring evicted session ", s->id,
+                                                            ": ", state.status().message()));
   }
   s->state = std::move(*state);
   s->resident = true;

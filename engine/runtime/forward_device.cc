@@ -205,10 +205,10 @@ void DeviceForward<D>::Attention(int layer, int64_t rows) {
   int64_t attended = 0;  // (query row, key row) pairs
   for (const PagedRow& r : paged_.host) attended += r.ctx;
   const Parallel& par = PoolFor(attended * hidden);
-  RopeAndWriteKv<D>(pool_, tables_.on, paged_.on, rows, qkv, 3 * hidden, layer, H, hd,
-                    c.rope_theta, par);
-  PagedAttention<D>(pool_, tables_.on, paged_.on, rows, qkv, 3 * hidden, att, hidden, layer, H,
-                    hd, par);
+  RopeAndWriteKv<D>(pool_, tables_.on, paged_.on, rows, qkv, 3 * hidden, layer, H, hd, c.rope_theta,
+                    par);
+  PagedAttention<D>(pool_, tables_.on, paged_.on, rows, qkv, 3 * hidden, att, hidden, layer, H, hd,
+                    par);
 }
 
 template <Device D>
@@ -249,8 +249,8 @@ absl::Status DeviceForward<D>::RunLayers(std::span<const SequenceRun> batch,
     const float* attn_in = h;
     if (lw.conv != nullptr) {
       CausalConv<D>(h, hidden, c.conv_kernel_size, lw.conv, conv_.on,
-                    static_cast<int>(conv_.host.size()), static_cast<int64_t>(layout_.per_layer) * l,
-                    h2);
+                    static_cast<int>(conv_.host.size()),
+                    static_cast<int64_t>(layout_.per_layer) * l, h2);
       attn_in = h2;
     }
     Gemm<D>(attn_in, N, lw.wqkv, qkv_.template as<float>(), false, *par_);
@@ -270,8 +270,8 @@ absl::Status DeviceForward<D>::RunLayers(std::span<const SequenceRun> batch,
     host_logits_.resize(static_cast<size_t>(R * V));
     RETURN_IF_ERROR(CopyToHost<D>(host_logits_.data(), out, sizeof(float) * R * V));
     if (c.is_linear()) {
-      RETURN_IF_ERROR(CopyToHost<D>(states_.host.data(), states_.on,
-                                    sizeof(float) * states_.host.size()));
+      RETURN_IF_ERROR(
+          CopyToHost<D>(states_.host.data(), states_.on, sizeof(float) * states_.host.size()));
     }
     RETURN_IF_ERROR(Synchronize<D>());
     // Success: only now do sessions change.
