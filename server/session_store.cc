@@ -12,7 +12,26 @@ absl::Status CheckId(absl::string_view id, absl::string_view what) {
       absl::StrCat(what, ": '", id, "' is not an id (32 lower-case hex characters)"));
 }
 
+absl::Status NotShared(absl::string_view what) {
+  return absl::UnimplementedError(absl::StrCat(
+      what, ": the directory session store is not shared (use --session_store=redis://...)"));
+}
+
 }  // namespace
+
+absl::StatusOr<SessionLease> DirSessionStore::AcquireLease(absl::string_view) {
+  return NotShared("AcquireLease");
+}
+absl::Status DirSessionStore::RenewLease(const SessionLease&) { return NotShared("RenewLease"); }
+void DirSessionStore::ReleaseLease(const SessionLease&) {}
+absl::StatusOr<uint64_t> DirSessionStore::Version(absl::string_view) {
+  return NotShared("Version");
+}
+absl::StatusOr<StoredSession> DirSessionStore::Load(absl::string_view) { return NotShared("Load"); }
+absl::StatusOr<uint64_t> DirSessionStore::Save(absl::string_view, uint64_t, const SessionImage&) {
+  return NotShared("Save");
+}
+absl::Status DirSessionStore::Delete(absl::string_view) { return NotShared("Delete"); }
 
 absl::Status DirSessionStore::PutEvicted(absl::string_view session_id, absl::string_view blob) {
   if (absl::Status s = CheckId(session_id, "session_id"); !s.ok()) return s;
