@@ -68,9 +68,8 @@ void Engine::ReleaseSession(SessionState* s) {
 absl::Status Engine::Append(SessionState* s, std::span<const int32_t> tokens) const {
   for (size_t i = 0; i < tokens.size(); ++i) {
     if (tokens[i] < 0 || tokens[i] >= config().vocab_size) {
-      return absl::InvalidArgumentError(absl::StrCat("token ", tokens[i], " at index ", i,
-                                                     " is out of range [0, ",
-                                                     config().vocab_size, ")"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "token ", tokens[i], " at index ", i, " is out of range [0, ", config().vocab_size, ")"));
     }
   }
   s->pending.insert(s->pending.end(), tokens.begin(), tokens.end());
@@ -78,8 +77,7 @@ absl::Status Engine::Append(SessionState* s, std::span<const int32_t> tokens) co
 }
 
 int64_t Engine::PlanTokens(const SessionState& s, int64_t budget) const {
-  return ChunkGridTokens(s.position, static_cast<int64_t>(s.pending.size()), budget,
-                         chunk_size());
+  return ChunkGridTokens(s.position, static_cast<int64_t>(s.pending.size()), budget, chunk_size());
 }
 
 absl::Status Engine::Admit(SessionState* s, int64_t tokens) {
@@ -95,8 +93,7 @@ absl::Status Engine::Admit(SessionState* s, int64_t tokens) {
   return absl::OkStatus();
 }
 
-absl::Status Engine::Step(std::span<const StepRequest> requests,
-                          std::vector<StepResult>* results) {
+absl::Status Engine::Step(std::span<const StepRequest> requests, std::vector<StepResult>* results) {
   results->assign(requests.size(), StepResult{});
   runs_.clear();
   run_of_.clear();
@@ -147,11 +144,9 @@ absl::Status Engine::Step(std::span<const StepRequest> requests,
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<float>> Engine::Score(SessionState* s,
-                                                 std::span<const int32_t> tokens) {
+absl::StatusOr<std::vector<float>> Engine::Score(SessionState* s, std::span<const int32_t> tokens) {
   if (kv_ != nullptr) {
-    RETURN_IF_ERROR(kv_->Reserve(&s->kv_blocks,
-                                 s->position + static_cast<int64_t>(tokens.size())));
+    RETURN_IF_ERROR(kv_->Reserve(&s->kv_blocks, s->position + static_cast<int64_t>(tokens.size())));
   }
   std::vector<float> out;
   SequenceRun run{s, tokens, true};
@@ -162,6 +157,20 @@ absl::StatusOr<std::vector<float>> Engine::Score(SessionState* s,
 absl::StatusOr<std::string> Engine::Checkpoint(const SessionState& s) {
   RETURN_IF_ERROR(forward_->SyncKvToHost(s.kv_blocks));  // CUDA softmax: KV lives on the GPU
   return SerializeSession(ckpt_model_, s, kv_.get());
+}
+
+absl::StatusOr<CheckpointSplit> Engine::CheckpointSplitFrom(const SessionState& s,
+                                                            int64_t first_token) {
+  const int64_t chunk_tokens = KvChunkTokens(config());
+  if (kv_ != nullptr && first_token >= 0) {
+    // CUDA softmax: only the blocks of the chunks written are copied to the host pool.
+    const int64_t first_block =
+        std::min<int64_t>(first_token / chunk_tokens * chunk_tokens / kv_->block_size(),
+                          static_cast<int64_t>(s.kv_blocks.size()));
+    RETURN_IF_ERROR(forward_->SyncKvToHost(
+        std::span<const int32_t>(s.kv_blocks).subspan(static_cast<size_t>(first_block))));
+  }
+  return SerializeSessionSplit(ckpt_model_, s, kv_.get(), chunk_tokens, first_token);
 }
 
 absl::StatusOr<SessionState> Engine::Restore(std::string_view blob) {

@@ -44,10 +44,10 @@ inline constexpr int kDefaultKvBlocks = 16384;
 
 struct EngineOptions {
   Device device = Device::kCpu;
-  int threads = 0;            // 0: all hardware threads
+  int threads = 0;                   // 0: all hardware threads
   int kv_blocks = kDefaultKvBlocks;  // softmax only: blocks in the pool
-  int kv_block_size = 16;     // tokens per block
-  int chunk_size = 0;         // 0: the model's config value
+  int kv_block_size = 16;            // tokens per block
+  int chunk_size = 0;                // 0: the model's config value
 };
 
 // One session's part of a step. A session may appear in at most one request of a step.
@@ -63,7 +63,7 @@ struct StepResult {
   absl::Status status;
   int64_t consumed = 0;  // pending tokens run this step
   bool sampled = false;
-  int32_t token = -1;    // the sampled token (now the session's only pending token)
+  int32_t token = -1;  // the sampled token (now the session's only pending token)
 };
 
 class Engine {
@@ -105,6 +105,9 @@ class Engine {
   // Not const: on CUDA it first copies the session's KV blocks from the device into the pool.
   absl::StatusOr<std::string> Checkpoint(const SessionState& s);
   absl::StatusOr<SessionState> Restore(std::string_view blob);
+  // The split checkpoint of `s` for incremental storage (SerializeSessionSplit with
+  // KvChunkTokens(config())): only KV chunks holding tokens at or after `first_token`.
+  absl::StatusOr<CheckpointSplit> CheckpointSplitFrom(const SessionState& s, int64_t first_token);
 
  private:
   Engine() = default;
@@ -122,7 +125,7 @@ class Engine {
   std::vector<float> logits_;
   // Step's scratch, kept to avoid reallocating every step.
   std::vector<SequenceRun> runs_;
-  std::vector<size_t> run_of_;  // request index per run
+  std::vector<size_t> run_of_;                              // request index per run
   std::vector<std::pair<SessionState*, size_t>> reserved_;  // grown table, old size
   std::vector<std::pair<float, int32_t>> scratch_;
 };

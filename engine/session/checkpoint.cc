@@ -1,6 +1,7 @@
 // Checkpoint blob layout: docs/checkpoint-format.md. All integers and floats are little-endian.
 #include "engine/session/checkpoint.h"
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstring>
@@ -60,10 +61,10 @@ absl::Status CheckPoolShape(const char* caller, const KvBlockPool& pool,
   if (pool.num_layers() == config.num_hidden_layers && pool.hidden() == config.hidden_size) {
     return absl::OkStatus();
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      caller, ": KV pool shape (layers ", pool.num_layers(), ", hidden ", pool.hidden(),
-      ") does not match the model (layers ", config.num_hidden_layers, ", hidden ",
-      config.hidden_size, ")"));
+  return absl::InvalidArgumentError(
+      absl::StrCat(caller, ": KV pool shape (layers ", pool.num_layers(), ", hidden ",
+                   pool.hidden(), ") does not match the model (layers ", config.num_hidden_layers,
+                   ", hidden ", config.hidden_size, ")"));
 }
 
 // Floats of payload a checkpoint of `config` must carry; false when it would overflow.
@@ -93,10 +94,10 @@ class BlockReleaser {
   std::vector<int32_t>* table_;
 };
 
-}  // namespace
-
-absl::StatusOr<std::string> SerializeSession(const CheckpointModel& model,
-                                             const SessionState& state, const KvBlockPool* pool) {
+// Checks that `state` can be serialized for `model` (with `pool` for softmax) and returns its
+// payload size in floats.
+absl::StatusOr<uint64_t> CheckSerializable(const CheckpointModel& model, const SessionState& state,
+                                           const KvBlockPool* pool) {
   const ModelConfig& c = model.config;
   if (state.position < 0) {
     return absl::InvalidArgumentError(
@@ -146,14 +147,19 @@ absl::StatusOr<std::string> SerializeSession(const CheckpointModel& model,
       model.fingerprint.size() > std::numeric_limits<uint32_t>::max()) {
     return absl::InvalidArgumentError("SerializeSession: pending tokens or fingerprint too long");
   }
+  return payload_floats;
+}
 
-  std::string out;
-  out.reserve(kMinBytes + 128 + model.fingerprint.size() + 4 * state.pending.size() +
-              payload_floats * sizeof(float));
-  Writer w(&out);
+// Appends the checkpoint up to and including the payload count (magic, version, header, u64
+// payload floats) to `out`.
+void WriteHead(const CheckpointModel& model, const SessionState& state, const KvBlockPool* pool,
+               uint64_t payload_floats, std::string* out) {
+  const ModelConfig& c = model.config;
+  Writer w(out);
+  const size_t start = out->size();
   w.Bytes(std::string_view(kMagic, sizeof(kMagic)));
   w.U32(kCheckpointVersion);
-  const size_t header_len_at = out.size();
+  const size_t header_len_at = out->size();
   w.U32(0);  // patched below
   w.U32(static_cast<uint32_t>(model.fingerprint.size()));
   w.Bytes(model.fingerprint);
@@ -174,24 +180,93 @@ absl::StatusOr<std::string> SerializeSession(const CheckpointModel& model,
   for (uint64_t s : state.rng.state()) w.U64(s);
   w.U32(static_cast<uint32_t>(state.text_tail.size()));
   w.Bytes(state.text_tail);
-  w.PatchU32(header_len_at, static_cast<uint32_t>(out.size() - kPrefixBytes));
-
+  w.PatchU32(header_len_at, static_cast<uint32_t>(out->size() - start - kPrefixBytes));
   w.U64(payload_floats);
-  if (c.is_linear()) {
-    w.Floats(state.linear.data(), state.linear.size());
-  } else {
-    const int bs = pool->block_size();
-    const int hidden = c.hidden_size;
-    for (int64_t t = 0; t < state.position; ++t) {
-      const int32_t block = state.kv_blocks[t / bs];
-      const int slot = static_cast<int>(t % bs);
-      for (int l = 0; l < c.num_hidden_layers; ++l) {
-        w.Floats(pool->K(block, l, slot), hidden);
-        w.Floats(pool->V(block, l, slot), hidden);
-      }
+}
+
+// Appends the softmax payload rows of tokens [begin, end): per token, per layer, K then V.
+void WriteKvRows(const ModelConfig& c, const SessionState& state, const KvBlockPool& pool,
+                 int64_t begin, int64_t end, std::string* out) {
+  Writer w(out);
+  const int bs = pool.block_size();
+  for (int64_t t = begin; t < end; ++t) {
+    const int32_t block = state.kv_blocks[t / bs];
+    const int slot = static_cast<int>(t % bs);
+    for (int l = 0; l < c.num_hidden_layers; ++l) {
+      w.Floats(pool.K(block, l, slot), c.hidden_size);
+      w.Floats(pool.V(block, l, slot), c.hidden_size);
     }
   }
-  w.U32(Crc32c(out.data(), out.size()));
+}
+
+void AppendCrc(std::string* out) { AppendLe32(Crc32c(out->data(), out->size()), out); }
+
+}  // namespace
+
+absl::StatusOr<std::string> SerializeSession(const CheckpointModel& model,
+                                             const SessionState& state, const KvBlockPool* pool) {
+  ASSIGN_OR_RETURN(const uint64_t payload_floats, CheckSerializable(model, state, pool));
+  std::string out;
+  out.reserve(kMinBytes + 128 + model.fingerprint.size() + 4 * state.pending.size() +
+              payload_floats * sizeof(float));
+  WriteHead(model, state, pool, payload_floats, &out);
+  if (model.config.is_linear()) {
+    AppendLeFloats(state.linear.data(), state.linear.size(), &out);
+  } else {
+    WriteKvRows(model.config, state, *pool, 0, state.position, &out);
+  }
+  AppendCrc(&out);
+  return out;
+}
+
+int64_t KvChunkTokens(const ModelConfig& config) {
+  const int64_t per_token =
+      2 * int64_t{config.num_hidden_layers} * int64_t{config.hidden_size} * int64_t{sizeof(float)};
+  return std::clamp<int64_t>((int64_t{1} << 20) / std::max<int64_t>(per_token, 1), 1, 4096);
+}
+
+absl::StatusOr<CheckpointSplit> SerializeSessionSplit(const CheckpointModel& model,
+                                                      const SessionState& state,
+                                                      const KvBlockPool* pool, int64_t chunk_tokens,
+                                                      int64_t first_token) {
+  CheckpointSplit split;
+  if (model.config.is_linear()) {
+    ASSIGN_OR_RETURN(split.head, SerializeSession(model, state, pool));
+    return split;
+  }
+  if (chunk_tokens < 1 || first_token < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("SerializeSessionSplit: chunk_tokens ",
+                                                   chunk_tokens, ", first_token ", first_token));
+  }
+  ASSIGN_OR_RETURN(const uint64_t payload_floats, CheckSerializable(model, state, pool));
+  WriteHead(model, state, pool, payload_floats, &split.head);
+  split.chunk_tokens = chunk_tokens;
+  split.total_chunks = (state.position + chunk_tokens - 1) / chunk_tokens;
+  split.first_chunk = std::min(first_token / chunk_tokens, split.total_chunks);
+  for (int64_t c = split.first_chunk; c < split.total_chunks; ++c) {
+    std::string& chunk = split.chunks.emplace_back();
+    WriteKvRows(model.config, state, *pool, c * chunk_tokens,
+                std::min((c + 1) * chunk_tokens, state.position), &chunk);
+  }
+  return split;
+}
+
+absl::StatusOr<std::string> JoinCheckpoint(std::string_view head, int64_t chunk_tokens,
+                                           std::span<const std::string> chunks) {
+  if (chunk_tokens == 0) {
+    if (!chunks.empty()) {
+      return absl::DataLossError(
+          absl::StrCat("stored session has ", chunks.size(), " KV chunks but no chunk size"));
+    }
+    return std::string(head);
+  }
+  size_t bytes = head.size() + kCrcBytes;
+  for (const std::string& c : chunks) bytes += c.size();
+  std::string out;
+  out.reserve(bytes);
+  out.append(head.data(), head.size());
+  for (const std::string& c : chunks) out += c;
+  AppendCrc(&out);
   return out;
 }
 

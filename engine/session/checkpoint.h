@@ -14,8 +14,11 @@
 #ifndef FLATSTATE_ENGINE_SESSION_CHECKPOINT_H_
 #define FLATSTATE_ENGINE_SESSION_CHECKPOINT_H_
 
+#include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "engine/kv/kv_block_pool.h"
@@ -35,6 +38,38 @@ struct CheckpointModel {
 // for linear kinds.
 absl::StatusOr<std::string> SerializeSession(const CheckpointModel& model,
                                              const SessionState& state, const KvBlockPool* pool);
+
+// The split form of a checkpoint that shared session stores write incrementally
+// (server/session_store.h). Linear kinds: `head` is the whole checkpoint, no chunks. Softmax:
+// `head` is the checkpoint up to and including its payload count; the KV payload is cut into
+// chunks of `chunk_tokens` tokens (chunk c: tokens [c * chunk_tokens, min((c + 1) *
+// chunk_tokens, position))) and `chunks` holds chunks [first_chunk, total_chunks) only.
+// JoinCheckpoint(head, chunk_tokens, all chunks) is byte-identical to SerializeSession.
+struct CheckpointSplit {
+  std::string head;
+  int64_t chunk_tokens = 0;
+  int64_t total_chunks = 0;
+  int64_t first_chunk = 0;
+  std::vector<std::string> chunks;
+};
+
+// Tokens per KV chunk for `config`: about 1 MiB of payload per chunk, within [1, 4096].
+int64_t KvChunkTokens(const ModelConfig& config);
+
+// SerializeSession, split. Only the chunks holding tokens at or after `first_token` are written
+// (first_chunk = first_token / chunk_tokens), so a session that grew by n tokens since its last
+// save costs O(n + chunk_tokens) bytes. Errors as SerializeSession; InvalidArgument for
+// chunk_tokens < 1 or first_token < 0 (softmax).
+absl::StatusOr<CheckpointSplit> SerializeSessionSplit(const CheckpointModel& model,
+                                                      const SessionState& state,
+                                                      const KvBlockPool* pool, int64_t chunk_tokens,
+                                                      int64_t first_token);
+
+// Reassembles a checkpoint blob from a split's head and ALL its chunks in order (computes the
+// trailing CRC; RestoreSession then checks every size). chunk_tokens == 0: `head` is the whole
+// blob and `chunks` must be empty (DataLoss otherwise).
+absl::StatusOr<std::string> JoinCheckpoint(std::string_view head, int64_t chunk_tokens,
+                                           std::span<const std::string> chunks);
 
 // Parses `blob` into `out`. For softmax, allocates blocks in `pool` and copies the KV rows in
 // (the pool may have another block size than the writer's). On success `out` is replaced whole:
