@@ -3,6 +3,7 @@
 #include "server/engine_loop.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "server/request_log.h"
@@ -17,7 +18,7 @@ EngineLoop::EngineLoop(ModelRegistry models, std::unique_ptr<SessionStore> store
       options_(options),
       metrics_(metrics),
       sessions_(
-          store_.get(),
+          store_.get(), &models_,
           SessionTableOptions{options.max_sessions, options.session_idle_ttl, options.log_requests},
           metrics),
       trimmer_(&metrics->malloc_trim_seconds) {}
@@ -76,6 +77,7 @@ void EngineLoop::Run() {
     if (stopping && work.empty()) break;
     ReapFinished();
     for (const auto& m : models_.models()) StepModel(m.get());
+    RenewLeases(absl::Now());
     ReapFinished();
     sessions_.MaybeEvictIdle(absl::Now());
     PublishGauges();
@@ -106,6 +108,7 @@ void EngineLoop::AdmitStream(GenerateJob job, std::shared_ptr<TokenSink> sink) {
   }
 
   Session* session = nullptr;
+  TurnLease lease(store_.get());
   if (job.session_id.empty()) {
     absl::StatusOr<LoadedModel*> model = models_.Resolve(job.model);
     if (!model.ok()) return reject(model.status());
@@ -114,25 +117,25 @@ void EngineLoop::AdmitStream(GenerateJob job, std::shared_ptr<TokenSink> sink) {
     if (!created.ok()) return reject(created.status());
     session = *created;
   } else {
-    absl::StatusOr<Session*> found = sessions_.Find(job.session_id);
+    absl::StatusOr<Session*> found =
+        FindForTurn(job.session_id, &lease, "is already generating (one Generate at a time)");
     if (!found.ok()) return reject(found.status());
     session = *found;
     fail.model = session->model->name;
     if (!job.model.empty() && job.model != session->model->name) {
+      lease.Release();
       return reject(absl::InvalidArgumentError(
           absl::StrCat("model: '", job.model, "' does not match session ", session->id,
                        " which uses model '", session->model->name, "'")));
     }
-    if (session->generating) {
-      return reject(absl::FailedPreconditionError(absl::StrCat(
-          "session ", session->id, " is already generating (one Generate at a time)")));
-    }
-    if (absl::Status s = sessions_.EnsureResident(session); !s.ok()) return reject(s);
   }
   if (absl::Status s = PrepareSession(job, session); !s.ok()) {
     if (session->throwaway) sessions_.Erase(session);
+    lease.Release();
     return reject(s);
   }
+  session->lease = lease.Take();
+  session->lease_renewed = absl::Now();
   auto st = std::make_unique<Stream>();
   st->session = session;
   st->sink = std::move(sink);
@@ -276,6 +279,10 @@ void EngineLoop::FinishStream(Stream* st, FinishReason reason, const absl::Statu
                             session->model->engine->SessionBytes(session->state)};
   if (options_.log_requests)
     LogGenerate(sum, session->throwaway, absl::Now() - st->arrival, status);
+  // Shared store: the turn is written through before the client hears it ended, so a turn it saw
+  // finish survives this replica's death. A failed write is counted and logged (Persist).
+  (void)sessions_.Persist(session);
+  TurnLease(store_.get(), std::exchange(session->lease, std::nullopt)).Release();
   st->sink->OnFinish(sum, status);
   if (session->throwaway) sessions_.Erase(session);
   st->session = nullptr;

@@ -46,6 +46,7 @@
 #include "server/session_store.h"
 #include "server/session_table.h"
 #include "server/stream_text.h"
+#include "server/turn_lease.h"
 
 namespace flatstate::server {
 
@@ -99,6 +100,15 @@ class EngineLoop {
   void Post(std::function<void()> fn);
   void Run();
   void AdmitStream(GenerateJob job, std::shared_ptr<TokenSink> sink);
+  // The session of a turn (Generate, Checkpoint, Delete), resident and current. Shared store: takes
+  // its lease into `lease` first (Aborted naming the holder when another replica has it; counted),
+  // loads it when this replica does not hold it, reloads it when another replica advanced it.
+  // FailedPrecondition `busy` when it is generating here. On error `lease` holds nothing.
+  absl::StatusOr<Session*> FindForTurn(const std::string& id, TurnLease* lease,
+                                       absl::string_view busy);
+  // Renews the lease of every stream's session at a third of --session_lease; a stream whose
+  // lease was taken over ends with Aborted.
+  void RenewLeases(absl::Time now);
   // Checks the job against `session` and appends its prompt; a status to reject it with.
   absl::Status PrepareSession(const GenerateJob& job, Session* session);
   void StepModel(LoadedModel* model);

@@ -8,6 +8,57 @@
 
 namespace flatstate::server {
 
+absl::StatusOr<Session*> EngineLoop::FindForTurn(const std::string& id, TurnLease* lease,
+                                                 absl::string_view busy) {
+  auto busy_error = [&] {
+    return absl::FailedPreconditionError(absl::StrCat("session ", id, " ", busy));
+  };
+  if (Session* local = sessions_.InMemory(id); local != nullptr && local->generating) {
+    return busy_error();
+  }
+  if (sessions_.shared()) {
+    absl::StatusOr<SessionLease> taken = store_->AcquireLease(id);
+    if (taken.ok()) {
+      lease->Hold(std::move(*taken));
+    } else if (taken.status().code() == absl::StatusCode::kAborted) {
+      metrics_->store_lease_conflicts_total++;
+      return taken.status();
+    } else if (taken.status().code() != absl::StatusCode::kUnavailable) {
+      return taken.status();
+    }
+    // Unavailable: an in-memory session goes on without a lease; Find below fails naming the
+    // store for one this replica does not hold.
+  }
+  absl::StatusOr<Session*> s = sessions_.Find(id);
+  absl::Status st = s.status();
+  if (st.ok() && (*s)->generating) st = busy_error();
+  if (st.ok()) st = sessions_.Refresh(*s);
+  if (st.ok()) st = sessions_.EnsureResident(*s);
+  if (!st.ok()) {
+    lease->Release();
+    return st;
+  }
+  return s;
+}
+
+void EngineLoop::RenewLeases(absl::Time now) {
+  const absl::Duration every = options_.session_lease / 3;
+  for (auto& st : streams_) {
+    Session* s = st->session;
+    if (st->done || !s->lease.has_value() || now - s->lease_renewed < every) continue;
+    absl::Status r = store_->RenewLease(*s->lease);
+    if (r.ok() || r.code() == absl::StatusCode::kUnavailable) {
+      // Unavailable: the stream goes on; the next iteration tries again.
+      if (r.ok()) s->lease_renewed = now;
+      continue;
+    }
+    s->lease.reset();  // no longer ours: never release someone else's
+    FinishStream(st.get(), FinishReason::kEngineError,
+                 absl::AbortedError(absl::StrCat("session ", s->id, " lost its lease (",
+                                                 r.message(), "); retry the Generate")));
+  }
+}
+
 void EngineLoop::CreateSession(std::string model, std::optional<SamplingParams> sampling,
                                Callback<SessionInfo> done) {
   Post([this, model = std::move(model), sampling, done = std::move(done)] {
@@ -16,6 +67,7 @@ void EngineLoop::CreateSession(std::string model, std::optional<SamplingParams> 
     absl::StatusOr<Session*> s =
         sessions_.Create(*m, sampling.value_or(SamplingParams{}), /*throwaway=*/false);
     if (!s.ok()) return done(s.status());
+    (void)sessions_.Persist(*s);  // shared store: findable by every replica (failures counted)
     done(sessions_.Info(**s));
   });
 }
@@ -24,33 +76,28 @@ void EngineLoop::GetSession(std::string session_id, Callback<SessionInfo> done) 
   Post([this, id = std::move(session_id), done = std::move(done)] {
     absl::StatusOr<Session*> s = sessions_.FindResident(id);
     if (!s.ok()) return done(s.status());
+    if (absl::Status st = sessions_.Refresh(*s); !st.ok()) return done(st);
     done(sessions_.Info(**s));
   });
 }
 
 void EngineLoop::DeleteSession(std::string session_id, std::function<void(absl::Status)> done) {
   Post([this, id = std::move(session_id), done = std::move(done)] {
-    absl::StatusOr<Session*> s = sessions_.Find(id);
+    TurnLease lease(store_.get());
+    absl::StatusOr<Session*> s =
+        FindForTurn(id, &lease, "is generating; cancel its Generate first");
     if (!s.ok()) return done(s.status());
-    if ((*s)->generating) {
-      return done(absl::FailedPreconditionError(
-          absl::StrCat("session ", id, " is generating; cancel its Generate first")));
-    }
-    sessions_.Erase(*s);
-    done(absl::OkStatus());
+    done(sessions_.Delete(*s));
   });
 }
 
 void EngineLoop::CheckpointSession(std::string session_id, Callback<CheckpointInfo> done) {
   Post([this, id = std::move(session_id), done = std::move(done)] {
-    absl::StatusOr<Session*> found = sessions_.Find(id);
+    TurnLease lease(store_.get());
+    absl::StatusOr<Session*> found =
+        FindForTurn(id, &lease, "is generating; checkpoint it between Generate calls");
     if (!found.ok()) return done(found.status());
     Session* s = *found;
-    if (s->generating) {
-      return done(absl::FailedPreconditionError(
-          absl::StrCat("session ", id, " is generating; checkpoint it between Generate calls")));
-    }
-    if (absl::Status st = sessions_.EnsureResident(s); !st.ok()) return done(st);
     absl::StatusOr<std::string> blob = sessions_.Checkpoint(s);
     if (!blob.ok()) return done(blob.status());
     CheckpointInfo info;
@@ -80,6 +127,7 @@ void EngineLoop::RestoreSession(std::string blob, Callback<SessionInfo> done) {
     }
     absl::StatusOr<Session*> s = sessions_.Restore(model, *b);
     if (!s.ok()) return done(s.status());
+    (void)sessions_.Persist(*s);  // shared store: findable by every replica (failures counted)
     done(sessions_.Info(**s));
   });
 }

@@ -45,9 +45,15 @@ void GenerateReactor::OnFinish(const GenerateSummary& summary, const absl::Statu
     // Streams that ran and ended for a server-side reason get their final message too.
     send_final_on_error_ = false;
     switch (summary.reason) {
-      case FinishReason::kLength: final_.set_finish_reason(pb::LENGTH); break;
-      case FinishReason::kStop: final_.set_finish_reason(pb::STOP); break;
-      case FinishReason::kCancelled: final_.set_finish_reason(pb::CANCELLED); break;
+      case FinishReason::kLength:
+        final_.set_finish_reason(pb::LENGTH);
+        break;
+      case FinishReason::kStop:
+        final_.set_finish_reason(pb::STOP);
+        break;
+      case FinishReason::kCancelled:
+        final_.set_finish_reason(pb::CANCELLED);
+        break;
       case FinishReason::kShutdown:
         final_.set_finish_reason(pb::SHUTDOWN);
         send_final_on_error_ = true;
@@ -60,7 +66,8 @@ void GenerateReactor::OnFinish(const GenerateSummary& summary, const absl::Statu
         final_.set_finish_reason(pb::ENGINE_ERROR);
         send_final_on_error_ = true;
         break;
-      case FinishReason::kRejected: break;  // nothing ran: no final message
+      case FinishReason::kRejected:
+        break;  // nothing ran: no final message
     }
     pb::Usage* u = final_.mutable_usage();
     u->set_prompt_tokens(summary.prompt_tokens);

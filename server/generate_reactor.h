@@ -12,11 +12,11 @@
 #ifndef FLATSTATE_SERVER_GENERATE_REACTOR_H_
 #define FLATSTATE_SERVER_GENERATE_REACTOR_H_
 
+#include <grpcpp/grpcpp.h>
+
 #include <atomic>
 #include <memory>
 #include <string>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"

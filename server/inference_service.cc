@@ -28,16 +28,16 @@ void FillSession(const SessionInfo& i, pb::Session* out) {
 
 }  // namespace
 
-InferenceService::InferenceService(EngineLoop* loop, Metrics* metrics,
-                                   const ServerOptions& options, std::string device_name)
+InferenceService::InferenceService(EngineLoop* loop, Metrics* metrics, const ServerOptions& options,
+                                   std::string device_name)
     : loop_(loop), metrics_(metrics), options_(options), device_(std::move(device_name)) {}
 
 absl::Status InferenceService::Authenticate(const grpc::CallbackServerContext* ctx) const {
   return server::Authenticate(*ctx, options_.auth_token);
 }
 
-void InferenceService::Done(grpc::ServerUnaryReactor* r, const char* method,
-                            const absl::Status& s, absl::Time start) const {
+void InferenceService::Done(grpc::ServerUnaryReactor* r, const char* method, const absl::Status& s,
+                            absl::Time start) const {
   const grpc::Status gs = ToGrpcStatus(s);
   metrics_->RecordRequest(method, GrpcCodeName(gs.error_code()));
   if (options_.log_requests) {
@@ -88,11 +88,11 @@ grpc::ServerUnaryReactor* InferenceService::CreateSession(grpc::CallbackServerCo
     Done(r, "CreateSession", s, start);
     return r;
   }
-  loop_->CreateSession(req->model(), sampling, [this, r, resp, start](
-                                                   absl::StatusOr<SessionInfo> info) {
-    if (info.ok()) FillSession(*info, resp);
-    Done(r, "CreateSession", info.status(), start);
-  });
+  loop_->CreateSession(req->model(), sampling,
+                       [this, r, resp, start](absl::StatusOr<SessionInfo> info) {
+                         if (info.ok()) FillSession(*info, resp);
+                         Done(r, "CreateSession", info.status(), start);
+                       });
   return r;
 }
 
@@ -107,11 +107,10 @@ grpc::ServerUnaryReactor* InferenceService::GetSession(grpc::CallbackServerConte
     Done(r, "GetSession", s, start);
     return r;
   }
-  loop_->GetSession(req->session_id(),
-                    [this, r, resp, start](absl::StatusOr<SessionInfo> info) {
-                      if (info.ok()) FillSession(*info, resp);
-                      Done(r, "GetSession", info.status(), start);
-                    });
+  loop_->GetSession(req->session_id(), [this, r, resp, start](absl::StatusOr<SessionInfo> info) {
+    if (info.ok()) FillSession(*info, resp);
+    Done(r, "GetSession", info.status(), start);
+  });
   return r;
 }
 
@@ -126,9 +125,8 @@ grpc::ServerUnaryReactor* InferenceService::DeleteSession(grpc::CallbackServerCo
     Done(r, "DeleteSession", s, start);
     return r;
   }
-  loop_->DeleteSession(req->session_id(), [this, r, start](absl::Status st) {
-    Done(r, "DeleteSession", st, start);
-  });
+  loop_->DeleteSession(req->session_id(),
+                       [this, r, start](absl::Status st) { Done(r, "DeleteSession", st, start); });
   return r;
 }
 
@@ -186,11 +184,10 @@ grpc::ServerUnaryReactor* InferenceService::RestoreSession(grpc::CallbackServerC
     Done(r, "RestoreSession", s, start);
     return r;
   }
-  loop_->RestoreSession(std::move(blob),
-                        [this, r, resp, start](absl::StatusOr<SessionInfo> info) {
-                          if (info.ok()) FillSession(*info, resp);
-                          Done(r, "RestoreSession", info.status(), start);
-                        });
+  loop_->RestoreSession(std::move(blob), [this, r, resp, start](absl::StatusOr<SessionInfo> info) {
+    if (info.ok()) FillSession(*info, resp);
+    Done(r, "RestoreSession", info.status(), start);
+  });
   return r;
 }
 
@@ -243,8 +240,7 @@ grpc::ServerUnaryReactor* InferenceService::GetStats(grpc::CallbackServerContext
       resp->set_tokens_generated_total(st->tokens_generated_total);
       resp->set_rss_bytes(ReadRssBytes());
       resp->set_device(device_);
-      resp->set_uptime_seconds(
-          static_cast<uint64_t>(absl::ToInt64Seconds(absl::Now() - started_)));
+      resp->set_uptime_seconds(static_cast<uint64_t>(absl::ToInt64Seconds(absl::Now() - started_)));
       resp->set_requests_total(metrics_->requests_total());
     }
     Done(r, "GetStats", st.status(), start);

@@ -7,9 +7,9 @@
 #ifndef FLATSTATE_SERVER_INFERENCE_SERVICE_H_
 #define FLATSTATE_SERVER_INFERENCE_SERVICE_H_
 
-#include <string>
-
 #include <grpcpp/grpcpp.h>
+
+#include <string>
 
 #include "absl/time/time.h"
 #include "flatstate/v1/inference.grpc.pb.h"

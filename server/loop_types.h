@@ -17,10 +17,10 @@ namespace flatstate::server {
 
 // Why a Generate stream ended. Each maps to its own flatstate.v1.FinishReason (docs/server.md).
 enum class FinishReason {
-  kLength,     // max_new_tokens generated (status OK)
-  kStop,       // a stop string was generated (status OK)
-  kCancelled,  // the client cancelled or its deadline passed (status CANCELLED)
-  kShutdown,   // the server is shutting down (status UNAVAILABLE)
+  kLength,       // max_new_tokens generated (status OK)
+  kStop,         // a stop string was generated (status OK)
+  kCancelled,    // the client cancelled or its deadline passed (status CANCELLED)
+  kShutdown,     // the server is shutting down (status UNAVAILABLE)
   kKvPoolFull,   // the model's KV block pool cannot hold the stream (RESOURCE_EXHAUSTED)
   kEngineError,  // the engine failed the stream's step (the engine's status)
   kRejected,     // refused before it ran: unknown session or model, capacity, bad input

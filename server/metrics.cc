@@ -13,10 +13,10 @@ std::vector<double> LatencyBounds() {
   return {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
 }
 
-void Scalar(const std::string& name, const std::string& type, const std::string& help,
-            uint64_t v, std::string* out) {
-  absl::StrAppend(out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n", name, " ",
-                  v, "\n");
+void Scalar(const std::string& name, const std::string& type, const std::string& help, uint64_t v,
+            std::string* out) {
+  absl::StrAppend(out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n", name, " ", v,
+                  "\n");
 }
 
 }  // namespace
@@ -38,8 +38,7 @@ uint64_t Histogram::count() const {
   return count_;
 }
 
-void Histogram::Render(const std::string& name, const std::string& help,
-                       std::string* out) const {
+void Histogram::Render(const std::string& name, const std::string& help, std::string* out) const {
   absl::MutexLock lock(&mu_);
   absl::StrAppend(out, "# HELP ", name, " ", help, "\n# TYPE ", name, " histogram\n");
   uint64_t cum = 0;
@@ -68,6 +67,8 @@ Metrics::Metrics()
       step_seconds(LatencyBounds()),
       step_batch_size({1, 2, 4, 8, 16, 32, 64, 128, 256, 512}),
       step_tokens({1, 4, 16, 64, 256, 1024, 4096}),
+      store_write_seconds(LatencyBounds()),
+      store_load_seconds(LatencyBounds()),
       malloc_trim_seconds(LatencyBounds()) {}
 
 void Metrics::RecordRequest(const std::string& method, const std::string& code) {
@@ -104,28 +105,52 @@ std::string Metrics::Render() const {
          sessions_evicted_total.load(), &out);
   Scalar("flatstate_sessions_restored_total", "counter",
          "Evicted sessions restored on their next use.", sessions_restored_total.load(), &out);
-  Scalar("flatstate_active_sessions", "gauge", "Sessions held in memory.",
-         active_sessions.load(), &out);
+  Scalar("flatstate_session_store_writes_total", "counter",
+         "Turns written through to the shared session store.", store_writes_total.load(), &out);
+  Scalar("flatstate_session_store_write_failures_total", "counter",
+         "Turns that could not be persisted to the shared session store (logged).",
+         store_write_failures_total.load(), &out);
+  Scalar("flatstate_session_store_write_bytes_total", "counter",
+         "Bytes sent to the shared session store by write-through.", store_write_bytes_total.load(),
+         &out);
+  Scalar("flatstate_session_store_loads_total", "counter",
+         "Sessions loaded from the shared session store.", store_loads_total.load(), &out);
+  Scalar("flatstate_session_store_load_bytes_total", "counter",
+         "Bytes read from the shared session store by loads.", store_load_bytes_total.load(), &out);
+  Scalar("flatstate_session_store_reloads_total", "counter",
+         "Loads of a session held in memory because another replica advanced it.",
+         store_reloads_total.load(), &out);
+  Scalar("flatstate_session_lease_conflicts_total", "counter",
+         "Turns refused (ABORTED) because another replica held the session's lease.",
+         store_lease_conflicts_total.load(), &out);
+  Scalar("flatstate_session_store_up", "gauge",
+         "1 while the session store answers, 0 after a call found it unreachable.", store_up.load(),
+         &out);
+  Scalar("flatstate_active_sessions", "gauge", "Sessions held in memory.", active_sessions.load(),
+         &out);
   Scalar("flatstate_evicted_sessions", "gauge", "Sessions checkpointed to disk after idling.",
          evicted_sessions.load(), &out);
-  Scalar("flatstate_active_streams", "gauge", "Generate calls in progress.",
-         active_streams.load(), &out);
+  Scalar("flatstate_active_streams", "gauge", "Generate calls in progress.", active_streams.load(),
+         &out);
   Scalar("flatstate_state_bytes", "gauge", "Per-session state bytes held in memory, all sessions.",
          state_bytes.load(), &out);
   Scalar("flatstate_kv_blocks_used", "gauge", "KV blocks in use (softmax models).",
          kv_blocks_used.load(), &out);
   Scalar("flatstate_kv_blocks_free", "gauge", "KV blocks free (softmax models).",
          kv_blocks_free.load(), &out);
-  Scalar("flatstate_rss_bytes", "gauge", "Resident set size of the server process.",
-         ReadRssBytes(), &out);
+  Scalar("flatstate_rss_bytes", "gauge", "Resident set size of the server process.", ReadRssBytes(),
+         &out);
   time_to_first_token.Render("flatstate_time_to_first_token_seconds",
                              "Time from request arrival to its first token.", &out);
   inter_token_latency.Render("flatstate_inter_token_latency_seconds",
                              "Time between consecutive tokens of one stream.", &out);
   step_seconds.Render("flatstate_engine_step_seconds", "Duration of one Engine::Step.", &out);
-  step_batch_size.Render("flatstate_engine_step_batch_size", "Sessions in one Engine::Step.",
-                         &out);
+  step_batch_size.Render("flatstate_engine_step_batch_size", "Sessions in one Engine::Step.", &out);
   step_tokens.Render("flatstate_engine_step_tokens", "Tokens run in one Engine::Step.", &out);
+  store_write_seconds.Render("flatstate_session_store_write_seconds",
+                             "Duration of one write-through of a turn to the shared store.", &out);
+  store_load_seconds.Render("flatstate_session_store_load_seconds",
+                            "Duration of one load of a session from the shared store.", &out);
   malloc_trim_seconds.Render("flatstate_malloc_trim_seconds",
                              "Duration of one malloc_trim(0): free heap pages handed back to the "
                              "OS by the engine loop.",

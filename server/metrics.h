@@ -51,6 +51,15 @@ class Metrics {
   std::atomic<uint64_t> engine_steps{0};
   std::atomic<uint64_t> sessions_evicted_total{0};
   std::atomic<uint64_t> sessions_restored_total{0};
+  // Shared session store (--session_store=redis://...; docs/cluster.md).
+  std::atomic<uint64_t> store_writes_total{0};          // turns written through
+  std::atomic<uint64_t> store_write_failures_total{0};  // turns that could not be persisted
+  std::atomic<uint64_t> store_write_bytes_total{0};     // bytes those writes sent
+  std::atomic<uint64_t> store_loads_total{0};           // sessions loaded from the store
+  std::atomic<uint64_t> store_load_bytes_total{0};
+  std::atomic<uint64_t> store_reloads_total{0};          // loads because another replica advanced
+  std::atomic<uint64_t> store_lease_conflicts_total{0};  // turns refused: leased elsewhere
+  std::atomic<uint64_t> store_up{1};  // gauge: 0 while the last store call found it unreachable
   // Gauges (set by the engine loop after every iteration).
   std::atomic<uint64_t> active_sessions{0};   // in memory
   std::atomic<uint64_t> evicted_sessions{0};  // on disk, restorable
@@ -64,6 +73,8 @@ class Metrics {
   Histogram step_seconds;         // one Engine::Step
   Histogram step_batch_size;      // sessions in one Engine::Step
   Histogram step_tokens;          // tokens run in one Engine::Step
+  Histogram store_write_seconds;  // one write-through (Save) of a turn
+  Histogram store_load_seconds;   // one Load of a session from the store
   Histogram malloc_trim_seconds;  // one malloc_trim(0) by the engine loop (memory_trimmer.h)
 
   std::string Render() const;

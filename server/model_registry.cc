@@ -13,8 +13,7 @@ ModelRegistry::ModelRegistry(std::vector<std::unique_ptr<LoadedModel>> models,
                              std::string default_model)
     : models_(std::move(models)), default_model_(std::move(default_model)) {}
 
-absl::StatusOr<ModelRegistry> ModelRegistry::Load(const std::string& dir,
-                                                  const EngineOptions& opts,
+absl::StatusOr<ModelRegistry> ModelRegistry::Load(const std::string& dir, const EngineOptions& opts,
                                                   const std::string& requested_default) {
   std::error_code ec;
   std::vector<std::string> folders;

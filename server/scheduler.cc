@@ -62,9 +62,8 @@ std::vector<StreamStep> Scheduler::Plan(std::span<const StreamDemand> streams,
   }
   int64_t youngest_waiting = -1;
   for (size_t i : blocked) {
-    const int64_t others = throwaway_blocks - (streams[i].frees_kv_on_finish
-                                                   ? streams[i].kv_blocks_held
-                                                   : 0);
+    const int64_t others =
+        throwaway_blocks - (streams[i].frees_kv_on_finish ? streams[i].kv_blocks_held : 0);
     plan[i].tokens = 0;
     if (plan[i].kv_blocks > free_blocks + others) {
       plan[i].action = StreamAction::kKvExhausted;

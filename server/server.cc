@@ -1,10 +1,10 @@
 #include "server/server.h"
 
+#include <grpcpp/health_check_service_interface.h>
+
 #include <cstdio>
 #include <fstream>
 #include <sstream>
-
-#include <grpcpp/health_check_service_interface.h>
 
 #include "absl/strings/str_cat.h"
 #include "engine/util/status_macros.h"
@@ -53,9 +53,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
   } else {
     std::fprintf(stderr, "[flatstate] warning: %s\n", removed.status().ToString().c_str());
   }
-  s->loop_ = std::make_unique<EngineLoop>(
-      std::move(models), std::make_unique<DirSessionStore>(std::move(store)), options,
-      &s->metrics_);
+  s->loop_ = std::make_unique<EngineLoop>(std::move(models),
+                                          std::make_unique<DirSessionStore>(std::move(store)),
+                                          options, &s->metrics_);
   s->service_ =
       std::make_unique<InferenceService>(s->loop_.get(), &s->metrics_, options, s->device_name_);
   // Naming a health message keeps health.pb.cc linked, so reflection can describe the health

@@ -10,10 +10,10 @@
 #ifndef FLATSTATE_SERVER_SERVER_H_
 #define FLATSTATE_SERVER_SERVER_H_
 
+#include <grpcpp/grpcpp.h>
+
 #include <memory>
 #include <string>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
 #include "server/engine_loop.h"

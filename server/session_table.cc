@@ -8,21 +8,16 @@
 #include "server/ids.h"
 
 namespace flatstate::server {
-namespace {
 
-// A detokenizer holding `tail` (the incomplete character a checkpoint carried), so the text of a
-// restored session continues exactly where the original left off.
-IncrementalDecoder DecoderWithTail(const std::string& tail) {
+IncrementalDecoder SessionTable::DecoderWithTail(const std::string& tail) {
   IncrementalDecoder d;
   for (char c : tail) d.Push(static_cast<uint8_t>(c));
   return d;
 }
 
-}  // namespace
-
-SessionTable::SessionTable(SessionStore* store, const SessionTableOptions& options,
-                           Metrics* metrics)
-    : store_(store), options_(options), metrics_(metrics) {}
+SessionTable::SessionTable(SessionStore* store, const ModelRegistry* models,
+                           const SessionTableOptions& options, Metrics* metrics)
+    : store_(store), models_(models), options_(options), metrics_(metrics) {}
 
 absl::Status SessionTable::CheckCapacity() const {
   if (static_cast<int64_t>(sessions_.size()) >= options_.max_sessions) {
@@ -33,9 +28,9 @@ absl::Status SessionTable::CheckCapacity() const {
   return absl::OkStatus();
 }
 
-Session* SessionTable::Add(LoadedModel* model, SessionState state, bool throwaway) {
+Session* SessionTable::Add(std::string id, LoadedModel* model, SessionState state, bool throwaway) {
   auto s = std::make_unique<Session>();
-  s->id = NewId();
+  s->id = std::move(id);
   s->model = model;
   s->state = std::move(state);
   s->decoder = DecoderWithTail(s->state.text_tail);
@@ -60,12 +55,20 @@ absl::StatusOr<Session*> SessionTable::Restore(LoadedModel* model, absl::string_
   return Add(model, std::move(*state), /*throwaway=*/false);
 }
 
+Session* SessionTable::Add(LoadedModel* model, SessionState state, bool throwaway) {
+  return Add(NewId(), model, std::move(state), throwaway);
+}
+
 absl::StatusOr<Session*> SessionTable::Find(absl::string_view id) {
   auto it = sessions_.find(id);
-  if (it == sessions_.end() || it->second->throwaway) {
-    return absl::NotFoundError(absl::StrCat("session_id: session '", id, "' not found"));
-  }
-  return it->second.get();
+  if (it != sessions_.end() && !it->second->throwaway) return it->second.get();
+  if (it == sessions_.end() && store_->shared() && IsValidId(id)) return FindStored(id);
+  return absl::NotFoundError(absl::StrCat("session_id: session '", id, "' not found"));
+}
+
+Session* SessionTable::InMemory(absl::string_view id) {
+  auto it = sessions_.find(id);
+  return it == sessions_.end() || it->second->throwaway ? nullptr : it->second.get();
 }
 
 absl::StatusOr<Session*> SessionTable::FindResident(absl::string_view id) {
@@ -109,6 +112,7 @@ absl::StatusOr<std::string> SessionTable::Checkpoint(Session* s) {
 
 int SessionTable::EvictIdle(absl::Time now) {
   if (options_.idle_ttl <= absl::ZeroDuration()) return 0;
+  if (store_->shared()) return DropIdleShared(now);
   int evicted = 0;
   for (auto& [id, s] : sessions_) {
     if (!s->resident || s->throwaway || s->generating) continue;

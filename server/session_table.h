@@ -1,6 +1,12 @@
-// SessionTable: every session a server knows (id -> Session: model, state, residency, decoder
-// tail, last use), the --max_sessions cap, idle eviction to a SessionStore and transparent
-// restore on next use.
+// SessionTable: every session a server holds in memory (id -> Session: model, state, residency,
+// decoder tail, last use), the --max_sessions cap, and its SessionStore:
+// - not shared (DirSessionStore): idle sessions are evicted to the store and restored on next use
+//   (transparently; they stay in the table as "evicted").
+// - shared (RedisSessionStore; docs/cluster.md): the store is the source of truth. Find loads a
+//   session this replica does not hold; Refresh checks the stored version before a turn and
+//   reloads when another replica advanced it; Persist writes a turn through (fenced, incremental
+//   for softmax: only the KV chunks the turn touched). Idle sessions leave memory (their stored
+//   copy stays); a session whose last write failed is written again first.
 //
 // Ownership: owns the Session objects (their addresses are stable until Erase); the SessionStore
 // and Metrics are borrowed and must outlive the table. A resident session's KV blocks belong to
@@ -16,11 +22,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "engine/session/session_state.h"
 #include "engine/tokenizer/byte_tokenizer.h"
@@ -41,6 +48,14 @@ struct Session {
   bool generating = false;     // a Generate is using it: never evicted meanwhile
   absl::Time last_used;
   uint64_t evicted_context_tokens = 0;
+  // Shared stores: the stored version this state was loaded from or last saved as (0: never
+  // stored), the position it had then (the next save rewrites KV chunks from there on), whether a
+  // newer state failed to reach the store, and the lease of the turn in progress.
+  uint64_t stored_version = 0;
+  int64_t stored_position = 0;
+  bool unsaved = false;
+  std::optional<SessionLease> lease;
+  absl::Time lease_renewed;
 };
 
 struct SessionTableOptions {
@@ -51,8 +66,10 @@ struct SessionTableOptions {
 
 class SessionTable {
  public:
-  // `store` and `metrics` (may be null) must outlive the table.
-  SessionTable(SessionStore* store, const SessionTableOptions& options, Metrics* metrics);
+  // `store`, `models` and `metrics` (may be null) must outlive the table. `models` finds the model
+  // of a session loaded from a shared store (by fingerprint).
+  SessionTable(SessionStore* store, const ModelRegistry* models, const SessionTableOptions& options,
+               Metrics* metrics);
   SessionTable(const SessionTable&) = delete;
   SessionTable& operator=(const SessionTable&) = delete;
 
@@ -65,15 +82,37 @@ class SessionTable {
   // Engine::Restore); its decoder continues the checkpoint's incomplete character.
   absl::StatusOr<Session*> Restore(LoadedModel* model, absl::string_view blob);
 
-  // The session `id` (not a throwaway one), resident or not. NotFound naming session_id.
+  // The session `id` (not a throwaway one), resident or not. NotFound naming session_id. Shared
+  // store: a session not in memory is loaded from the store (NotFound only when the store has
+  // none; FailedPrecondition naming the fingerprint when no loaded model wrote it; Unavailable
+  // naming the store when it cannot be reached; DataLoss for a corrupt stored value).
   absl::StatusOr<Session*> Find(absl::string_view id);
+  // The session `id` if this server holds it (resident or evicted), else null. Never reads the
+  // store.
+  Session* InMemory(absl::string_view id);
   // Find, then restore it from the store if it was evicted; marks it used now.
   absl::StatusOr<Session*> FindResident(absl::string_view id);
   // Restores `s` from the store if it was evicted; marks it used now. On failure `s` stays
   // evicted (its blob stays in the store).
   absl::Status EnsureResident(Session* s);
-  // Frees `s` (KV blocks, or its evicted blob). `s` is invalid afterwards.
+  // Frees `s` (KV blocks, or its evicted blob). `s` is invalid afterwards. A shared store keeps
+  // its copy (see Delete).
   void Erase(Session* s);
+  // Erase, and remove the session from a shared store too (its error, if any, is returned after
+  // the in-memory copy is gone; NotFound from the store is not an error).
+  absl::Status Delete(Session* s);
+
+  // ---- shared stores only (no-ops returning OK otherwise) ----
+  bool shared() const { return store_->shared(); }
+  // One version read: reloads `s` when the store holds a newer version. When the store no longer
+  // has the session (deleted elsewhere) `s` is erased and NotFound returned. When the store
+  // cannot be reached `s` is used as it is (OK; counted in store_up).
+  absl::Status Refresh(Session* s);
+  // Writes `s` through: Save(expected = s->stored_version) of the split checkpoint from
+  // s->stored_position on. On failure `s` is marked unsaved, the failure counted and logged, and
+  // the status returned (Aborted: another replica advanced the session; the next Refresh
+  // reloads it).
+  absl::Status Persist(Session* s);
 
   // The checkpoint blob of resident session `s` (its decoder's incomplete character included).
   absl::StatusOr<std::string> Checkpoint(Session* s);
@@ -94,9 +133,22 @@ class SessionTable {
   size_t size() const { return sessions_.size(); }
 
  private:
-  Session* Add(LoadedModel* model, SessionState state, bool throwaway);
+  // A detokenizer holding `tail` (the incomplete character a checkpoint carried), so the text of
+  // a restored session continues exactly where the original left off.
+  static IncrementalDecoder DecoderWithTail(const std::string& tail);
+  Session* Add(LoadedModel* model, SessionState state, bool throwaway);  // a new id
+  Session* Add(std::string id, LoadedModel* model, SessionState state, bool throwaway);
+  // Shared store: loads session `id` into the table (Find's errors).
+  absl::StatusOr<Session*> FindStored(absl::string_view id);
+  // Shared store: reads session `id` and rebuilds its state (Find's errors).
+  absl::StatusOr<std::pair<LoadedModel*, SessionState>> LoadStored(absl::string_view id,
+                                                                   uint64_t* version);
+  // Shared store: drops idle sessions from memory (persisting unsaved ones first).
+  int DropIdleShared(absl::Time now);
+  void NoteStore(const absl::Status& s);
 
   SessionStore* const store_;
+  const ModelRegistry* const models_;
   const SessionTableOptions options_;
   Metrics* const metrics_;
   absl::flat_hash_map<std::string, std::unique_ptr<Session>> sessions_;

@@ -66,13 +66,12 @@ absl::StatusOr<GenerateJob> ValidateGenerate(const flatstate::v1::GenerateReques
                                                  : static_cast<int64_t>(req.prompt().size());
   if (n > options.max_prompt_tokens) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "prompt: ", n, " tokens exceed the server limit max_prompt_tokens = ",
-        options.max_prompt_tokens));
+        "prompt: ", n,
+        " tokens exceed the server limit max_prompt_tokens = ", options.max_prompt_tokens));
   }
   if (req.prompt_tokens_size() > 0) {
     job.prompt.assign(req.prompt_tokens().begin(), req.prompt_tokens().end());
-    const LoadedModel* m =
-        models.Find(req.model().empty() ? models.default_model() : req.model());
+    const LoadedModel* m = models.Find(req.model().empty() ? models.default_model() : req.model());
     const int vocab = m != nullptr ? m->config().vocab_size : kByteVocabSize;
     if (absl::Status s = ValidateTokens(job.prompt, vocab, "prompt_tokens"); !s.ok()) return s;
   } else {

@@ -4,6 +4,7 @@
 #include "server/session_table.h"
 
 #include <map>
+#include <memory>
 #include <string>
 
 #include "engine/runtime/engine.h"
@@ -13,9 +14,48 @@
 namespace flatstate::server {
 namespace {
 
-// An in-memory SessionStore; Put fails while `fail_puts` is set.
+// An in-memory SessionStore. Not shared: evicted blobs (Put fails while `fail_puts` is set).
+// Shared (`shared_mode`): versions with the fencing check and chunked images, as the Redis store
+// keeps them (the real one is tested in redis_session_store_test and tests/system/cluster_*).
 class MemoryStore final : public SessionStore {
  public:
+  bool shared() const override { return shared_mode; }
+  std::string address() const override { return "memory:"; }
+  absl::StatusOr<SessionLease> AcquireLease(absl::string_view id) override {
+    return SessionLease{std::string(id), "t"};
+  }
+  absl::Status RenewLease(const SessionLease&) override { return absl::OkStatus(); }
+  void ReleaseLease(const SessionLease&) override {}
+  absl::StatusOr<uint64_t> Version(absl::string_view id) override {
+    if (down) return absl::UnavailableError("memory store is down");
+    auto it = stored.find(std::string(id));
+    if (it == stored.end()) return absl::NotFoundError("no such session");
+    return it->second.version;
+  }
+  absl::StatusOr<StoredSession> Load(absl::string_view id) override {
+    if (down) return absl::UnavailableError("memory store is down");
+    auto it = stored.find(std::string(id));
+    if (it == stored.end()) return absl::NotFoundError("no such session");
+    return it->second;
+  }
+  absl::StatusOr<uint64_t> Save(absl::string_view id, uint64_t expected,
+                                const SessionImage& image) override {
+    if (down) return absl::UnavailableError("memory store is down");
+    StoredSession& s = stored[std::string(id)];
+    if (s.version != expected) return absl::AbortedError("stale version");
+    if (image.first_new_chunk > static_cast<int64_t>(s.chunks.size())) {
+      return absl::InternalError("chunks missing");
+    }
+    s.chunks.resize(image.first_new_chunk);
+    for (const std::string& c : image.new_chunks) s.chunks.push_back(c);
+    s.head = image.head;
+    s.chunk_tokens = image.chunk_tokens;
+    last_new_chunks = image.new_chunks.size();
+    return ++s.version;
+  }
+  absl::Status Delete(absl::string_view id) override {
+    return stored.erase(std::string(id)) ? absl::OkStatus() : absl::NotFoundError("none");
+  }
   absl::Status PutEvicted(absl::string_view id, absl::string_view blob) override {
     if (fail_puts) return absl::ResourceExhaustedError("store is full");
     evicted[std::string(id)] = std::string(blob);
@@ -35,11 +75,15 @@ class MemoryStore final : public SessionStore {
   }
   std::map<std::string, std::string> evicted;
   bool fail_puts = false;
+  bool shared_mode = false;
+  bool down = false;
+  std::map<std::string, StoredSession> stored;
+  size_t last_new_chunks = 0;
 };
 
 LoadedModel MakeModel(AttentionKind kind) {
-  const std::string dir = testing::TempDir() + "/session_table_" +
-                          std::string(AttentionKindName(kind));
+  const std::string dir =
+      testing::TempDir() + "/session_table_" + std::string(AttentionKindName(kind));
   EXPECT_TRUE(testing::WriteRandomModel(dir, testing::SmallConfig(kind), 5).ok());
   auto model = Model::Load(dir);
   EXPECT_TRUE(model.ok()) << model.status();
@@ -71,7 +115,7 @@ SessionTableOptions Options(int max_sessions = 8) {
 TEST(SessionTableTest, CreateFindEraseAndThrowawayIsNotFindable) {
   LoadedModel m = MakeModel(AttentionKind::kLinearElu);
   MemoryStore store;
-  SessionTable table(&store, Options(), nullptr);
+  SessionTable table(&store, nullptr, Options(), nullptr);
   auto a = table.Create(&m, SamplingParams{}, false);
   ASSERT_TRUE(a.ok()) << a.status();
   auto found = table.Find((*a)->id);
@@ -94,7 +138,7 @@ TEST(SessionTableTest, CreateFindEraseAndThrowawayIsNotFindable) {
 TEST(SessionTableTest, CapacityIsEnforced) {
   LoadedModel m = MakeModel(AttentionKind::kLinearElu);
   MemoryStore store;
-  SessionTable table(&store, Options(2), nullptr);
+  SessionTable table(&store, nullptr, Options(2), nullptr);
   ASSERT_TRUE(table.Create(&m, SamplingParams{}, false).ok());
   ASSERT_TRUE(table.Create(&m, SamplingParams{}, true).ok());
   auto third = table.Create(&m, SamplingParams{}, false);
@@ -117,7 +161,7 @@ TEST(SessionTableTest, EvictAndRestoreContinuesExactly) {
 
     MemoryStore store;
     Metrics metrics;
-    SessionTable table(&store, Options(), &metrics);
+    SessionTable table(&store, nullptr, Options(), &metrics);
     Session* s = *table.Create(&m, sp, false);
     EXPECT_EQ(Generate(e, &s->state, {1, 2, 3, 4, 5}, 6), expect_first);
     const uint64_t context = static_cast<uint64_t>(s->state.context_tokens());
@@ -151,7 +195,7 @@ TEST(SessionTableTest, StoreFailureKeepsTheSessionInMemory) {
   LoadedModel m = MakeModel(AttentionKind::kLinearElu);
   MemoryStore store;
   store.fail_puts = true;
-  SessionTable table(&store, Options(), nullptr);
+  SessionTable table(&store, nullptr, Options(), nullptr);
   Session* s = *table.Create(&m, SamplingParams{}, false);
   ASSERT_TRUE(m.engine->Append(&s->state, std::vector<int32_t>{1, 2, 3}).ok());
   EXPECT_EQ(table.EvictIdle(absl::Now() + absl::Hours(1)), 0);
@@ -167,7 +211,7 @@ TEST(SessionTableTest, StoreFailureKeepsTheSessionInMemory) {
 TEST(SessionTableTest, DeleteOfAnEvictedSessionRemovesItsBlob) {
   LoadedModel m = MakeModel(AttentionKind::kLinearElu);
   MemoryStore store;
-  SessionTable table(&store, Options(), nullptr);
+  SessionTable table(&store, nullptr, Options(), nullptr);
   Session* s = *table.Create(&m, SamplingParams{}, false);
   const std::string id = s->id;
   ASSERT_EQ(table.EvictIdle(absl::Now() + absl::Hours(1)), 1);
@@ -181,7 +225,7 @@ TEST(SessionTableTest, DeleteOfAnEvictedSessionRemovesItsBlob) {
 TEST(SessionTableTest, LostBlobIsAnErrorAndTheSessionStaysEvicted) {
   LoadedModel m = MakeModel(AttentionKind::kLinearElu);
   MemoryStore store;
-  SessionTable table(&store, Options(), nullptr);
+  SessionTable table(&store, nullptr, Options(), nullptr);
   Session* s = *table.Create(&m, SamplingParams{}, false);
   ASSERT_EQ(table.EvictIdle(absl::Now() + absl::Hours(1)), 1);
   store.evicted.clear();
@@ -192,7 +236,7 @@ TEST(SessionTableTest, LostBlobIsAnErrorAndTheSessionStaysEvicted) {
 TEST(SessionTableTest, RestoreFromCheckpointBlob) {
   LoadedModel m = MakeModel(AttentionKind::kSoftmax);
   MemoryStore store;
-  SessionTable table(&store, Options(), nullptr);
+  SessionTable table(&store, nullptr, Options(), nullptr);
   Session* a = *table.Create(&m, SamplingParams{0.8f, 0, 1.f, 3}, false);
   Generate(m.engine.get(), &a->state, {9, 8, 7}, 4);
   auto blob = table.Checkpoint(a);
@@ -207,6 +251,148 @@ TEST(SessionTableTest, RestoreFromCheckpointBlob) {
   bad[bad.size() / 2] ^= 1;
   EXPECT_EQ(table.Restore(&m, bad).status().code(), absl::StatusCode::kDataLoss);
   EXPECT_EQ(table.size(), 2u);
+}
+
+// ---- shared store: two tables over one store are two replicas ----
+
+struct Replica {
+  explicit Replica(MemoryStore* store, AttentionKind kind, Metrics* metrics = nullptr)
+      : models(Models(kind), "m"), table(store, &models, Options(), metrics) {}
+  static std::vector<std::unique_ptr<LoadedModel>> Models(AttentionKind kind) {
+    std::vector<std::unique_ptr<LoadedModel>> v;
+    v.push_back(std::make_unique<LoadedModel>(MakeModel(kind)));
+    return v;
+  }
+  Engine* engine() { return models.models()[0]->engine.get(); }
+  ModelRegistry models;
+  SessionTable table;
+};
+
+TEST(SessionTableSharedTest, AnyReplicaContinuesExactlyAndAStaleOneReloads) {
+  for (AttentionKind kind : {AttentionKind::kSoftmax, AttentionKind::kLinearElu}) {
+    MemoryStore store;
+    store.shared_mode = true;
+    Replica a(&store, kind), b(&store, kind);
+    const SamplingParams sp{0.8f, 0, 1.f, 11};
+    SessionState ref = a.engine()->NewSession(sp);
+    const auto t1 = Generate(a.engine(), &ref, {1, 2, 3}, 6);
+    const auto t2 = Generate(a.engine(), &ref, {4}, 7);
+    const auto t3 = Generate(a.engine(), &ref, {5}, 5);
+    a.engine()->ReleaseSession(&ref);
+
+    Session* sa = *a.table.Create(a.models.models()[0].get(), sp, false);
+    ASSERT_TRUE(a.table.Persist(sa).ok());
+    EXPECT_EQ(sa->stored_version, 1u);
+    EXPECT_EQ(Generate(a.engine(), &sa->state, {1, 2, 3}, 6), t1);
+    ASSERT_TRUE(a.table.Persist(sa).ok());
+    EXPECT_EQ(sa->stored_version, 2u);
+
+    // Replica B does not hold it: Find loads it, and it continues exactly.
+    EXPECT_EQ(b.table.InMemory(sa->id), nullptr);
+    absl::StatusOr<Session*> sb = b.table.Find(sa->id);
+    ASSERT_TRUE(sb.ok()) << sb.status();
+    EXPECT_EQ((*sb)->stored_version, 2u);
+    EXPECT_EQ(Generate(b.engine(), &(*sb)->state, {4}, 7), t2) << AttentionKindName(kind);
+    ASSERT_TRUE(b.table.Persist(*sb).ok());
+
+    // Back on A: its copy is stale; Refresh reloads B's turn, and the next turn is exact.
+    ASSERT_TRUE(a.table.Refresh(sa).ok());
+    EXPECT_EQ(sa->stored_version, 3u);
+    EXPECT_EQ(Generate(a.engine(), &sa->state, {5}, 5), t3) << AttentionKindName(kind);
+  }
+}
+
+TEST(SessionTableSharedTest, StaleWriteIsRefusedAndTheWinnerStays) {
+  MemoryStore store;
+  store.shared_mode = true;
+  Replica a(&store, AttentionKind::kSoftmax), b(&store, AttentionKind::kSoftmax);
+  Session* sa = *a.table.Create(a.models.models()[0].get(), SamplingParams{}, false);
+  ASSERT_TRUE(a.table.Persist(sa).ok());
+  Session* sb = *b.table.Find(sa->id);
+  Generate(b.engine(), &sb->state, {7, 7}, 3);
+  ASSERT_TRUE(b.table.Persist(sb).ok());
+  const StoredSession winner = store.stored[sa->id];
+  Generate(a.engine(), &sa->state, {9}, 4);
+  EXPECT_EQ(a.table.Persist(sa).code(), absl::StatusCode::kAborted);
+  EXPECT_TRUE(sa->unsaved);
+  EXPECT_EQ(store.stored[sa->id].version, winner.version);
+  EXPECT_EQ(store.stored[sa->id].head, winner.head);
+  ASSERT_TRUE(a.table.Refresh(sa).ok());  // reloads the winner's state
+  EXPECT_FALSE(sa->unsaved);
+  EXPECT_EQ(sa->state.context_tokens(), sb->state.context_tokens());
+}
+
+TEST(SessionTableSharedTest, DeletedElsewhereIsNotFoundAndLeavesMemory) {
+  MemoryStore store;
+  store.shared_mode = true;
+  Replica a(&store, AttentionKind::kLinearElu), b(&store, AttentionKind::kLinearElu);
+  Session* sa = *a.table.Create(a.models.models()[0].get(), SamplingParams{}, false);
+  ASSERT_TRUE(a.table.Persist(sa).ok());
+  const std::string id = sa->id;
+  ASSERT_TRUE(b.table.Delete(*b.table.Find(id)).ok());
+  absl::Status st = a.table.Refresh(sa);
+  EXPECT_EQ(st.code(), absl::StatusCode::kNotFound) << st;
+  EXPECT_EQ(a.table.InMemory(id), nullptr);
+  EXPECT_EQ(a.table.Find(id).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(SessionTableSharedTest, StoreDownServesMemoryCountsFailedWritesAndRecovers) {
+  MemoryStore store;
+  store.shared_mode = true;
+  Metrics metrics;
+  Replica a(&store, AttentionKind::kLinearElu, &metrics), b(&store, AttentionKind::kLinearElu);
+  Session* sa = *a.table.Create(a.models.models()[0].get(), SamplingParams{}, false);
+  ASSERT_TRUE(a.table.Persist(sa).ok());
+  store.down = true;
+  EXPECT_TRUE(a.table.Refresh(sa).ok());  // in memory: goes on
+  Generate(a.engine(), &sa->state, {1, 2}, 2);
+  EXPECT_EQ(a.table.Persist(sa).code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(sa->unsaved);
+  EXPECT_EQ(metrics.store_write_failures_total.load(), 1u);
+  EXPECT_EQ(metrics.store_up.load(), 0u);
+  // Not in memory on B: Unavailable, not NotFound.
+  EXPECT_EQ(b.table.Find(sa->id).status().code(), absl::StatusCode::kUnavailable);
+  // An unsaved session is never dropped from memory while the store is down.
+  EXPECT_EQ(a.table.EvictIdle(absl::Now() + absl::Hours(1)), 0);
+  store.down = false;
+  ASSERT_TRUE(a.table.Refresh(sa).ok());
+  EXPECT_EQ(metrics.store_up.load(), 1u);
+  const std::string id = sa->id;
+  EXPECT_EQ(a.table.EvictIdle(absl::Now() + absl::Hours(2)), 1);  // persisted, then dropped
+  EXPECT_EQ(a.table.InMemory(id), nullptr);
+  absl::StatusOr<Session*> sb = b.table.Find(id);
+  ASSERT_TRUE(sb.ok()) << sb.status();
+  EXPECT_EQ((*sb)->state.context_tokens(), 4);
+}
+
+TEST(SessionTableSharedTest, UnknownModelFingerprintIsFailedPrecondition) {
+  MemoryStore store;
+  store.shared_mode = true;
+  Replica a(&store, AttentionKind::kLinearElu), b(&store, AttentionKind::kSoftmax);
+  Session* sa = *a.table.Create(a.models.models()[0].get(), SamplingParams{}, false);
+  ASSERT_TRUE(a.table.Persist(sa).ok());
+  absl::Status st = b.table.Find(sa->id).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
+  EXPECT_NE(st.message().find("fingerprint"), std::string::npos) << st;
+}
+
+TEST(SessionTableSharedTest, CorruptStoredHeadIsDataLoss) {
+  MemoryStore store;
+  store.shared_mode = true;
+  Replica a(&store, AttentionKind::kSoftmax), b(&store, AttentionKind::kSoftmax);
+  Session* sa = *a.table.Create(a.models.models()[0].get(), SamplingParams{}, false);
+  Generate(a.engine(), &sa->state, {1, 2, 3}, 2);
+  ASSERT_TRUE(a.table.Persist(sa).ok());
+  // (A flipped payload bit is caught by the store's own checksum of each value: the Redis store
+  // frames every value with a CRC; redis_session_store_test.)
+  StoredSession& stored = store.stored[sa->id];
+  stored.head[0] ^= 1;
+  EXPECT_EQ(b.table.Find(sa->id).status().code(), absl::StatusCode::kDataLoss);
+  stored.head[0] ^= 1;
+  stored.chunks[0].pop_back();  // a truncated chunk: sizes no longer match the header
+  EXPECT_EQ(b.table.Find(sa->id).status().code(), absl::StatusCode::kDataLoss);
+  stored.chunks[0].push_back('x');
+  EXPECT_TRUE(b.table.Find(sa->id).ok());
 }
 
 }  // namespace
