@@ -242,6 +242,14 @@ grpc::ServerUnaryReactor* InferenceService::GetStats(grpc::CallbackServerContext
       resp->set_device(device_);
       resp->set_uptime_seconds(static_cast<uint64_t>(absl::ToInt64Seconds(absl::Now() - started_)));
       resp->set_requests_total(metrics_->requests_total());
+      resp->set_session_store(loop_->store().address());
+      resp->set_session_store_up(metrics_->store_up.load() != 0);
+      resp->set_store_writes_total(metrics_->store_writes_total.load());
+      resp->set_store_write_failures_total(metrics_->store_write_failures_total.load());
+      resp->set_store_write_bytes_total(metrics_->store_write_bytes_total.load());
+      resp->set_store_loads_total(metrics_->store_loads_total.load());
+      resp->set_store_lease_conflicts_total(metrics_->store_lease_conflicts_total.load());
+      if (loop_->store().shared()) resp->set_replica_id(options_.replica_id);
     }
     Done(r, "GetStats", st.status(), start);
   });

@@ -46,6 +46,20 @@ ABSL_FLAG(
     "tokens one engine step may run per model (decodes first, prefill chunks share the rest)");
 ABSL_FLAG(std::string, checkpoint_dir, kDefaults.checkpoint_dir,
           "where checkpoints and evicted sessions are written (created if missing)");
+ABSL_FLAG(std::string, session_store, kDefaults.session_store,
+          "where sessions live: dir:PATH (this process only; default dir:<checkpoint_dir>) or "
+          "redis://HOST:PORT[/DB] (shared by replicas; docs/cluster.md)");
+ABSL_FLAG(std::string, redis_password_file, kDefaults.redis_password_file,
+          "redis session store: AUTH with the first line of this file");
+ABSL_FLAG(bool, session_store_optional, kDefaults.session_store_optional,
+          "redis session store unreachable at start: serve with in-memory sessions (reported in "
+          "health and metrics) instead of refusing to start");
+ABSL_FLAG(absl::Duration, session_ttl, kDefaults.session_ttl,
+          "redis session store: a session's keys expire after this long without a turn");
+ABSL_FLAG(absl::Duration, session_lease, kDefaults.session_lease,
+          "redis session store: lease time of one turn (renewed while it runs)");
+ABSL_FLAG(std::string, replica_id, kDefaults.replica_id,
+          "name of this replica in session leases (default: hostname:port)");
 ABSL_FLAG(std::string, auth_token, kDefaults.auth_token,
           "if set, require 'authorization: Bearer <token>'");
 ABSL_FLAG(std::string, auth_token_file, "", "read --auth_token from this file");
@@ -77,6 +91,12 @@ int main(int argc, char** argv) {
   o.kv_blocks = absl::GetFlag(FLAGS_kv_blocks);
   o.step_token_budget = absl::GetFlag(FLAGS_step_token_budget);
   o.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  o.session_store = absl::GetFlag(FLAGS_session_store);
+  o.redis_password_file = absl::GetFlag(FLAGS_redis_password_file);
+  o.session_store_optional = absl::GetFlag(FLAGS_session_store_optional);
+  o.session_ttl = absl::GetFlag(FLAGS_session_ttl);
+  o.session_lease = absl::GetFlag(FLAGS_session_lease);
+  o.replica_id = absl::GetFlag(FLAGS_replica_id);
   o.auth_token = absl::GetFlag(FLAGS_auth_token);
   if (const std::string f = absl::GetFlag(FLAGS_auth_token_file); !f.empty()) {
     std::ifstream in(f);
@@ -98,6 +118,9 @@ int main(int argc, char** argv) {
   // A file size limit (ulimit -f, systemd LimitFSIZE=) must fail the one checkpoint write that
   // crosses it with EFBIG (RESOURCE_EXHAUSTED to its caller), not kill the server with SIGXFSZ.
   signal(SIGXFSZ, SIG_IGN);
+  // A session store connection (hiredis writes with write(2)) closed by its peer must fail that
+  // one call with an error, not kill the server with SIGPIPE.
+  signal(SIGPIPE, SIG_IGN);
 
   // Block the shutdown signals in every thread; this one waits for them.
   sigset_t set;

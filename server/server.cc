@@ -2,6 +2,8 @@
 
 #include <grpcpp/health_check_service_interface.h>
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -12,6 +14,7 @@
 #include "server/checkpoint_store.h"
 #include "server/model_registry.h"
 #include "server/session_store.h"
+#include "server/session_store_factory.h"
 
 namespace flatstate::server {
 namespace {
@@ -36,6 +39,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
   if (options.tls_cert.empty() != options.tls_key.empty()) {
     return absl::InvalidArgumentError("tls_cert and tls_key must be given together");
   }
+  if (options.session_lease < absl::Milliseconds(100) || options.session_ttl <= options.session_lease) {
+    return absl::InvalidArgumentError(
+        "session_lease must be at least 100ms and session_ttl longer than session_lease");
+  }
   ASSIGN_OR_RETURN(Device device, ParseDevice(options.device));
   s->device_name_ = std::string(DeviceName(device));
   EngineOptions eo;
@@ -44,20 +51,24 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
   eo.kv_blocks = options.kv_blocks;
   ASSIGN_OR_RETURN(ModelRegistry models,
                    ModelRegistry::Load(options.models_dir, eo, options.default_model));
-  ASSIGN_OR_RETURN(CheckpointStore store, CheckpointStore::Open(options.checkpoint_dir));
-  // Temporary files of writes cut short by a crash are never read; delete them. A failure here
-  // is logged, not fatal: the files are harmless, only wasted space.
-  if (absl::StatusOr<int> removed = store.RemoveStaleTemporaries(); removed.ok()) {
-    std::fprintf(stderr, "[flatstate] removed %d leftover temporary checkpoint file(s) from %s\n",
-                 *removed, options.checkpoint_dir.c_str());
-  } else {
-    std::fprintf(stderr, "[flatstate] warning: %s\n", removed.status().ToString().c_str());
+  if (s->options_.replica_id.empty()) {
+    char host[256] = {0};
+    if (gethostname(host, sizeof(host) - 1) != 0) std::snprintf(host, sizeof(host), "flatstate");
+    s->options_.replica_id = absl::StrCat(host, ":", options.port, ":", getpid());
   }
-  s->loop_ = std::make_unique<EngineLoop>(std::move(models),
-                                          std::make_unique<DirSessionStore>(std::move(store)),
-                                          options, &s->metrics_);
-  s->service_ =
-      std::make_unique<InferenceService>(s->loop_.get(), &s->metrics_, options, s->device_name_);
+  SessionStoreConfig store_config;
+  store_config.spec = options.session_store.empty() ? absl::StrCat("dir:", options.checkpoint_dir)
+                                                    : options.session_store;
+  store_config.password_file = options.redis_password_file;
+  store_config.session_ttl = options.session_ttl;
+  store_config.lease = options.session_lease;
+  store_config.replica_id = s->options_.replica_id;
+  store_config.optional = options.session_store_optional;
+  ASSIGN_OR_RETURN(std::unique_ptr<SessionStore> store, OpenSessionStore(store_config));
+  s->loop_ = std::make_unique<EngineLoop>(std::move(models), std::move(store), s->options_,
+                                          &s->metrics_);
+  s->service_ = std::make_unique<InferenceService>(s->loop_.get(), &s->metrics_, s->options_,
+                                                   s->device_name_);
   // Naming a health message keeps health.pb.cc linked, so reflection can describe the health
   // service too (gRPC's built-in health service does not use protobuf's generated pool).
   (void)grpc::health::v1::HealthCheckRequest::descriptor();
@@ -106,11 +117,24 @@ absl::Status Server::Start() {
       return st;
     }
   }
+  if (loop_->store().shared()) {
+    grpc::HealthCheckServiceInterface* health = grpc_->GetHealthCheckService();
+    store_health_ = std::make_unique<std::thread>([this, health] {
+      do {
+        health->SetServingStatus(kStoreHealthService, metrics_.store_up.load() != 0);
+      } while (!stop_store_health_.WaitForNotificationWithTimeout(absl::Seconds(1)));
+    });
+  }
   started_ = true;
   return absl::OkStatus();
 }
 
 void Server::Shutdown() {
+  if (store_health_ != nullptr) {
+    stop_store_health_.Notify();
+    store_health_->join();
+    store_health_.reset();
+  }
   if (loop_ != nullptr) loop_->BeginShutdown();
   if (grpc_ != nullptr) {
     grpc_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));

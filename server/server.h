@@ -14,6 +14,9 @@
 
 #include <memory>
 #include <string>
+#include <thread>
+
+#include "absl/synchronization/notification.h"
 
 #include "absl/status/statusor.h"
 #include "server/engine_loop.h"
@@ -51,9 +54,18 @@ class Server {
   std::unique_ptr<ReflectionService> reflection_;
   std::unique_ptr<grpc::Server> grpc_;
   std::unique_ptr<MetricsHttpServer> metrics_http_;
+  // Shared session store: publishes metrics.store_up as the health status of service
+  // kStoreHealthService once a second (the server itself stays SERVING: in-memory sessions go
+  // on while the store is away).
+  std::unique_ptr<std::thread> store_health_;
+  absl::Notification stop_store_health_;
   int port_ = 0;
   bool started_ = false;
 };
+
+// The grpc.health.v1 service name whose status tells whether the shared session store answers
+// (SERVING / NOT_SERVING); unknown (NOT_FOUND) for the directory store.
+inline constexpr char kStoreHealthService[] = "flatstate.v1.SessionStore";
 
 }  // namespace flatstate::server
 

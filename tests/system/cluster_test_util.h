@@ -1,0 +1,146 @@
+// Cluster: the issue-12 topology in one test process: a real redis-server, N real
+// flatstate-server replicas sharing it (--session_store=redis://...), and real nginx in front
+// (deploy/nginx.conf.template). Helpers to run one turn of a session (with the
+// x-flatstate-session metadata the clients send) and to find which replica served a session's
+// last call (nginx's access log). Test-only; not thread-safe except the stubs. Missing binaries
+// make available() false with a reason, and the tests skip with it.
+#ifndef FLATSTATE_TESTS_SYSTEM_CLUSTER_TEST_UTIL_H_
+#define FLATSTATE_TESTS_SYSTEM_CLUSTER_TEST_UTIL_H_
+
+#include <chrono>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "tests/system/fault_test_util.h"
+#include "tests/system/server_process.h"
+#include "tests/util/nginx_process.h"
+#include "tests/util/redis_process.h"
+
+namespace flatstate::testing {
+
+inline constexpr char kSessionHeader[] = "x-flatstate-session";
+
+// The flags that make a replica use the shared store at `redis_port`.
+inline std::vector<std::string> ReplicaFlags(int redis_port, const std::string& replica_id,
+                                             const std::string& lease = "2s") {
+  return {absl::StrCat("--session_store=redis://127.0.0.1:", redis_port),
+          "--replica_id=" + replica_id, "--session_lease=" + lease, "--log_requests=false"};
+}
+
+class Cluster {
+ public:
+  // Starts redis (append-only file, fsync always: a SIGKILLed redis keeps acknowledged writes),
+  // `replicas` servers and, with `proxy`, nginx over all of them.
+  Cluster(int replicas, bool proxy, const std::string& lease = "2s") : lease_(lease) {
+    if (!redis_.available()) {
+      skip_reason_ = redis_.unavailable_reason();
+      return;
+    }
+    for (int i = 0; i < replicas; ++i) StartReplica(i);
+    if (proxy) {
+      std::vector<int> ports;
+      for (auto& r : replicas_) ports.push_back(r->port());
+      nginx_ = std::make_unique<NginxProcess>(ports);
+      if (!nginx_->available()) skip_reason_ = nginx_->unavailable_reason();
+    }
+  }
+
+  bool available() const { return skip_reason_.empty(); }
+  const std::string& skip_reason() const { return skip_reason_; }
+  RedisProcess& redis() { return redis_; }
+  ServerProcess& replica(int i) { return *replicas_[i]; }
+  int replicas() const { return static_cast<int>(replicas_.size()); }
+  // (Re)starts replica `i` (after Kill) on a new port; the proxy does not know the new port.
+  void StartReplica(int i) {
+    const std::string dir = ::testing::TempDir() + absl::StrCat("/cluster-r", i, "-", getpid());
+    auto p = std::make_unique<ServerProcess>(
+        dir, ReplicaFlags(redis_.port(), absl::StrCat("replica-", i), lease_));
+    if (i < static_cast<int>(replicas_.size())) {
+      replicas_[i] = std::move(p);
+    } else {
+      replicas_.push_back(std::move(p));
+    }
+  }
+
+  pb::Inference::Stub* proxy() {
+    if (proxy_stub_ == nullptr) proxy_stub_ = Connect(nginx_->port());
+    return proxy_stub_.get();
+  }
+  NginxProcess& nginx() { return *nginx_; }
+
+  // The replica index whose port served the last proxied call naming `session_id`, or -1.
+  int LastUpstreamOf(const std::string& session_id) {
+    std::ifstream in(nginx_->access_log_path());
+    std::string line, last;
+    const std::string tag = absl::StrCat("session=\"", session_id, "\"");
+    while (std::getline(in, line)) {
+      if (line.find(tag) != std::string::npos) last = line;
+    }
+    for (int i = 0; i < replicas(); ++i) {
+      // The last upstream tried is the one that answered (a dead one is listed before it).
+      const std::string addr = absl::StrCat("127.0.0.1:", replicas_[i]->port());
+      const size_t at = last.find("upstream=");
+      if (at == std::string::npos) continue;
+      const std::string ups = last.substr(at, last.find(' ', at) - at);
+      if (ups.size() >= addr.size() && ups.compare(ups.size() - addr.size(), addr.size(), addr) == 0) {
+        return i;
+      }
+    }
+    return -1;
+  }
+
+ private:
+  std::string lease_;
+  RedisProcess redis_{RedisProcess::Options{.append_only = true}};
+  std::vector<std::unique_ptr<ServerProcess>> replicas_;
+  std::unique_ptr<NginxProcess> nginx_;
+  std::unique_ptr<pb::Inference::Stub> proxy_stub_;
+  std::string skip_reason_;
+};
+
+// One Generate turn of `session_id` with the affinity metadata. When `on_tokens` is set it runs
+// after each message with the tokens so far (a test kills a replica there).
+template <typename F>
+StreamResult Turn(pb::Inference::Stub* stub, const std::string& session_id,
+                  const std::string& prompt, uint32_t n, F on_tokens) {
+  grpc::ClientContext ctx;
+  ctx.AddMetadata(kSessionHeader, session_id);
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  pb::GenerateRequest req = GenRequest("", prompt, n);
+  req.set_session_id(session_id);
+  StreamResult r;
+  auto reader = stub->Generate(&ctx, req);
+  pb::GenerateResponse msg;
+  while (reader->Read(&msg)) {
+    ++r.messages;
+    r.tokens.insert(r.tokens.end(), msg.token_ids().begin(), msg.token_ids().end());
+    r.last = msg;
+    on_tokens(r.tokens);
+  }
+  r.status = reader->Finish();
+  return r;
+}
+inline StreamResult Turn(pb::Inference::Stub* stub, const std::string& session_id,
+                         const std::string& prompt, uint32_t n) {
+  return Turn(stub, session_id, prompt, n, [](const std::vector<int32_t>&) {});
+}
+
+// A session of `model` (seeded sampling when seed != 0, else greedy) created through `stub`.
+inline std::string NewSession(pb::Inference::Stub* stub, const std::string& model, uint64_t seed) {
+  if (seed != 0) return CreateSession(stub, model, seed);
+  pb::CreateSessionRequest req;
+  req.set_model(model);
+  grpc::ClientContext ctx;
+  pb::Session s;
+  grpc::Status st = stub->CreateSession(&ctx, req, &s);
+  EXPECT_TRUE(st.ok()) << st.error_message();
+  return s.session_id();
+}
+
+}  // namespace flatstate::testing
+
+#endif  // FLATSTATE_TESTS_SYSTEM_CLUSTER_TEST_UTIL_H_
