@@ -116,7 +116,7 @@ void RedisClient::DropLocked() {
   ctx_ = nullptr;
 }
 
-absl::Status RedisClient::TransportErrorLocked(absl::string_view what) {
+absl::Status RedisClient::TransportErrorLocked(std::string what) {
   DropLocked();
   return absl::UnavailableError(
       absl::StrCat("session store ", address_.ToString(), " is unreachable: ", what));

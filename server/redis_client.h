@@ -108,8 +108,9 @@ class RedisClient {
   absl::Status EnsureConnectedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status ConnectLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The Unavailable status for a transport failure; drops the connection.
-  absl::Status TransportErrorLocked(absl::string_view what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The Unavailable status for a transport failure; drops the connection. `what` is a copy
+  // (it is often ctx_->errstr, which the drop frees).
+  absl::Status TransportErrorLocked(std::string what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<RedisReply> CommandLocked(const RedisArgs& args)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status ReplyError(absl::string_view text) const;
