@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <thread>
@@ -254,6 +255,14 @@ TEST_F(RedisSessionStoreTest, CorruptTruncatedAndMissingValuesAreDataLoss) {
 TEST_F(RedisSessionStoreTest, RedisKilledIsUnavailableFastAndRestartedWorksAgain) {
   ASSERT_TRUE(store_->Save(sid_, 0, Image("h", 1, 0, 1)).ok());
   redis_->Kill();
+  // Megabytes into the connection the dead server left: write(2) meets EPIPE; no SIGPIPE
+  // (the default action would end this test binary).
+  SessionImage big = Image("h", 0, 0, 0);
+  big.total_chunks = 16;
+  big.chunk_tokens = 16;
+  for (int c = 0; c < 16; ++c) big.new_chunks.push_back(Bytes(1 << 20, c));
+  EXPECT_TRUE(absl::IsUnavailable(store_->Save(sid_, 1, big).status()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // past the backoff
   for (int i = 0; i < 3; ++i) {
     const auto start = std::chrono::steady_clock::now();
     absl::Status s = store_->Save(sid_, 1, Image("h", 1, 0, 2)).status();
@@ -301,6 +310,39 @@ TEST_F(RedisSessionStoreTest, BadIdsAndImagesAreInvalidArgument) {
   EXPECT_TRUE(absl::IsInvalidArgument(store_->Save(sid_, 0, Image("h", 3, 1, 1)).status()));
   EXPECT_TRUE(KeysOf(sid_).empty());
   EXPECT_TRUE(absl::IsUnimplemented(store_->PutEvicted(sid_, "x")));
+}
+
+// Not a check: the cost of one Save / Load on this machine, for docs/cluster.md.
+TEST_F(RedisSessionStoreTest, MeasureSaveAndLoad) {
+  const auto time_ms = [](const auto& f, int reps) {
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < reps; ++i) f(i);
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+               .count() / reps;
+  };
+  const std::string head = Bytes(75 * 1024, 1);
+  uint64_t v = 0;
+  const double linear = time_ms([&](int) { v = *store_->Save(sid_, v, Image(head, 0, 0, 0)); }, 50);
+  const double linear_load = time_ms([&](int) { ASSERT_TRUE(store_->Load(sid_).ok()); }, 50);
+  const double version = time_ms([&](int) { ASSERT_TRUE(store_->Version(sid_).ok()); }, 200);
+  const std::string sid2 = server::NewId();
+  SessionImage kv = Image("head", 0, 0, 0);
+  kv.total_chunks = 64;
+  kv.chunk_tokens = 16;
+  for (int c = 0; c < 64; ++c) kv.new_chunks.push_back(Bytes(1 << 20, c));
+  uint64_t v2 = 0;
+  const double full = time_ms([&](int) { v2 = *store_->Save(sid2, v2, kv); }, 3);
+  SessionImage one = Image("head", 0, 0, 0);  // a turn that rewrites the last chunk only
+  one.total_chunks = 64;
+  one.chunk_tokens = 16;
+  one.first_new_chunk = 63;
+  one.new_chunks.push_back(Bytes(1 << 20, 99));
+  const double incremental = time_ms([&](int) { v2 = *store_->Save(sid2, v2, one); }, 10);
+  const double kv_load = time_ms([&](int) { ASSERT_TRUE(store_->Load(sid2).ok()); }, 3);
+  std::printf("[measure] Save 75 KiB head: %.2f ms; Load: %.2f ms; Version: %.3f ms\n", linear,
+              linear_load, version);
+  std::printf("[measure] Save 64 x 1 MiB chunks: %.1f ms; Save of 1 new chunk of 64: %.2f ms; "
+              "Load 64 x 1 MiB: %.1f ms\n", full, incremental, kv_load);
 }
 
 }  // namespace
