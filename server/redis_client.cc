@@ -125,8 +125,8 @@ absl::Status RedisClient::TransportErrorLocked(std::string what) {
 absl::Status RedisClient::ReplyError(absl::string_view text) const {
   const std::string msg = absl::StrCat("session store ", address_.ToString(), ": ", text);
   if (absl::StartsWith(text, "OOM")) return absl::ResourceExhaustedError(msg);
-  for (absl::string_view p : {"NOAUTH", "WRONGPASS", "NOPERM", "ERR invalid password",
-                              "ERR AUTH", "ERR Client sent AUTH"}) {
+  for (absl::string_view p : {"NOAUTH", "WRONGPASS", "NOPERM", "ERR invalid password", "ERR AUTH",
+                              "ERR Client sent AUTH"}) {
     if (absl::StartsWith(text, p)) return absl::FailedPreconditionError(msg);
   }
   for (absl::string_view p : {"LOADING", "MASTERDOWN", "BUSY", "TRYAGAIN", "READONLY"}) {
@@ -244,8 +244,8 @@ absl::StatusOr<RedisReply> RedisClient::Eval(absl::string_view script,
     if (sha.empty()) {
       ASSIGN_OR_RETURN(RedisReply loaded, CommandLocked({"SCRIPT", "LOAD", script}));
       if (loaded.type != RedisReply::Type::kString) {
-        return absl::InternalError(absl::StrCat("session store ", address_.ToString(),
-                                                ": SCRIPT LOAD returned no SHA1"));
+        return absl::InternalError(
+            absl::StrCat("session store ", address_.ToString(), ": SCRIPT LOAD returned no SHA1"));
       }
       sha = loaded.str;
     }

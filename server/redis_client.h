@@ -67,8 +67,8 @@ struct RedisAddress {
 struct RedisReply {
   enum class Type { kNil, kString, kStatus, kInteger, kArray };
   Type type = Type::kNil;
-  std::string str;          // kString, kStatus
-  int64_t integer = 0;      // kInteger
+  std::string str;                   // kString, kStatus
+  int64_t integer = 0;               // kInteger
   std::vector<RedisReply> elements;  // kArray
   bool is_nil() const { return type == Type::kNil; }
 };

@@ -1,6 +1,6 @@
 // The Lua scripts of RedisSessionStore (redis_session_store.h describes what each step does).
 // Private to redis_session_store.cc. Each script is one string with static storage (RedisClient
-// caches its SHA1 by address). chunk_keys() reads the head's framing (redis_session_format.h:
+// caches its SHA1 keyed by the string's address). chunk_keys() reads the head's framing (redis_session_format.h:
 // "FSRH" at 0, total_chunks at [16, 24), 16-hex nonces from 24) and names the session's chunk
 // keys; a head that does not frame that way names none.
 #ifndef FLATSTATE_SERVER_REDIS_SCRIPTS_H_
@@ -8,25 +8,24 @@
 
 namespace flatstate::server::redis_scripts {
 
-#define FLATSTATE_LUA_CHUNK_KEYS                                                          \
-  "local function chunk_keys(head, sp)\n"                                                 \
-  "  local out = {}\n"                                                                    \
-  "  local len = redis.call('STRLEN', head)\n"                                            \
-  "  if len < 24 or redis.call('GETRANGE', head, 0, 3) ~= 'FSRH' then return out end\n"   \
-  "  local b = redis.call('GETRANGE', head, 16, 23)\n"                                    \
-  "  local n = 0\n"                                                                       \
-  "  for i = 8, 1, -1 do n = n * 256 + string.byte(b, i) end\n"                           \
-  "  if n == 0 or n > (len - 24) / 16 then return out end\n"                              \
-  "  local nonces = redis.call('GETRANGE', head, 24, 24 + 16 * n - 1)\n"                  \
-  "  for c = 0, n - 1 do\n"                                                               \
+#define FLATSTATE_LUA_CHUNK_KEYS                                                                 \
+  "local function chunk_keys(head, sp)\n"                                                        \
+  "  local out = {}\n"                                                                           \
+  "  local len = redis.call('STRLEN', head)\n"                                                   \
+  "  if len < 24 or redis.call('GETRANGE', head, 0, 3) ~= 'FSRH' then return out end\n"          \
+  "  local b = redis.call('GETRANGE', head, 16, 23)\n"                                           \
+  "  local n = 0\n"                                                                              \
+  "  for i = 8, 1, -1 do n = n * 256 + string.byte(b, i) end\n"                                  \
+  "  if n == 0 or n > (len - 24) / 16 then return out end\n"                                     \
+  "  local nonces = redis.call('GETRANGE', head, 24, 24 + 16 * n - 1)\n"                         \
+  "  for c = 0, n - 1 do\n"                                                                      \
   "    out[#out + 1] = sp .. 'kv:' .. c .. ':' .. string.sub(nonces, 16 * c + 1, 16 * c + 16)\n" \
-  "  end\n"                                                                               \
-  "  return out\n"                                                                        \
+  "  end\n"                                                                                      \
+  "  return out\n"                                                                               \
   "end\n"
 
 // KEYS: ver, head. Returns {ver or nil, head or nil}.
-inline constexpr char kRead[] =
-    "return {redis.call('GET', KEYS[1]), redis.call('GET', KEYS[2])}\n";
+inline constexpr char kRead[] = "return {redis.call('GET', KEYS[1]), redis.call('GET', KEYS[2])}\n";
 
 // KEYS: ver, head, then the chunk keys of the new head in order. ARGV: expected version, head
 // value, ttl ms, session key prefix. Returns {0, stored version} (refused), {2, missing chunk
@@ -54,7 +53,8 @@ inline constexpr char kAcquire[] = FLATSTATE_LUA_CHUNK_KEYS
     "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n"
     "  if redis.call('PEXPIRE', KEYS[3], ARGV[3]) == 1 then\n"
     "    redis.call('PEXPIRE', KEYS[2], ARGV[3])\n"
-    "    for _, k in ipairs(chunk_keys(KEYS[3], ARGV[4])) do redis.call('PEXPIRE', k, ARGV[3]) end\n"
+    "    for _, k in ipairs(chunk_keys(KEYS[3], ARGV[4])) do redis.call('PEXPIRE', k, ARGV[3]) "
+    "end\n"
     "  end\n"
     "  return {1}\n"
     "end\n"

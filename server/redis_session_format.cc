@@ -187,8 +187,8 @@ absl::StatusOr<CheckpointManifest> DecodeManifest(absl::string_view value, absl:
 absl::Status CheckPart(absl::string_view part, const CheckpointPartInfo& info,
                        absl::string_view key) {
   if (part.size() != info.size) {
-    return Corrupt(key, absl::StrCat("truncated part: ", part.size(), " bytes, expected ",
-                                     info.size));
+    return Corrupt(key,
+                   absl::StrCat("truncated part: ", part.size(), " bytes, expected ", info.size));
   }
   if (Crc32c(part.data(), part.size()) != info.crc) return Corrupt(key, "checksum mismatch");
   return absl::OkStatus();

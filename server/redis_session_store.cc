@@ -148,8 +148,8 @@ absl::StatusOr<StoredSession> RedisSessionStore::Load(absl::string_view sid) {
     // A chunk vanished: a newer Save superseded it (retry), or it is lost (same version).
     ASSIGN_OR_RETURN(uint64_t now, Version(sid));
     if (now == h.version) {
-      return absl::DataLossError(absl::StrCat("session store key ", missing,
-                                              " is missing (expired or evicted by Redis)"));
+      return absl::DataLossError(
+          absl::StrCat("session store key ", missing, " is missing (expired or evicted by Redis)"));
     }
   }
   return absl::AbortedError(absl::StrCat("session ", sid, " changed ", options_.load_attempts,
@@ -191,8 +191,7 @@ absl::StatusOr<uint64_t> RedisSessionStore::Save(absl::string_view sid, uint64_t
   RETURN_IF_ERROR(ValidId(sid, "session_id"));
   if (image.chunk_tokens < 0 || image.total_chunks < 0 || image.first_new_chunk < 0 ||
       image.first_new_chunk > image.total_chunks ||
-      static_cast<int64_t>(image.new_chunks.size()) !=
-          image.total_chunks - image.first_new_chunk ||
+      static_cast<int64_t>(image.new_chunks.size()) != image.total_chunks - image.first_new_chunk ||
       (expected == 0 && image.first_new_chunk != 0)) {
     return absl::InvalidArgumentError(
         absl::StrCat("session ", sid, ": inconsistent session image (total_chunks ",
@@ -208,9 +207,9 @@ absl::StatusOr<uint64_t> RedisSessionStore::Save(absl::string_view sid, uint64_t
     ASSIGN_OR_RETURN(HeadRead h, ReadHead(sid));
     if (h.version != expected) return refused(h.version);
     if (static_cast<int64_t>(h.head.nonces.size()) < image.first_new_chunk) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "session ", sid, ": the write keeps ", image.first_new_chunk,
-          " chunks but the stored version has ", h.head.nonces.size()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("session ", sid, ": the write keeps ", image.first_new_chunk,
+                       " chunks but the stored version has ", h.head.nonces.size()));
     }
     nonces.assign(h.head.nonces.begin(), h.head.nonces.begin() + image.first_new_chunk);
   }
@@ -223,15 +222,15 @@ absl::StatusOr<uint64_t> RedisSessionStore::Save(absl::string_view sid, uint64_t
   const std::string expected_text = absl::StrCat(expected), ttl = TtlMs();
   const std::string prefix = keys_.SessionPrefix(sid);
   // A transport error here leaves `sent` to expire: the commit may have happened.
-  ASSIGN_OR_RETURN(std::vector<RedisReply> r,
-                   ArrayReply(client_.Eval(scripts::kCommit, keys,
-                                           {expected_text, head, ttl, prefix}),
-                              2, "Save"));
+  ASSIGN_OR_RETURN(
+      std::vector<RedisReply> r,
+      ArrayReply(client_.Eval(scripts::kCommit, keys, {expected_text, head, ttl, prefix}), 2,
+                 "Save"));
   if (r[0].integer == 1) return ParseVersion(r[1], keys[0]);
   DeleteKeys(sent);
   if (r[0].integer == 2) {
-    return absl::DataLossError(absl::StrCat("session store key ", r[1].str,
-                                            " is missing (expired or evicted by Redis)"));
+    return absl::DataLossError(
+        absl::StrCat("session store key ", r[1].str, " is missing (expired or evicted by Redis)"));
   }
   uint64_t stored = 0;
   (void)absl::SimpleAtoi(r[1].str, &stored);
@@ -240,10 +239,10 @@ absl::StatusOr<uint64_t> RedisSessionStore::Save(absl::string_view sid, uint64_t
 
 absl::Status RedisSessionStore::Delete(absl::string_view sid) {
   RETURN_IF_ERROR(ValidId(sid, "session_id"));
-  ASSIGN_OR_RETURN(RedisReply r,
-                   client_.Eval(scripts::kDelete,
-                                {keys_.Version(sid), keys_.Head(sid), keys_.Lease(sid)},
-                                {keys_.SessionPrefix(sid)}));
+  ASSIGN_OR_RETURN(
+      RedisReply r,
+      client_.Eval(scripts::kDelete, {keys_.Version(sid), keys_.Head(sid), keys_.Lease(sid)},
+                   {keys_.SessionPrefix(sid)}));
   if (r.type == RedisReply::Type::kInteger && r.integer > 0) return absl::OkStatus();
   return absl::NotFoundError(
       absl::StrCat("session ", sid, " is not in the session store ", address()));

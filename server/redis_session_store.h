@@ -60,7 +60,7 @@ struct RedisSessionStoreOptions {
   std::string key_prefix = "flatstate";
   absl::Duration session_ttl = absl::Hours(24);  // --session_ttl
   absl::Duration lease = absl::Seconds(5);       // --session_lease
-  std::string replica_id;  // goes into lease values and Aborted messages
+  std::string replica_id;                        // goes into lease values and Aborted messages
   uint64_t checkpoint_part_bytes = uint64_t{8} << 20;
   int load_attempts = 3;
 };

@@ -19,9 +19,8 @@ namespace flatstate::server {
 namespace {
 
 absl::Status BadSpec(absl::string_view spec, absl::string_view why) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      "session_store: '", spec, "' ", why,
-      " (expected dir:PATH or redis://HOST:PORT[/DB])"));
+  return absl::InvalidArgumentError(absl::StrCat("session_store: '", spec, "' ", why,
+                                                 " (expected dir:PATH or redis://HOST:PORT[/DB])"));
 }
 
 absl::StatusOr<std::string> ReadPassword(const std::string& path) {
@@ -90,8 +89,8 @@ absl::StatusOr<SessionStoreSpec> ParseSessionStoreSpec(absl::string_view spec) {
   if (const size_t colon = rest.rfind(':'); colon != absl::string_view::npos) {
     host = rest.substr(0, colon);
     const absl::string_view port = rest.substr(colon + 1);
-    if (!absl::SimpleAtoi(port, &out.redis.port) || out.redis.port < 1 ||
-        out.redis.port > 65535 || !absl::ascii_isdigit(static_cast<unsigned char>(port[0]))) {
+    if (!absl::SimpleAtoi(port, &out.redis.port) || out.redis.port < 1 || out.redis.port > 65535 ||
+        !absl::ascii_isdigit(static_cast<unsigned char>(port[0]))) {
       return BadSpec(spec, absl::StrCat("has port '", port, "', not 1..65535"));
     }
   }

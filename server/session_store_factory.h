@@ -42,8 +42,8 @@ struct SessionStoreConfig {
 struct SessionStoreSpec {
   enum class Kind { kDir, kRedis };
   Kind kind = Kind::kDir;
-  std::string dir;        // kDir
-  RedisAddress redis;     // kRedis
+  std::string dir;     // kDir
+  RedisAddress redis;  // kRedis
 };
 
 // Parses --session_store. InvalidArgument "session_store: ..." saying what is wrong.

@@ -142,7 +142,8 @@ TEST_F(RedisSessionStoreTest, StaleWriteIsRefusedAndLeavesNothing) {
   for (int64_t first_new : {0, 2}) {
     absl::StatusOr<uint64_t> r = store_->Save(sid_, 1, Image("stale", 4, first_new, 3));
     ASSERT_TRUE(absl::IsAborted(r.status())) << r.status();
-    EXPECT_TRUE(absl::StrContains(r.status().message(), "stored version is 2, this write expected 1"))
+    EXPECT_TRUE(
+        absl::StrContains(r.status().message(), "stored version is 2, this write expected 1"))
         << r.status();
   }
   EXPECT_TRUE(absl::IsAborted(store_->Save(sid_, 0, Image("new", 0, 0, 0)).status()));
@@ -318,7 +319,8 @@ TEST_F(RedisSessionStoreTest, MeasureSaveAndLoad) {
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < reps; ++i) f(i);
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-               .count() / reps;
+               .count() /
+           reps;
   };
   const std::string head = Bytes(75 * 1024, 1);
   uint64_t v = 0;
@@ -341,8 +343,10 @@ TEST_F(RedisSessionStoreTest, MeasureSaveAndLoad) {
   const double kv_load = time_ms([&](int) { ASSERT_TRUE(store_->Load(sid2).ok()); }, 3);
   std::printf("[measure] Save 75 KiB head: %.2f ms; Load: %.2f ms; Version: %.3f ms\n", linear,
               linear_load, version);
-  std::printf("[measure] Save 64 x 1 MiB chunks: %.1f ms; Save of 1 new chunk of 64: %.2f ms; "
-              "Load 64 x 1 MiB: %.1f ms\n", full, incremental, kv_load);
+  std::printf(
+      "[measure] Save 64 x 1 MiB chunks: %.1f ms; Save of 1 new chunk of 64: %.2f ms; "
+      "Load 64 x 1 MiB: %.1f ms\n",
+      full, incremental, kv_load);
 }
 
 }  // namespace

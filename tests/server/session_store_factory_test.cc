@@ -59,8 +59,8 @@ TEST(SessionStoreSpecTest, RejectsBadSpecsNamingTheFlag) {
 }
 
 TEST(OpenSessionStoreTest, DirStoreRemovesStaleTemporaries) {
-  const std::string dir = std::filesystem::temp_directory_path() /
-                          ("flatstate-factory-" + server::NewId());
+  const std::string dir =
+      std::filesystem::temp_directory_path() / ("flatstate-factory-" + server::NewId());
   std::filesystem::create_directories(dir);
   const std::string tmp = dir + "/" + server::NewId() + ".ckpt.tmp.0123abcd";
   std::ofstream(tmp) << "partial";
@@ -107,8 +107,8 @@ TEST(OpenSessionStoreTest, RedisReachableUnreachableAndOptional) {
 TEST(OpenSessionStoreTest, RedisPassword) {
   RedisProcess redis("s3cret-pw");
   if (!redis.available()) GTEST_SKIP() << redis.skip_reason();
-  const std::string file = std::filesystem::temp_directory_path() /
-                           ("flatstate-pw-" + server::NewId());
+  const std::string file =
+      std::filesystem::temp_directory_path() / ("flatstate-pw-" + server::NewId());
   SessionStoreConfig c;
   c.spec = redis.spec();
   c.password_file = file;

@@ -4,8 +4,8 @@
 // Started by the constructor with --port N --bind 127.0.0.1 --save "" --appendonly no --dir <a
 // fresh temporary directory> (and --requirepass when a password is given); the constructor
 // returns once the server answers PING. available() is false when it could not start (the
-// binary is missing: tests then GTEST_SKIP() << skip_reason()). The binary is $FLATSTATE_REDIS_SERVER
-// if set, else the first redis-server on PATH, /usr/bin or /usr/sbin.
+// binary is missing: tests then GTEST_SKIP() << skip_reason()). The binary is
+// $FLATSTATE_REDIS_SERVER if set, else the first redis-server on PATH, /usr/bin or /usr/sbin.
 // Kill() sends SIGKILL and reaps the process; Restart() starts it again on the same port (an
 // empty data set: nothing is saved). The destructor kills it and removes the directory. The
 // child gets SIGKILL if the test process dies (PR_SET_PDEATHSIG).
@@ -152,9 +152,10 @@ class RedisProcess {
   }
 
   void Start() {
-    std::vector<std::string> args = {binary_, "--port", std::to_string(port_), "--bind",
-                                     "127.0.0.1", "--save", "", "--appendonly", "no", "--dir",
-                                     dir_, "--logfile", dir_ + "/redis.log"};
+    std::vector<std::string> args = {
+        binary_,  "--port",    std::to_string(port_), "--bind", "127.0.0.1",
+        "--save", "",          "--appendonly",        "no",     "--dir",
+        dir_,     "--logfile", dir_ + "/redis.log"};
     if (!password_.empty()) {
       args.push_back("--requirepass");
       args.push_back(password_);
