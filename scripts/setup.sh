@@ -20,6 +20,7 @@ PACKAGES=(
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-torch python3-numpy python3-pytest python3-grpcio python3-protobuf
   python3-grpc-tools gnuplot-nox clang libclang-rt-14-dev docker-compose openssl
+  redis-server libhiredis-dev nginx
 )
 
 if [[ "${FLATSTATE_SKIP_APT:-0}" != 1 ]]; then
