@@ -2,12 +2,14 @@
 // Redis session store and the system tests of the cluster.
 //
 // Started by the constructor with --port N --bind 127.0.0.1 --save "" --appendonly no --dir <a
-// fresh temporary directory> (and --requirepass when a password is given); the constructor
+// fresh temporary directory> (and --requirepass when a password is given; with `durable`,
+// --appendonly yes --appendfsync always instead, so a SIGKILLed server keeps every write it
+// acknowledged, as a production Redis behind flatstate should: docs/cluster.md); the constructor
 // returns once the server answers PING. available() is false when it could not start (the
 // binary is missing: tests then GTEST_SKIP() << skip_reason()). The binary is
 // $FLATSTATE_REDIS_SERVER if set, else the first redis-server on PATH, /usr/bin or /usr/sbin.
 // Kill() sends SIGKILL and reaps the process; Restart() starts it again on the same port (an
-// empty data set: nothing is saved). The destructor kills it and removes the directory. The
+// empty data set unless `durable`: then the append-only file brings every write back). The destructor kills it and removes the directory. The
 // child gets SIGKILL if the test process dies (PR_SET_PDEATHSIG).
 //
 // Owns the child process and the directory. Not thread-safe: use from the test's thread.
@@ -36,7 +38,8 @@ namespace flatstate::testing {
 
 class RedisProcess {
  public:
-  explicit RedisProcess(std::string password = "") : password_(std::move(password)) {
+  explicit RedisProcess(std::string password = "", bool durable = false)
+      : password_(std::move(password)), durable_(durable) {
     binary_ = FindBinary();
     if (binary_.empty()) {
       reason_ = "redis-server not found (install redis-server: scripts/setup.sh does)";
@@ -156,6 +159,10 @@ class RedisProcess {
         binary_,  "--port",    std::to_string(port_), "--bind", "127.0.0.1",
         "--save", "",          "--appendonly",        "no",     "--dir",
         dir_,     "--logfile", dir_ + "/redis.log"};
+    if (durable_) {
+      args[8] = "yes";
+      args.insert(args.end(), {"--appendfsync", "always"});
+    }
     if (!password_.empty()) {
       args.push_back("--requirepass");
       args.push_back(password_);
@@ -191,6 +198,7 @@ class RedisProcess {
   }
 
   std::string password_;
+  bool durable_ = false;
   std::string binary_;
   std::string dir_;
   std::string reason_;
