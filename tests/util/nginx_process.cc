@@ -113,11 +113,8 @@ bool ParseNginxAccessLogLine(const std::string& line, NginxAccessLogEntry* out) 
   out->line = line;
   out->uri = field(0);
   out->status = field(1);
-  // "$upstream_http_grpc_status$upstream_trailer_grpc_status": a missing one logs as "-".
-  out->grpc_status.clear();
-  for (char c : field(2)) {
-    if (c != '-') out->grpc_status += c;
-  }
+  out->grpc_status = field(2);
+  if (out->grpc_status == "-") out->grpc_status.clear();  // nginx logs a missing value as "-"
   out->upstream = field(3);
   std::string session = field(6);
   if (!session.empty() && session.back() == '"') session.pop_back();
