@@ -4,12 +4,14 @@
 #include <iostream>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
 
 #include "absl/flags/flag.h"
 #include "clients/cli/flags.h"
+#include "clients/common/session_metadata.h"
 #include "flatstate/v1/inference.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 
@@ -55,7 +57,9 @@ std::shared_ptr<grpc::Channel> MakeChannel() {
   return grpc::CreateCustomChannel(absl::GetFlag(FLAGS_server), creds, args);
 }
 
-void Prepare(grpc::ClientContext* ctx) {
+// Auth token, deadline and, for a call that names a session, the affinity metadata.
+void Prepare(grpc::ClientContext* ctx, std::string_view session_id = {}) {
+  clients::AddSessionMetadata(session_id, ctx);
   if (const std::string t = absl::GetFlag(FLAGS_auth_token); !t.empty()) {
     ctx->AddMetadata("authorization", "Bearer " + t);
   }
@@ -91,7 +95,7 @@ int Generate(pb::Inference::Stub* stub) {
   if (req.session_id().empty() || SamplingFlagsSet()) FillSampling(req.mutable_sampling());
   for (const std::string& s : absl::GetFlag(FLAGS_stop)) req.add_stop(s);
   grpc::ClientContext ctx;
-  Prepare(&ctx);
+  Prepare(&ctx, req.session_id());
   auto reader = stub->Generate(&ctx, req);
   pb::GenerateResponse msg, last;
   bool first = true;
@@ -120,7 +124,8 @@ int SessionCmd(pb::Inference::Stub* stub, const std::vector<std::string>& args) 
   const std::string usage = "flatstate-cli session create [--model M] | info ID | delete ID";
   if (args.size() < 2) return Usage(usage);
   grpc::ClientContext ctx;
-  Prepare(&ctx);
+  // create names no session; info and delete name args[2].
+  Prepare(&ctx, args[1] != "create" && args.size() >= 3 ? std::string_view(args[2]) : "");
   pb::Session s;
   if (args[1] == "create") {
     pb::CreateSessionRequest req;
@@ -158,7 +163,7 @@ int CheckpointCmd(pb::Inference::Stub* stub, const std::vector<std::string>& arg
   req.set_session_id(args[1]);
   pb::Checkpoint ck;
   grpc::ClientContext ctx;
-  Prepare(&ctx);
+  Prepare(&ctx, req.session_id());
   grpc::Status st = stub->CheckpointSession(&ctx, req, &ck);
   if (!st.ok()) return Fail(st);
   if (const std::string out = absl::GetFlag(FLAGS_o); !out.empty()) {

@@ -9,6 +9,7 @@
 #include <grpcpp/generic/generic_stub.h>
 
 #include "absl/strings/str_cat.h"
+#include "clients/common/session_metadata.h"
 
 namespace flatstate::loadtest {
 
@@ -77,7 +78,8 @@ Client::Client(ClientOptions options, std::shared_ptr<grpc::Channel> channel)
       channel_(std::move(channel)),
       stub_(pb::Inference::NewStub(channel_)) {}
 
-void Client::Prepare(grpc::ClientContext* ctx) const {
+void Client::Prepare(grpc::ClientContext* ctx, std::string_view session_id) const {
+  clients::AddSessionMetadata(session_id, ctx);
   ctx->set_deadline(std::chrono::system_clock::now() +
                     absl::ToChronoMilliseconds(options_.deadline));
   if (!options_.auth_token.empty()) {
@@ -88,7 +90,7 @@ void Client::Prepare(grpc::ClientContext* ctx) const {
 GenerateResult Client::Generate(const pb::GenerateRequest& request) const {
   GenerateResult r;
   grpc::ClientContext ctx;
-  Prepare(&ctx);
+  Prepare(&ctx, request.session_id());
   const SteadyClock::time_point start = SteadyClock::now();
   SteadyClock::time_point first, last;
   std::unique_ptr<grpc::ClientReader<pb::GenerateResponse>> reader =
@@ -127,7 +129,7 @@ grpc::Status Client::CreateSession(const std::string& model, pb::Session* out) c
 
 grpc::Status Client::GetSession(const std::string& session_id, pb::Session* out) const {
   grpc::ClientContext ctx;
-  Prepare(&ctx);
+  Prepare(&ctx, session_id);
   pb::GetSessionRequest req;
   req.set_session_id(session_id);
   return stub_->GetSession(&ctx, req, out);
@@ -135,7 +137,7 @@ grpc::Status Client::GetSession(const std::string& session_id, pb::Session* out)
 
 grpc::Status Client::DeleteSession(const std::string& session_id) const {
   grpc::ClientContext ctx;
-  Prepare(&ctx);
+  Prepare(&ctx, session_id);
   pb::DeleteSessionRequest req;
   req.set_session_id(session_id);
   pb::DeleteSessionResponse resp;

@@ -4,13 +4,16 @@
 // Ownership: owns its channel and stub. Thread-safety: every method is thread-safe (gRPC stubs
 // are); concurrent calls share one channel. Failure: RPC methods return the grpc::Status of the
 // call (never throw); Connect fails only on bad TLS options (unreadable CA file).
-// Every call carries the configured deadline and, if set, "authorization: Bearer <token>".
+// Every call carries the configured deadline and, if set, "authorization: Bearer <token>"; a
+// call that names a session also carries "x-flatstate-session: <id>" (proxy affinity,
+// clients/common/session_metadata.h).
 #ifndef FLATSTATE_CLIENTS_LOADTEST_CLIENT_H_
 #define FLATSTATE_CLIENTS_LOADTEST_CLIENT_H_
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
@@ -66,7 +69,7 @@ class Client {
 
  private:
   Client(ClientOptions options, std::shared_ptr<grpc::Channel> channel);
-  void Prepare(grpc::ClientContext* ctx) const;
+  void Prepare(grpc::ClientContext* ctx, std::string_view session_id = {}) const;
 
   const ClientOptions options_;
   std::shared_ptr<grpc::Channel> channel_;

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 #include <random>
+#include <string_view>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
@@ -13,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "clients/common/session_metadata.h"
 
 namespace flatstate::loadtest {
 
@@ -51,7 +53,10 @@ class Soak {
  private:
   enum Expect { kNothing = 0, kCancel = 1, kDeadline = 2 };
 
-  void Prepare(grpc::ClientContext* ctx, absl::Duration deadline) const {
+  // Deadline, auth token and, for a call that names a session, the affinity metadata.
+  void Prepare(grpc::ClientContext* ctx, absl::Duration deadline,
+               std::string_view session_id = {}) const {
+    clients::AddSessionMetadata(session_id, ctx);
     ctx->set_deadline(std::chrono::system_clock::now() + absl::ToChronoMicroseconds(deadline));
     if (!client_.options().auth_token.empty()) {
       ctx->AddMetadata("authorization", absl::StrCat("Bearer ", client_.options().auth_token));
@@ -104,7 +109,7 @@ class Soak {
   Gen Generate(const pb::GenerateRequest& req, absl::Duration deadline, int cancel_after = -1) {
     Gen g;
     grpc::ClientContext ctx;
-    Prepare(&ctx, deadline);
+    Prepare(&ctx, deadline, req.session_id());
     auto reader = stub_->Generate(&ctx, req);
     pb::GenerateResponse msg;
     int messages = 0;
@@ -135,7 +140,7 @@ class Soak {
     req.set_session_id(id);
     pb::DeleteSessionResponse resp;
     grpc::ClientContext ctx;
-    Prepare(&ctx, kCallDeadline);
+    Prepare(&ctx, kCallDeadline, id);
     Record("delete", stub_->DeleteSession(&ctx, req, &resp));
   }
 
@@ -143,7 +148,7 @@ class Soak {
     pb::GetSessionRequest req;
     req.set_session_id(id);
     grpc::ClientContext ctx;
-    Prepare(&ctx, kCallDeadline);
+    Prepare(&ctx, kCallDeadline, id);
     return Record("get", stub_->GetSession(&ctx, req, out));
   }
 
@@ -184,7 +189,7 @@ class Soak {
     pb::Checkpoint ck;
     {
       grpc::ClientContext ctx;
-      Prepare(&ctx, kCallDeadline);
+      Prepare(&ctx, kCallDeadline, session);
       if (!Record("checkpoint", stub_->CheckpointSession(&ctx, creq, &ck))) return;
     }
     pb::RestoreSessionRequest rreq;

@@ -5,11 +5,14 @@ FLATSTATE_SERVER, FLATSTATE_AUTH_TOKEN, FLATSTATE_PYTHON_STUBS and PYTHONPATH.""
 import os
 import subprocess
 import sys
+import threading
 import unittest
+from concurrent import futures
 
 import grpc
 
 from flatstate_client import Client, FlatstateError, pb2
+from flatstate_client.client import SESSION_METADATA_KEY, pb2_grpc
 
 SERVER = os.environ["FLATSTATE_SERVER"]
 TOKEN = os.environ["FLATSTATE_AUTH_TOKEN"]
@@ -133,6 +136,75 @@ class ClientTest(unittest.TestCase):
                            capture_output=True, text=True, timeout=120, check=False)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertIn("identical continuations", r.stdout)
+
+
+class _RecordingServicer(pb2_grpc.InferenceServicer):
+    """A fake Inference service: answers minimal messages and records, per method, the value of
+    the x-flatstate-session metadata (None when absent) of every call."""
+
+    def __init__(self):
+        self.seen = []
+        self._lock = threading.Lock()
+
+    def _record(self, method, context):
+        values = [v for k, v in context.invocation_metadata() if k == SESSION_METADATA_KEY]
+        with self._lock:
+            self.seen.append((method, values[0] if len(values) == 1 else values or None))
+
+    def Generate(self, request, context):
+        self._record("Generate", context)
+        yield pb2.GenerateResponse(session_id=request.session_id, finish_reason=pb2.LENGTH)
+
+    def CreateSession(self, request, context):
+        self._record("CreateSession", context)
+        return pb2.Session(session_id="0" * 32)
+
+    def GetSession(self, request, context):
+        self._record("GetSession", context)
+        return pb2.Session(session_id=request.session_id)
+
+    def DeleteSession(self, request, context):
+        self._record("DeleteSession", context)
+        return pb2.DeleteSessionResponse()
+
+    def CheckpointSession(self, request, context):
+        self._record("CheckpointSession", context)
+        return pb2.Checkpoint(checkpoint_id="c")
+
+    def ListModels(self, request, context):
+        self._record("ListModels", context)
+        return pb2.ListModelsResponse()
+
+
+class SessionMetadataTest(unittest.TestCase):
+    """Every call that names a session carries x-flatstate-session (proxy affinity,
+    docs/cluster.md); calls without one carry none. Checked against a fake server."""
+
+    def test_session_calls_carry_the_affinity_metadata(self):
+        servicer = _RecordingServicer()
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+        pb2_grpc.add_InferenceServicer_to_server(servicer, server)
+        port = server.add_insecure_port("127.0.0.1:0")
+        server.start()
+        try:
+            sid = "0123456789abcdef0123456789abcdef"
+            with Client(f"127.0.0.1:{port}", auth_token="t", timeout=10) as c:
+                list(c.generate("x", session_id=sid, max_new_tokens=1))
+                c.get_session(sid)
+                c.checkpoint(sid)
+                c.delete_session(sid)
+                list(c.generate("x", max_new_tokens=1))  # throwaway session: nothing to route
+                c.create_session()
+                c.list_models()
+                # An id that cannot be ASCII metadata is not sent (the server rejects the
+                # request's field itself); the call still goes out.
+                c.get_session("bad\nid")
+        finally:
+            server.stop(None)
+        self.assertEqual(servicer.seen, [
+            ("Generate", sid), ("GetSession", sid), ("CheckpointSession", sid),
+            ("DeleteSession", sid), ("Generate", None), ("CreateSession", None),
+            ("ListModels", None), ("GetSession", None)])
 
 
 if __name__ == "__main__":

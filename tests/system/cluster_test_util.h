@@ -8,7 +8,6 @@
 #define FLATSTATE_TESTS_SYSTEM_CLUSTER_TEST_UTIL_H_
 
 #include <chrono>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -37,15 +36,21 @@ class Cluster {
   // `replicas` servers and, with `proxy`, nginx over all of them.
   Cluster(int replicas, bool proxy, const std::string& lease = "2s") : lease_(lease) {
     if (!redis_.available()) {
-      skip_reason_ = redis_.unavailable_reason();
+      skip_reason_ = redis_.skip_reason();
       return;
     }
     for (int i = 0; i < replicas; ++i) StartReplica(i);
     if (proxy) {
       std::vector<int> ports;
       for (auto& r : replicas_) ports.push_back(r->port());
-      nginx_ = std::make_unique<NginxProcess>(ports);
-      if (!nginx_->available()) skip_reason_ = nginx_->unavailable_reason();
+      std::string why;
+      if (!NginxProcess::Available(&why)) {
+        skip_reason_ = why;
+        return;
+      }
+      nginx_ = std::make_unique<NginxProcess>(
+          ::testing::TempDir() + absl::StrCat("/cluster-nginx-", getpid()), ports);
+      EXPECT_TRUE(nginx_->ok()) << nginx_->error();
     }
   }
 
@@ -72,30 +77,24 @@ class Cluster {
   }
   NginxProcess& nginx() { return *nginx_; }
 
-  // The replica index whose port served the last proxied call naming `session_id`, or -1.
+  // The replica index that answered the last proxied call naming `session_id` (nginx's access
+  // log: the last upstream listed is the one that answered), or -1.
   int LastUpstreamOf(const std::string& session_id) {
-    std::ifstream in(nginx_->access_log_path());
-    std::string line, last;
-    const std::string tag = absl::StrCat("session=\"", session_id, "\"");
-    while (std::getline(in, line)) {
-      if (line.find(tag) != std::string::npos) last = line;
+    std::string upstream;
+    for (const NginxAccessLogEntry& e : nginx_->AccessLog()) {
+      if (e.session == session_id) upstream = e.upstream;
     }
+    const size_t comma = upstream.rfind(", ");
+    if (comma != std::string::npos) upstream = upstream.substr(comma + 2);
     for (int i = 0; i < replicas(); ++i) {
-      // The last upstream tried is the one that answered (a dead one is listed before it).
-      const std::string addr = absl::StrCat("127.0.0.1:", replicas_[i]->port());
-      const size_t at = last.find("upstream=");
-      if (at == std::string::npos) continue;
-      const std::string ups = last.substr(at, last.find(' ', at) - at);
-      if (ups.size() >= addr.size() && ups.compare(ups.size() - addr.size(), addr.size(), addr) == 0) {
-        return i;
-      }
+      if (upstream == absl::StrCat("127.0.0.1:", replicas_[i]->port())) return i;
     }
     return -1;
   }
 
  private:
   std::string lease_;
-  RedisProcess redis_{RedisProcess::Options{.append_only = true}};
+  RedisProcess redis_{"", /*durable=*/true};
   std::vector<std::unique_ptr<ServerProcess>> replicas_;
   std::unique_ptr<NginxProcess> nginx_;
   std::unique_ptr<pb::Inference::Stub> proxy_stub_;

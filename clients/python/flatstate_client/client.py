@@ -5,6 +5,9 @@ Ownership: the Client owns its channel; close() it or use it as a context manage
 Failures: every RPC error is raised as FlatstateError(code, details), where code is a
 grpc.StatusCode (e.g. RESOURCE_EXHAUSTED when a softmax KV pool is full, NOT_FOUND for an unknown
 session, UNAUTHENTICATED for a missing/wrong token); generate() raises it while iterating.
+Affinity: every call that names a session also sends it as the metadata "x-flatstate-session"
+(SESSION_METADATA_KEY), so a proxy can route a session to one replica (docs/cluster.md); it is a
+routing hint only, the server reads the request's session_id field.
 """
 import grpc
 
@@ -13,6 +16,21 @@ from flatstate_client import _stubs
 pb2, pb2_grpc = _stubs.load()
 
 _HEALTH_CHECK = "/grpc.health.v1.Health/Check"
+
+# The session-affinity metadata key; the C++ clients send the same (clients/common/
+# session_metadata.h, whose rule this mirrors: a non-empty id of at most 512 printable ASCII
+# characters is sent, anything else is not).
+SESSION_METADATA_KEY = "x-flatstate-session"
+_MAX_SESSION_ID = 512
+
+
+def session_metadata(session_id):
+    """[(SESSION_METADATA_KEY, session_id)] when session_id can be sent as ASCII metadata, else
+    [] (no session, or an id the server will reject anyway)."""
+    if (isinstance(session_id, str) and 0 < len(session_id) <= _MAX_SESSION_ID
+            and all(" " <= ch <= "~" for ch in session_id)):
+        return [(SESSION_METADATA_KEY, session_id)]
+    return []
 
 
 class FlatstateError(Exception):
@@ -80,9 +98,9 @@ class Client:
     def __exit__(self, *exc):
         self.close()
 
-    def _call(self, method, request, timeout):
+    def _call(self, method, request, timeout, session_id=None):
         try:
-            return method(request, metadata=self._metadata,
+            return method(request, metadata=self._metadata + session_metadata(session_id),
                           timeout=self._timeout if timeout is None else timeout)
         except grpc.RpcError as e:
             raise _wrap(e) from None
@@ -106,7 +124,7 @@ class Client:
         sampling = _sampling(temperature, top_k, top_p, seed)
         if sampling is not None:
             req.sampling.CopyFrom(sampling)
-        stream = self._stub.Generate(req, metadata=self._metadata,
+        stream = self._stub.Generate(req, metadata=self._metadata + session_metadata(session_id),
                                      timeout=self._timeout if timeout is None else timeout)
         try:
             for resp in stream:
@@ -141,16 +159,17 @@ class Client:
 
     def get_session(self, session_id, *, timeout=None):
         return self._call(self._stub.GetSession, pb2.GetSessionRequest(session_id=session_id),
-                          timeout)
+                          timeout, session_id)
 
     def delete_session(self, session_id, *, timeout=None):
         self._call(self._stub.DeleteSession, pb2.DeleteSessionRequest(session_id=session_id),
-                   timeout)
+                   timeout, session_id)
 
     def checkpoint(self, session_id, *, timeout=None):
         """Returns a Checkpoint (inline .data and the .checkpoint_id saved on the server)."""
         return self._call(self._stub.CheckpointSession,
-                          pb2.CheckpointSessionRequest(session_id=session_id), timeout)
+                          pb2.CheckpointSessionRequest(session_id=session_id), timeout,
+                          session_id)
 
     def restore(self, data=None, *, checkpoint_id=None, timeout=None):
         """New session from checkpoint bytes (or a Checkpoint message) or a saved checkpoint_id."""
