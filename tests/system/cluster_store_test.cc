@@ -16,9 +16,9 @@
 namespace flatstate::testing {
 namespace {
 
-pb::GetStatsResponse Stats(pb::Inference::Stub* stub) {
+pb::ServerStats Stats(pb::Inference::Stub* stub) {
   grpc::ClientContext ctx;
-  pb::GetStatsResponse r;
+  pb::ServerStats r;
   EXPECT_TRUE(stub->GetStats(&ctx, pb::GetStatsRequest(), &r).ok());
   return r;
 }
@@ -75,7 +75,7 @@ TEST(ClusterStoreTest, TwoReplicasRacingOnOneSessionOneWinsNothingInterleaves) {
   EXPECT_EQ(next.tokens, ref_next.tokens);
   pb::Session info;
   ASSERT_TRUE(GetSession(a_won ? a : b, s, &info).ok());
-  EXPECT_EQ(info.context_tokens(), next.last.context_tokens());
+  EXPECT_EQ(info.context_tokens(), next.last.usage().context_tokens());
   EXPECT_GE(Stats(a_won ? b : a).store_lease_conflicts_total(), 1u);
 }
 
@@ -106,7 +106,7 @@ TEST(ClusterStoreTest, RedisKilledAndRestartedWhileStreamsRun) {
   EXPECT_NE(st.error_message().find(absl::StrCat("127.0.0.1:", cluster.redis().port())),
             std::string::npos)
       << st.error_message();
-  pb::GetStatsResponse down = Stats(a);
+  pb::ServerStats down = Stats(a);
   EXPECT_FALSE(down.session_store_up());
   EXPECT_GE(down.store_write_failures_total(), 1u);
   const int ok_while_down = ok_turns.load();
@@ -122,7 +122,7 @@ TEST(ClusterStoreTest, RedisKilledAndRestartedWhileStreamsRun) {
   StreamResult last = Turn(a, s, " end", 4);
   ASSERT_TRUE(last.status.ok());
   ASSERT_TRUE(GetSession(b, s, &info).ok());
-  EXPECT_EQ(info.context_tokens(), last.last.context_tokens());
+  EXPECT_EQ(info.context_tokens(), last.last.usage().context_tokens());
   ASSERT_TRUE(GetSession(b, elsewhere, &info).ok());
 }
 
