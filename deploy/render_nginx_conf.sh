@@ -22,7 +22,7 @@ listen="" prefix="" error_log="" access_log="" workers=auto max_fails=1 fail_tim
 upstreams=()
 if [[ "${1:-}" == "--compose" ]]; then
   (($# == 1)) || die "--compose takes no other argument"
-  set -- --listen 50051 --prefix /var/cache/nginx --error_log stderr --access_log /dev/stdout \
+  set -- --listen 50051 --prefix /tmp --error_log stderr --access_log /dev/stdout \
     replica1:50051 replica2:50051 replica3:50051
 fi
 while (($#)); do

@@ -32,6 +32,14 @@ free_port() {
   /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
+# alive PID: the process exists and is not a zombie (a killed child of an exited cluster.sh stays
+# a zombie where PID 1 does not reap, and kill -0 still succeeds on it).
+alive() {
+  local state
+  state=$(ps -o stat= -p "$1" 2>/dev/null) || return 1
+  [[ "$state" != Z* ]]
+}
+
 accepts() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 find_nginx() {
@@ -52,7 +60,7 @@ wait_up() {
   local name=$1 port=$2 log=$3 pid
   pid=$(cat "$DIR/pids/$name.pid")
   for _ in $(seq 600); do
-    if ! kill -0 "$pid" 2>/dev/null; then
+    if ! alive "$pid"; then
       echo "cluster.sh: $name exited during start; $log:" >&2
       tail -n 20 "$log" >&2
       return 1
@@ -72,10 +80,10 @@ stop_pid() {
   pid=$(cat "$f")
   if kill -TERM "$pid" 2>/dev/null; then
     for _ in $(seq 150); do
-      kill -0 "$pid" 2>/dev/null || break
+      alive "$pid" || break
       sleep 0.1
     done
-    if kill -0 "$pid" 2>/dev/null; then
+    if alive "$pid"; then
       echo "cluster.sh: $1 (pid $pid) ignored SIGTERM for 15 s: SIGKILL" >&2
       kill -KILL "$pid" 2>/dev/null || true
     fi
@@ -100,7 +108,7 @@ cmd_status() {
   local f
   for f in "$DIR"/pids/*.pid; do
     [[ -e "$f" ]] || continue
-    if kill -0 "$(cat "$f")" 2>/dev/null; then
+    if alive "$(cat "$f")"; then
       echo "$(basename "$f" .pid): running (pid $(cat "$f"))"
     else
       echo "$(basename "$f" .pid): NOT running (pid $(cat "$f"))"

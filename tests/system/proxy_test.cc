@@ -75,6 +75,20 @@ std::string UpstreamFor(NginxProcess* nginx, pb::Inference::Stub* proxy, const s
   return log.size() > before ? log.back().upstream : "";
 }
 
+// Two server processes behind one nginx (members start in declaration order).
+struct TwoReplicas {
+  ServerProcess a{TempDir()}, b{TempDir()};
+  NginxProcess nginx{TempDir(), {a.port(), b.port()}};
+  std::unique_ptr<pb::Inference::Stub> proxy = StubTo(nginx.address());
+
+  // The replica nginx routes `session` to.
+  ServerProcess& OwnerOf(const std::string& session) {
+    const std::string port = Port(UpstreamFor(&nginx, proxy.get(), session));
+    return port == std::to_string(a.port()) ? a : b;
+  }
+  ServerProcess& Other(const ServerProcess& s) { return &s == &a ? b : a; }
+};
+
 class ProxyTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -142,16 +156,15 @@ TEST_F(ProxyTest, SessionCallsPassThroughUnchanged) {
 }
 
 TEST_F(ProxyTest, OneSessionHeaderAlwaysLandsOnOneUpstream) {
-  ServerProcess a(TempDir()), b(TempDir());
-  NginxProcess nginx(TempDir(), {a.port(), b.port()});
-  ASSERT_TRUE(nginx.ok()) << nginx.error();
-  auto proxy = StubTo(nginx.address());
+  TwoReplicas c;
+  ASSERT_TRUE(c.nginx.ok()) << c.nginx.error();
+  NginxProcess& nginx = c.nginx;
+  pb::Inference::Stub* proxy = c.proxy.get();
   constexpr int kSessions = 16, kRepeats = 3;
   for (int r = 0; r < kRepeats; ++r) {
     for (int i = 0; i < kSessions; ++i) {
       pb::Session s;
-      EXPECT_EQ(GetSession(proxy.get(), SessionId(i), &s).error_code(),
-                grpc::StatusCode::NOT_FOUND);
+      EXPECT_EQ(GetSession(proxy, SessionId(i), &s).error_code(), grpc::StatusCode::NOT_FOUND);
     }
   }
   // Calls without the header (ListModels names no session).
@@ -185,19 +198,18 @@ TEST_F(ProxyTest, OneSessionHeaderAlwaysLandsOnOneUpstream) {
 }
 
 TEST_F(ProxyTest, KilledUpstreamIsSkippedForNewCalls) {
-  ServerProcess a(TempDir()), b(TempDir());
-  NginxProcess nginx(TempDir(), {a.port(), b.port()});
-  ASSERT_TRUE(nginx.ok()) << nginx.error();
-  auto proxy = StubTo(nginx.address());
+  TwoReplicas c;
+  ASSERT_TRUE(c.nginx.ok()) << c.nginx.error();
+  NginxProcess& nginx = c.nginx;
+  pb::Inference::Stub* proxy = c.proxy.get();
   const std::string sid = SessionId(1);
-  const std::string owner = Port(UpstreamFor(&nginx, proxy.get(), sid));
-  ServerProcess& dead = owner == std::to_string(a.port()) ? a : b;
-  ServerProcess& alive = &dead == &a ? b : a;
+  ServerProcess& dead = c.OwnerOf(sid);
+  ServerProcess& alive = c.Other(dead);
   dead.Kill();
   const std::vector<int32_t> want = Reference(kLinear, "Hello", 8);
   for (int i = 0; i < 4; ++i) {
     const size_t before = nginx.AccessLog().size();
-    const StreamResult r = GenerateWithHeader(proxy.get(), GenRequest(kLinear, "Hello", 8), sid);
+    const StreamResult r = GenerateWithHeader(proxy, GenRequest(kLinear, "Hello", 8), sid);
     ASSERT_TRUE(r.status.ok()) << "call " << i << ": " << r.status.error_message();
     EXPECT_EQ(r.tokens, want);
     const auto log = nginx.WaitForAccessLog(before + 1);
@@ -210,14 +222,11 @@ TEST_F(ProxyTest, KilledUpstreamIsSkippedForNewCalls) {
 }
 
 TEST_F(ProxyTest, KillMidStreamEndsTheClientStreamWithAnError) {
-  ServerProcess a(TempDir()), b(TempDir());
-  NginxProcess nginx(TempDir(), {a.port(), b.port()});
-  ASSERT_TRUE(nginx.ok()) << nginx.error();
-  auto proxy = StubTo(nginx.address());
+  TwoReplicas c;
+  ASSERT_TRUE(c.nginx.ok()) << c.nginx.error();
   const std::string sid = SessionId(2);
-  const std::string owner = Port(UpstreamFor(&nginx, proxy.get(), sid));
-  ServerProcess& victim = owner == std::to_string(a.port()) ? a : b;
-  const StreamResult r = GenerateWithHeader(proxy.get(), GenRequest(kLinear, "Hello", 60000), sid,
+  ServerProcess& victim = c.OwnerOf(sid);
+  const StreamResult r = GenerateWithHeader(c.proxy.get(), GenRequest(kLinear, "Hello", 60000), sid,
                                             1, [&victim] { victim.Kill(); });
   ASSERT_FALSE(r.status.ok());
   EXPECT_LT(r.tokens.size(), 60000u);
@@ -230,8 +239,22 @@ TEST_F(ProxyTest, KillMidStreamEndsTheClientStreamWithAnError) {
   // reports as INTERNAL (docs/cluster.md, "Proxy").
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INTERNAL) << r.status.error_message();
   // The next call for that session goes to the survivor.
-  const StreamResult next = GenerateWithHeader(proxy.get(), GenRequest(kLinear, "Hello", 4), sid);
+  const StreamResult next = GenerateWithHeader(c.proxy.get(), GenRequest(kLinear, "Hello", 4), sid);
   EXPECT_TRUE(next.status.ok()) << next.status.error_message();
+}
+
+// For comparison with the proxy: a client connected to the replica itself sees UNAVAILABLE when
+// the replica dies mid-stream (the connection closes under the stream).
+TEST_F(ProxyTest, DirectKillMidStreamIsUnavailable) {
+  ServerProcess a(TempDir());
+  auto direct = StubTo(absl::StrCat("127.0.0.1:", a.port()));
+  const StreamResult r = GenerateWithHeader(direct.get(), GenRequest(kLinear, "Hello", 60000), "",
+                                            1, [&a] { a.Kill(); });
+  std::printf(
+      "mid-stream kill, direct: %s: %s\n",
+      absl::StatusCodeToString(static_cast<absl::StatusCode>(r.status.error_code())).c_str(),
+      r.status.error_message().c_str());
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE) << r.status.error_message();
 }
 
 TEST_F(ProxyTest, AllUpstreamsDownIsUnavailableNamingTheProxy) {
