@@ -43,7 +43,7 @@ TEST_P(ClusterFailoverTest, SigkillBetweenTurnsContinuesExactlyOnTheOtherReplica
   StreamResult t1 = Turn(cluster.proxy(), s, kPrompts[0], 12);
   ASSERT_TRUE(t1.status.ok()) << t1.status.error_message();
   EXPECT_EQ(t1.tokens, expected[0]);
-  const int owner = cluster.LastUpstreamOf(s);
+  const int owner = cluster.LastUpstreamOf(s, 1);
   ASSERT_GE(owner, 0) << "nginx's access log does not name the replica of session " << s;
   cluster.replica(owner).Kill();
 
@@ -53,7 +53,7 @@ TEST_P(ClusterFailoverTest, SigkillBetweenTurnsContinuesExactlyOnTheOtherReplica
                                  std::chrono::steady_clock::now() - killed_at)
                                  .count();
   ASSERT_TRUE(t2.status.ok()) << t2.status.error_message();
-  EXPECT_EQ(cluster.LastUpstreamOf(s), 1 - owner);
+  EXPECT_EQ(cluster.LastUpstreamOf(s, 2), 1 - owner);
   EXPECT_EQ(t2.tokens, expected[1]) << "turn 2 after failover differs";
   StreamResult t3 = Turn(cluster.proxy(), s, kPrompts[2], 12);
   ASSERT_TRUE(t3.status.ok()) << t3.status.error_message();
@@ -71,7 +71,7 @@ TEST_P(ClusterFailoverTest, TurnCutByAKillMidStreamIsReplayedExactly) {
 
   const std::string s = NewSession(cluster.proxy(), c.model, c.seed);
   ASSERT_TRUE(Turn(cluster.proxy(), s, kPrompts[0], kLong).status.ok());
-  const int owner = cluster.LastUpstreamOf(s);
+  const int owner = cluster.LastUpstreamOf(s, 1);
   ASSERT_GE(owner, 0);
   bool killed = false;
   StreamResult cut = Turn(cluster.proxy(), s, kPrompts[1], kLong,

@@ -77,12 +77,21 @@ class Cluster {
   }
   NginxProcess& nginx() { return *nginx_; }
 
-  // The replica index that answered the last proxied call naming `session_id` (nginx's access
-  // log: the last upstream listed is the one that answered), or -1.
-  int LastUpstreamOf(const std::string& session_id) {
+  // The replica index that answered the `calls`-th proxied call naming `session_id` (nginx's
+  // access log: the last upstream listed is the one that answered), or -1. nginx writes a line
+  // when it has finished a request, which may be just after the client saw the end: waits up to
+  // 5 s for the line.
+  int LastUpstreamOf(const std::string& session_id, int calls) {
     std::string upstream;
-    for (const NginxAccessLogEntry& e : nginx_->AccessLog()) {
-      if (e.session == session_id) upstream = e.upstream;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    for (int seen = 0; seen < calls && std::chrono::steady_clock::now() < deadline;) {
+      seen = 0;
+      for (const NginxAccessLogEntry& e : nginx_->AccessLog()) {
+        if (e.session != session_id) continue;
+        ++seen;
+        upstream = e.upstream;
+      }
+      if (seen < calls) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     const size_t comma = upstream.rfind(", ");
     if (comma != std::string::npos) upstream = upstream.substr(comma + 2);
