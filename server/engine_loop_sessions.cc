@@ -29,10 +29,12 @@ absl::StatusOr<Session*> EngineLoop::FindForTurn(const std::string& id, TurnLeas
     // Unavailable: an in-memory session goes on without a lease; Find below fails naming the
     // store for one this replica does not hold.
   }
+  // A session loaded by Find is the stored version already: only a held one needs the check.
+  const bool held = sessions_.InMemory(id) != nullptr;
   absl::StatusOr<Session*> s = sessions_.Find(id);
   absl::Status st = s.status();
   if (st.ok() && (*s)->generating) st = busy_error();
-  if (st.ok()) st = sessions_.Refresh(*s);
+  if (st.ok() && held) st = sessions_.Refresh(*s);
   if (st.ok()) st = sessions_.EnsureResident(*s);
   if (!st.ok()) {
     lease->Release();
@@ -74,9 +76,12 @@ void EngineLoop::CreateSession(std::string model, std::optional<SamplingParams> 
 
 void EngineLoop::GetSession(std::string session_id, Callback<SessionInfo> done) {
   Post([this, id = std::move(session_id), done = std::move(done)] {
+    const bool held = sessions_.InMemory(id) != nullptr;  // else Find loads the stored version
     absl::StatusOr<Session*> s = sessions_.FindResident(id);
     if (!s.ok()) return done(s.status());
-    if (absl::Status st = sessions_.Refresh(*s); !st.ok()) return done(st);
+    if (held) {
+      if (absl::Status st = sessions_.Refresh(*s); !st.ok()) return done(st);
+    }
     done(sessions_.Info(**s));
   });
 }

@@ -4,11 +4,12 @@
 #ifndef FLATSTATE_TESTS_SERVER_SERVER_TEST_UTIL_H_
 #define FLATSTATE_TESTS_SERVER_SERVER_TEST_UTIL_H_
 
+#include <grpcpp/grpcpp.h>
+
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <grpcpp/grpcpp.h>
 
 #include "engine/runtime/engine.h"
 #include "engine/tokenizer/byte_tokenizer.h"
@@ -29,8 +30,10 @@ inline constexpr char kSoftmax[] = "tiny-softmax";
 inline const std::string& ModelsDir() {
   static const std::string* dir = [] {
     auto* d = new std::string(TempDir() + "/models");
-    EXPECT_TRUE(WriteRandomModel(*d + "/" + kLinear, SmallConfig(AttentionKind::kLinearElu), 11).ok());
-    EXPECT_TRUE(WriteRandomModel(*d + "/" + kSoftmax, SmallConfig(AttentionKind::kSoftmax), 12).ok());
+    EXPECT_TRUE(
+        WriteRandomModel(*d + "/" + kLinear, SmallConfig(AttentionKind::kLinearElu), 11).ok());
+    EXPECT_TRUE(
+        WriteRandomModel(*d + "/" + kSoftmax, SmallConfig(AttentionKind::kSoftmax), 12).ok());
     return d;
   }();
   return *dir;
@@ -61,15 +64,15 @@ inline std::unique_ptr<server::Server> StartServer(const server::ServerOptions& 
 }
 
 inline std::unique_ptr<pb::Inference::Stub> Connect(int port) {
-  return pb::Inference::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
-                                                    grpc::InsecureChannelCredentials()));
+  return pb::Inference::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
 }
 
 // The whole server's grpc.health.v1 status is SERVING, asked without credentials (health is the
 // one service --auth_token leaves open).
 inline void ExpectHealthServing(int port) {
-  auto health = grpc::health::v1::Health::NewStub(grpc::CreateChannel(
-      "127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+  auto health = grpc::health::v1::Health::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
   grpc::health::v1::HealthCheckResponse resp;
   grpc::ClientContext ctx;
   ASSERT_TRUE(health->Check(&ctx, grpc::health::v1::HealthCheckRequest(), &resp).ok());
@@ -84,22 +87,30 @@ struct StreamResult {
   pb::GenerateResponse last;
 };
 
-inline StreamResult RunGenerate(pb::Inference::Stub* stub, const pb::GenerateRequest& req,
-                                const std::string& token = "") {
-  grpc::ClientContext ctx;
-  if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+// Reads a Generate stream to its end; `on_message` (if set) runs after each message with the
+// result so far.
+inline StreamResult ReadGenerate(
+    grpc::ClientReaderInterface<pb::GenerateResponse>* reader,
+    const std::function<void(const StreamResult&)>& on_message = nullptr) {
   StreamResult r;
-  auto reader = stub->Generate(&ctx, req);
   pb::GenerateResponse msg;
   while (reader->Read(&msg)) {
     ++r.messages;
     r.tokens.insert(r.tokens.end(), msg.token_ids().begin(), msg.token_ids().end());
     r.text += msg.text();
     r.last = msg;
+    if (on_message) on_message(r);
   }
   r.status = reader->Finish();
   return r;
+}
+
+inline StreamResult RunGenerate(pb::Inference::Stub* stub, const pb::GenerateRequest& req,
+                                const std::string& token = "") {
+  grpc::ClientContext ctx;
+  if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  return ReadGenerate(stub->Generate(&ctx, req).get());
 }
 
 inline pb::GenerateRequest GenRequest(const std::string& model, const std::string& prompt,
@@ -118,8 +129,8 @@ inline pb::GenerateRequest GenRequest(const std::string& model, const std::strin
 }
 
 // The engine run in-process on the same folder: prompt, then `n` sampled tokens.
-inline std::vector<int32_t> Reference(const std::string& model, const std::string& prompt,
-                                      int n, float temperature = 0.f, uint64_t seed = 0) {
+inline std::vector<int32_t> Reference(const std::string& model, const std::string& prompt, int n,
+                                      float temperature = 0.f, uint64_t seed = 0) {
   auto m = Model::Load(ModelsDir() + "/" + model);
   EXPECT_TRUE(m.ok()) << m.status();
   EngineOptions o;

@@ -8,6 +8,7 @@
 #define FLATSTATE_TESTS_SYSTEM_CLUSTER_TEST_UTIL_H_
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -110,31 +111,20 @@ class Cluster {
   std::string skip_reason_;
 };
 
-// One Generate turn of `session_id` with the affinity metadata. When `on_tokens` is set it runs
-// after each message with the tokens so far (a test kills a replica there).
-template <typename F>
-StreamResult Turn(pb::Inference::Stub* stub, const std::string& session_id,
-                  const std::string& prompt, uint32_t n, F on_tokens) {
+// One Generate turn of `session_id` with the affinity metadata. `on_tokens` (if set) runs after
+// each message with the tokens so far (a test kills a replica there).
+inline StreamResult Turn(
+    pb::Inference::Stub* stub, const std::string& session_id, const std::string& prompt, uint32_t n,
+    const std::function<void(const std::vector<int32_t>&)>& on_tokens = nullptr) {
   grpc::ClientContext ctx;
   ctx.AddMetadata(kSessionHeader, session_id);
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
   pb::GenerateRequest req = GenRequest("", prompt, n);
   req.set_session_id(session_id);
-  StreamResult r;
   auto reader = stub->Generate(&ctx, req);
-  pb::GenerateResponse msg;
-  while (reader->Read(&msg)) {
-    ++r.messages;
-    r.tokens.insert(r.tokens.end(), msg.token_ids().begin(), msg.token_ids().end());
-    r.last = msg;
-    on_tokens(r.tokens);
-  }
-  r.status = reader->Finish();
-  return r;
-}
-inline StreamResult Turn(pb::Inference::Stub* stub, const std::string& session_id,
-                         const std::string& prompt, uint32_t n) {
-  return Turn(stub, session_id, prompt, n, [](const std::vector<int32_t>&) {});
+  return ReadGenerate(reader.get(), [&](const StreamResult& r) {
+    if (on_tokens) on_tokens(r.tokens);
+  });
 }
 
 // A session of `model` (seeded sampling when seed != 0, else greedy) created through `stub`.
