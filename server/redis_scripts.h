@@ -1,8 +1,8 @@
 // The Lua scripts of RedisSessionStore (redis_session_store.h describes what each step does).
 // Private to redis_session_store.cc. Each script is one string with static storage (RedisClient
-// caches its SHA1 keyed by the string's address). chunk_keys() reads the head's framing (redis_session_format.h:
-// "FSRH" at 0, total_chunks at [16, 24), 16-hex nonces from 24) and names the session's chunk
-// keys; a head that does not frame that way names none.
+// caches its SHA1 keyed by the string's address). chunk_keys() reads the head's framing
+// (redis_session_format.h: "FSRH" at 0, total_chunks at [16, 24), 16-hex nonces from 24) and names
+// the session's chunk keys; a head that does not frame that way names none.
 #ifndef FLATSTATE_SERVER_REDIS_SCRIPTS_H_
 #define FLATSTATE_SERVER_REDIS_SCRIPTS_H_
 
@@ -47,18 +47,22 @@ inline constexpr char kCommit[] = FLATSTATE_LUA_CHUNK_KEYS
     "for i = 3, #KEYS do redis.call('PEXPIRE', KEYS[i], ARGV[3]) end\n"
     "return {1, v}\n";
 
-// KEYS: lease, ver, head. ARGV: lease value, lease ms, ttl ms, session key prefix.
-// Returns {1} (taken; the session's TTL refreshed) or {0, holder's value, its PTTL}.
+// KEYS: lease, ver, head. ARGV: lease value, lease ms, ttl ms, session key prefix, this
+// replica's lease prefix ("<replica id>|"). Takes the lease when it is free or left by this same
+// replica id (stale: see SessionStore::AcquireLease). Returns {1} (taken; the session's TTL
+// refreshed) or {0, holder's value, its PTTL}.
 inline constexpr char kAcquire[] = FLATSTATE_LUA_CHUNK_KEYS
-    "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n"
-    "  if redis.call('PEXPIRE', KEYS[3], ARGV[3]) == 1 then\n"
-    "    redis.call('PEXPIRE', KEYS[2], ARGV[3])\n"
-    "    for _, k in ipairs(chunk_keys(KEYS[3], ARGV[4])) do redis.call('PEXPIRE', k, ARGV[3]) "
+    "local cur = redis.call('GET', KEYS[1])\n"
+    "if cur and string.sub(cur, 1, string.len(ARGV[5])) ~= ARGV[5] then\n"
+    "  return {0, cur, redis.call('PTTL', KEYS[1])}\n"
     "end\n"
-    "  end\n"
-    "  return {1}\n"
+    "redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
+    "if redis.call('PEXPIRE', KEYS[3], ARGV[3]) == 1 then\n"
+    "  redis.call('PEXPIRE', KEYS[2], ARGV[3])\n"
+    "  for _, k in ipairs(chunk_keys(KEYS[3], ARGV[4])) do redis.call('PEXPIRE', k, ARGV[3]) "
     "end\n"
-    "return {0, redis.call('GET', KEYS[1]) or '', redis.call('PTTL', KEYS[1])}\n";
+    "end\n"
+    "return {1}\n";
 
 // KEYS: lease. ARGV: lease value, lease ms. Returns 1 if renewed, 0 if not ours.
 inline constexpr char kRenew[] =

@@ -55,11 +55,12 @@ absl::StatusOr<SessionLease> RedisSessionStore::AcquireLease(absl::string_view s
   const std::string value = absl::StrCat(options_.replica_id, "|", lease.token);
   const std::string lease_ms = Ms(options_.lease), ttl_ms = TtlMs();
   const std::string prefix = keys_.SessionPrefix(sid);
-  ASSIGN_OR_RETURN(std::vector<RedisReply> r,
-                   ArrayReply(client_.Eval(scripts::kAcquire,
-                                           {keys_.Lease(sid), keys_.Version(sid), keys_.Head(sid)},
-                                           {value, lease_ms, ttl_ms, prefix}),
-                              1, "AcquireLease"));
+  ASSIGN_OR_RETURN(
+      std::vector<RedisReply> r,
+      ArrayReply(
+          client_.Eval(scripts::kAcquire, {keys_.Lease(sid), keys_.Version(sid), keys_.Head(sid)},
+                       {value, lease_ms, ttl_ms, prefix, absl::StrCat(options_.replica_id, "|")}),
+          1, "AcquireLease"));
   if (r[0].integer == 1) return lease;
   std::string holder = r.size() > 1 ? r[1].str : "";
   if (const size_t bar = holder.rfind('|'); bar != std::string::npos) holder.resize(bar);

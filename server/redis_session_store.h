@@ -13,7 +13,8 @@
 //                                   so a refused (stale) writer never overwrites a chunk that a
 //                                   committed head references.
 //   <p>:{<sid>}:lease               "<replica id>|<random token>" while a replica holds the
-//                                   session (SET NX PX, lease time).
+//                                   session (set when free or left by this same replica id,
+//                                   PX lease time; see SessionStore::AcquireLease).
 //   <p>:{<cid>}:ckpt                a named checkpoint's manifest (size, part count, per-part
 //   <p>:{<cid>}:ckpt:<i>            size and CRC) and its parts, raw, at most
 //                                   checkpoint_part_bytes each (8 MiB). NO TTL: checkpoints are

@@ -82,7 +82,10 @@ class SessionStore {
 
   // ---- shared stores ----
   // Takes the lease of `session_id` for the store's lease time (SET NX PX). Aborted naming the
-  // holder's replica id when another replica holds it.
+  // holder's replica id when another replica holds it. A lease left by this same replica id is
+  // taken over: the engine loop runs one turn per session at a time and asks for the lease only
+  // when none runs here, so such a lease is stale (a release whose reply was lost while the store
+  // restarted, or an earlier process with this id that died). Replica ids must be unique.
   virtual absl::StatusOr<SessionLease> AcquireLease(absl::string_view session_id) = 0;
   // Extends `lease` by the lease time. FailedPrecondition when it is no longer ours.
   virtual absl::Status RenewLease(const SessionLease& lease) = 0;

@@ -193,6 +193,21 @@ TEST_F(RedisSessionStoreTest, LeaseIsExclusiveRenewableAndExpires) {
   EXPECT_TRUE(a->AcquireLease(sid_).ok());
 }
 
+// A lease this replica id left behind (a lost release reply, or a dead earlier process with the
+// same id) does not lock the replica out of its own session; the old holding can no longer renew.
+TEST_F(RedisSessionStoreTest, ALeaseLeftByTheSameReplicaIdIsTakenOver) {
+  std::unique_ptr<RedisSessionStore> before = NewStore("replica-a", absl::Seconds(30));
+  std::unique_ptr<RedisSessionStore> after = NewStore("replica-a", absl::Seconds(30));
+  absl::StatusOr<SessionLease> stale = before->AcquireLease(sid_);
+  ASSERT_TRUE(stale.ok()) << stale.status();
+  absl::StatusOr<SessionLease> taken = after->AcquireLease(sid_);
+  ASSERT_TRUE(taken.ok()) << taken.status();
+  EXPECT_TRUE(absl::IsFailedPrecondition(before->RenewLease(*stale)));
+  EXPECT_TRUE(after->RenewLease(*taken).ok());
+  // Another replica id is still refused.
+  EXPECT_TRUE(absl::IsAborted(NewStore("replica-b")->AcquireLease(sid_).status()));
+}
+
 TEST_F(RedisSessionStoreTest, EveryKeyHasATtlAndAcquireRefreshesIt) {
   ASSERT_TRUE(store_->Save(sid_, 0, Image("h", 3, 0, 1)).ok());
   absl::StatusOr<SessionLease> lease = store_->AcquireLease(sid_);

@@ -90,10 +90,14 @@ TEST(ClusterStoreTest, RedisKilledAndRestartedWhileStreamsRun) {
 
   std::atomic<bool> stop{false};
   std::atomic<int> ok_turns{0}, failed_turns{0};
+  std::string first_failure;  // written by the streaming thread only, read after join
   std::thread streams([&] {
     while (!stop.load()) {
       StreamResult r = Turn(a, s, " more", 16);
       (r.status.ok() ? ok_turns : failed_turns)++;
+      if (!r.status.ok() && first_failure.empty()) {
+        first_failure = absl::StrCat(r.status.error_code(), " ", r.status.error_message());
+      }
     }
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -115,7 +119,7 @@ TEST(ClusterStoreTest, RedisKilledAndRestartedWhileStreamsRun) {
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   stop = true;
   streams.join();
-  EXPECT_EQ(failed_turns.load(), 0) << "a turn of an in-memory session failed";
+  EXPECT_EQ(failed_turns.load(), 0) << "a turn of an in-memory session failed: " << first_failure;
   EXPECT_GT(ok_turns.load(), ok_while_down) << "no turn completed after redis came back";
   EXPECT_TRUE(Stats(a).session_store_up());
   // The last turn reached the store again: b loads the same context.
