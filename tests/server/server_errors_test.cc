@@ -175,6 +175,25 @@ TEST_F(ServerTest, BadRequestsReturnTheirCode) {
   }
 }
 
+// Session store flags that cannot work refuse the start with a message naming them.
+TEST(ServerOptionsTest, BadSessionStoreFlagsAreRefusedAtCreate) {
+  server::ServerOptions o = TestOptions();
+  o.session_lease = absl::Milliseconds(10);
+  absl::StatusOr<std::unique_ptr<server::Server>> s = server::Server::Create(o);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.status().message()), ::testing::HasSubstr("session_lease"));
+  o = TestOptions();
+  o.session_ttl = absl::Seconds(1);  // not longer than the 5 s lease
+  s = server::Server::Create(o);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.status().message()), ::testing::HasSubstr("session_ttl"));
+  o = TestOptions();
+  o.session_store = "rediss://127.0.0.1:1";
+  s = server::Server::Create(o);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.status().message()), ::testing::HasSubstr("session_store"));
+}
+
 TEST(ServerLimits, MaxSessionsAndKvPool) {
   server::ServerOptions o = TestOptions();
   o.max_sessions = 2;
