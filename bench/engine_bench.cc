@@ -11,6 +11,12 @@
 //   DecodeAtContext/<model>/ctx:N   batch-1 decode step with N tokens of context
 //   Prefill/<model>/chunked|token_by_token/len:4096   prefill tokens/s
 //   MemoryReadBandwidth         single-thread streaming read of 1 GiB (bytes/s)
+// With FLATSTATE_BENCH_DEVICE=cuda also (issue 17's shapes; see docs/gpu.md):
+//   DeviceDecode/<gpt2-small model>/batch:B/ctx:C   one decode step for B sessions at context C,
+//       counters bytes_per_step (weights + state read and written: linear 2 x state bytes per
+//       session; softmax the K/V read over the context plus the new row written) and
+//       bytes_per_s (bytes_per_step / wall time of a step)
+//   DevicePrefill/<gpt2-small model>/len:N   chunked prefill of one N-token prompt
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
@@ -54,9 +60,18 @@ struct Loaded {
   std::unique_ptr<Engine> engine;
 };
 
-Engine* GetEngine(const std::string& dir, int threads) {
+// FLATSTATE_BENCH_DEVICE=cpu|cuda|auto (default cpu); see docs/gpu.md for the CUDA runs.
+const char* BenchDevice() {
+  const char* dev = std::getenv("FLATSTATE_BENCH_DEVICE");
+  return dev != nullptr ? dev : "cpu";
+}
+
+// One engine per (model, threads, KV blocks), kept for the whole run. kv_blocks 0: enough for a
+// 64k-token context on the softmax models, plus headroom.
+Engine* GetEngine(const std::string& dir, int threads, int kv_blocks = 0) {
   static std::map<std::string, std::unique_ptr<Engine>> cache;
-  const std::string key = absl::StrCat(dir, "#", threads);
+  // Device runs hold one engine at a time: a softmax engine's KV pool is sized per case.
+  const std::string key = absl::StrCat(dir, "#", threads, "#", kv_blocks);
   auto it = cache.find(key);
   if (it != cache.end()) return it->second.get();
   auto model = Model::Load(dir);
@@ -66,10 +81,8 @@ Engine* GetEngine(const std::string& dir, int threads) {
   }
   EngineOptions o;
   o.threads = threads;
-  o.kv_blocks = 8192 + 64;  // 64k-token context on the softmax models, plus headroom
-  // FLATSTATE_BENCH_DEVICE=cpu|cuda|auto (default cpu); see docs/gpu.md for the CUDA runs.
-  const char* dev = std::getenv("FLATSTATE_BENCH_DEVICE");
-  auto device = ParseDevice(dev != nullptr ? dev : "cpu");
+  o.kv_blocks = kv_blocks > 0 ? kv_blocks : 8192 + 64;
+  auto device = ParseDevice(BenchDevice());
   if (!device.ok()) {
     std::fprintf(stderr, "%s\n", std::string(device.status().message()).c_str());
     std::exit(1);
@@ -96,6 +109,11 @@ std::vector<int32_t> Tokens(size_t n) {
 void FastForward(Engine* e, SessionState* s, int64_t ctx) {
   if (e->kv_pool() != nullptr) {
     if (!e->kv_pool()->Reserve(&s->kv_blocks, ctx + 1).ok()) std::exit(2);
+    // Off the CPU the kernels read the device pool, which this host fill would not reach.
+    if (e->device() != Device::kCpu) {
+      s->position = ctx;
+      return;
+    }
     std::mt19937 g(1);
     std::uniform_real_distribution<float> u(-1, 1);
     for (int32_t b : s->kv_blocks) {
@@ -193,6 +211,54 @@ void PrefillTokenByToken(benchmark::State& state, std::string dir, int threads) 
   state.SetItemsProcessed(state.iterations() * state.range(0));
 }
 
+// Bytes one decode step must move at least: every weight once, and per session its linear state
+// read and written, or its K/V over the context read and the new row written.
+double DecodeBytesPerStep(const Engine& e, int batch, int64_t ctx) {
+  const ModelConfig& c = e.config();
+  const double per_session =
+      c.is_linear() ? 2.0 * static_cast<double>(c.state_bytes())
+                    : 2.0 * sizeof(float) * c.num_hidden_layers * c.hidden_size * (ctx + 1.0) +
+                          2.0 * sizeof(float) * c.num_hidden_layers * c.hidden_size;
+  return static_cast<double>(e.model().weight_bytes()) + batch * per_session;
+}
+
+void DeviceDecode(benchmark::State& state, std::string dir) {
+  const int batch = static_cast<int>(state.range(0));
+  const int64_t ctx = state.range(1);
+  auto model = Model::Load(dir);
+  const bool softmax = model.ok() && !(*model)->config().is_linear();
+  // A softmax engine's pool holds exactly this case's context (+ 1 block per session).
+  const int kv_blocks =
+      softmax ? static_cast<int>(batch * ((ctx + 1 + 15) / 16 + 1)) : 0;
+  Engine* e = GetEngine(dir, 2, kv_blocks);
+  std::vector<SessionState> sessions;
+  sessions.reserve(batch);
+  for (int i = 0; i < batch; ++i) {
+    // Greedy: the step's model work, like the PyTorch baseline (tools/torch_gpu_bench.py), which
+    // samples nothing; Decode/ above includes seeded sampling on the host.
+    sessions.push_back(e->NewSession(SamplingParams{0.f, 0, 1.f, uint64_t(i)}));
+    FastForward(e, &sessions.back(), ctx);
+    sessions.back().pending = {65};
+  }
+  std::vector<StepRequest> reqs;
+  for (auto& s : sessions) reqs.push_back({&s, 1, true});
+  std::vector<StepResult> res;
+  for (auto _ : state) {
+    for (auto& s : sessions) s.position = ctx;  // keep the context at ctx
+    if (!e->Step(reqs, &res).ok()) {
+      const std::string why(res.empty() ? "step failed" : res[0].status.message());
+      state.SkipWithError(why.c_str());
+      break;
+    }
+  }
+  const double bytes = DecodeBytesPerStep(*e, batch, ctx);
+  state.SetItemsProcessed(state.iterations() * batch);
+  state.counters["bytes_per_step"] = bytes;
+  state.counters["bytes_per_s"] =
+      benchmark::Counter(bytes * state.iterations(), benchmark::Counter::kIsRate);
+  for (auto& s : sessions) e->ReleaseSession(&s);
+}
+
 void MemoryReadBandwidth(benchmark::State& state) {
   const size_t n = size_t{1} << 28;  // 1 GiB of floats
   std::vector<float> buf(n, 1.f);
@@ -230,6 +296,29 @@ void RegisterAll() {
       const std::string tag = absl::StrCat(name, "/threads:", threads);
       benchmark::RegisterBenchmark(absl::StrCat("Decode/", tag).c_str(), Decode, dir, threads)
           ->ArgName("batch")->Arg(1)->Arg(8)->Arg(32)->Unit(benchmark::kMillisecond)->UseRealTime();
+    }
+  }
+  if (std::string(BenchDevice()) != "cpu") {
+    for (AttentionKind kind : {AttentionKind::kLinearElu, AttentionKind::kSoftmax}) {
+      const std::string dir = Gpt2Small(kind);
+      const std::string name = absl::StrCat("gpt2-small-", AttentionKindName(kind));
+      auto* b = benchmark::RegisterBenchmark(absl::StrCat("DeviceDecode/", name).c_str(),
+                                             DeviceDecode, dir);
+      b->ArgNames({"batch", "ctx"})->Unit(benchmark::kMillisecond)->UseRealTime();
+      for (int64_t ctx : {0, 16384, 65536}) {
+        for (int batch : {1, 8, 32, 64, 256}) {
+          // Softmax K/V beyond ~10 GB per case (also mirrored in host memory) is left out.
+          const double kv = 2.0 * 4 * 12 * 768 * static_cast<double>(ctx) * batch;
+          if (kind == AttentionKind::kSoftmax && kv > 10e9) continue;
+          b->Args({batch, ctx});
+        }
+      }
+      // Softmax prefill stops at 16k: its attention is quadratic (64k would take minutes).
+      auto* p = benchmark::RegisterBenchmark(absl::StrCat("DevicePrefill/", name).c_str(), Prefill,
+                                             dir, 2, true);
+      p->ArgName("len")->Arg(4096)->Arg(16384)->Unit(benchmark::kMillisecond)->Iterations(1)
+          ->UseRealTime();
+      if (kind != AttentionKind::kSoftmax) p->Arg(65536);
     }
   }
   for (const auto& [name, dir] : models) {

@@ -138,8 +138,15 @@ __device__ __noinline__ float FeaturesBlock(const LinearHead* hp, const float* q
 }
 
 // The recurrent step (decode, and every 1-token prefill chunk): S, z, M updated in place (global
-// memory), out (hd floats) written. One pass over S: each thread owns columns d and, for every
-// feature f, rescales S[f][d], adds k_f v_d and accumulates the readout fq_f S[f][d].
+// memory), out (hd floats) written. One pass over S, read once and written once. Threads split
+// the columns d and, where hd < kT, the feature rows too: thread tid owns column tid % hd of row
+// group tid / hd (kT / hd groups, rows f = group, group + groups, ...; where hd >= kT one group
+// and columns tid, tid + kT, ...). For each of its rows a thread rescales S[f][d], adds k_f v_d
+// and accumulates the readout fq_f S[f][d]; it loads kRowsInFlight rows before storing any, so
+// that many loads are in flight instead of one read-modify-write per memory latency. Partial
+// readouts are summed in group order (fixed, so deterministic) through `red`.
+constexpr int kRowsInFlight = 8;
+
 __device__ __noinline__ void RecurrentStepBlock(const LinearHead* hp, const float* fq,
                                                 const float* fk, float m, const float* vv,
                                                 float* S, float* z, float* M, float* out,
@@ -151,17 +158,51 @@ __device__ __noinline__ void RecurrentStepBlock(const LinearHead* hp, const floa
   const float M_new = favor ? fmaxf(M_old, m) : M_old;
   const float scale = favor ? DecayExp(M_old, M_new) : 1.f;
   const float kw_scale = favor ? expf(m - M_new) : 1.f;
-  for (int d = tid; d < hd; d += kT) {
-    const float vd = vv[d];
-    float num = 0.f;
-    for (int f = 0; f < F; ++f) {
-      const float kw = fk[f] * kw_scale;
-      float* sp = S + static_cast<int64_t>(f) * hd + d;
-      const float s_new = favor ? *sp * scale + kw * vd : *sp + kw * vd;
-      *sp = s_new;
-      num += fq[f] * s_new;
+  const int cols = hd < kT ? hd : kT;  // threads per row group
+  const int groups = kT / cols;
+  const int g = tid / cols;
+  if (g < groups) {
+    for (int d = tid % cols; d < hd; d += cols) {
+      const float vd = vv[d];
+      float num = 0.f;
+      int f = g;
+      for (; f + (kRowsInFlight - 1) * groups < F; f += kRowsInFlight * groups) {
+        float sv[kRowsInFlight];
+#pragma unroll
+        for (int u = 0; u < kRowsInFlight; ++u) {
+          sv[u] = S[static_cast<int64_t>(f + u * groups) * hd + d];
+        }
+#pragma unroll
+        for (int u = 0; u < kRowsInFlight; ++u) {
+          const int fu = f + u * groups;
+          const float kw = fk[fu] * kw_scale;
+          const float s_new = favor ? sv[u] * scale + kw * vd : sv[u] + kw * vd;
+          S[static_cast<int64_t>(fu) * hd + d] = s_new;
+          num += fq[fu] * s_new;
+        }
+      }
+      for (; f < F; f += groups) {
+        float* sp = S + static_cast<int64_t>(f) * hd + d;
+        const float kw = fk[f] * kw_scale;
+        const float s_new = favor ? *sp * scale + kw * vd : *sp + kw * vd;
+        *sp = s_new;
+        num += fq[f] * s_new;
+      }
+      if (groups > 1) {
+        red[g * hd + d] = num;
+      } else {
+        out[d] = num;
+      }
     }
-    out[d] = num;
+  }
+  if (groups > 1) {
+    __syncthreads();
+    for (int d = tid; d < hd; d += kT) {  // the same thread divides out[d] below
+      float num = 0.f;
+      for (int j = 0; j < groups; ++j) num += red[j * hd + d];
+      out[d] = num;
+    }
+    __syncthreads();  // `red` is reused by BlockSum below
   }
   float part = 0.f;
   for (int f = tid; f < F; f += kT) {

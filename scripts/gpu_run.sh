@@ -25,7 +25,11 @@
 #   SANITIZE_RUNS: space-separated tool:test:gtest_filter (default: memcheck over every CUDA
 #     instance of device_kernels_test and engine_device_test, racecheck over the kernels' and
 #     the engine's greedy test per kind)   SANITIZE_TIMEOUT_S [90]: per run
-#   BENCH_FILTER ['/threads:1/|Prefill/|DecodeAtContext/']  BENCH_TIMEOUT_S [150]
+#   BENCH_FILTER ['/threads:1/|Prefill/|DecodeAtContext/|DeviceDecode/']  BENCH_TIMEOUT_S [150]
+#   Step ncu (not in the default STEPS): Nsight Compute's gpu__time_duration of every kernel of
+#     NCU_STEPS [5] decode steps of each benchmark in NCU_CASES (space-separated names without
+#     /real_time) [DeviceDecode/gpt2-small-linear_elu/batch:64/ctx:0], summed per step by
+#     scripts/ncu_step_time.py into ncu/<case>.{csv,txt} (NCU_TIMEOUT_S [120] each)
 #   SERVER_DEVICE [cuda]  CPU_FALLBACK [1]: if the server cannot start on SERVER_DEVICE, run the
 #     smoke once more on --device=cpu (to check the run itself; labelled as such)
 #   PYTHON [python3]: needs grpcio and protobuf (smoke), torch (torch)
@@ -45,7 +49,7 @@ TEST_TIMEOUT_S="${TEST_TIMEOUT_S:-240}"
 SANITIZE_RUNS="${SANITIZE_RUNS:-memcheck:device_kernels_test:*/cuda memcheck:engine_device_test:*/cuda_* \
   racecheck:device_kernels_test:*/cuda racecheck:engine_device_test:*GreedyTokensMatchCpu/cuda_*}"
 SANITIZE_TIMEOUT_S="${SANITIZE_TIMEOUT_S:-90}"
-BENCH_FILTER="${BENCH_FILTER:-/threads:1/|Prefill/|DecodeAtContext/}"
+BENCH_FILTER="${BENCH_FILTER:-/threads:1/|Prefill/|DecodeAtContext/|DeviceDecode/}"
 BENCH_TIMEOUT_S="${BENCH_TIMEOUT_S:-150}"
 SERVER_DEVICE="${SERVER_DEVICE:-cuda}"
 CPU_FALLBACK="${CPU_FALLBACK:-1}"
@@ -236,6 +240,29 @@ step_torch() {  # not in the default STEPS: the PyTorch baseline of issue 17 ite
   PYTHONUNBUFFERED=1 timeout -k 5 "$(limit "${TORCH_TIMEOUT_S:-300}")" "$PYTHON" \
     "$ROOT/tools/torch_gpu_bench.py" --compile --out "$R/torch/torch_bench.json" > "$R/torch/torch.log" 2>&1
   record torch "$?" $((SECONDS - t0)) "$(grep -c '"error"' "$R/torch/torch.log") cases failed, $(grep -c skipped "$R/torch/torch.log") skipped"
+}
+
+step_ncu() {  # summed kernel time of decode steps, for bytes per step / kernel time
+  local cases="${NCU_CASES:-DeviceDecode/gpt2-small-linear_elu/batch:64/ctx:0}" t0 c name rc
+  local ncu; ncu="$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)"
+  mkdir -p "$R/ncu"
+  [[ -n "$ncu" ]] || { record ncu skipped 0 "ncu not found"; return; }
+  for c in $cases; do
+    t0=$SECONDS
+    name="$(tr '/:' '__' <<<"$c")"
+    log "ncu: $c"
+    # Skip the first NCU_SKIP launches (about the first step), then profile ~NCU_STEPS steps.
+    # Under ncu a step takes ~0.3 s, so the benchmark's 2 s run gives a handful of steps.
+    FLATSTATE_BENCH_DEVICE=cuda FLATSTATE_BENCH_DIR="$WORK/bench-models" \
+      timeout -k 5 "$(limit "${NCU_TIMEOUT_S:-120}")" "$ncu" --csv --clock-control none \
+      --metrics gpu__time_duration.sum --launch-skip "${NCU_SKIP:-150}" \
+      --launch-count $((120 * ${NCU_STEPS:-5})) \
+      "$B/bin/flatstate-bench" --benchmark_filter="^${c}/real_time\$" --benchmark_min_time=2 \
+      > "$R/ncu/$name.csv" 2> "$R/ncu/$name.log"
+    rc=$?
+    "$PYTHON" "$ROOT/scripts/ncu_step_time.py" "$R/ncu/$name.csv" > "$R/ncu/$name.txt" 2>&1
+    record "ncu-$name" "$rc" $((SECONDS - t0)) "$(head -1 "$R/ncu/$name.txt" | cut -c1-200)"
+  done
 }
 
 step_smoke() {

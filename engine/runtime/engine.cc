@@ -63,6 +63,34 @@ SessionState Engine::NewSession(const SamplingParams& sampling) const {
 
 void Engine::ReleaseSession(SessionState* s) {
   if (kv_ != nullptr) kv_->Release(&s->kv_blocks);
+  forward_->ReleaseState(s);
+}
+
+size_t Engine::DeviceStateBytes() const { return forward_->state_pool_bytes(); }
+
+absl::Status Engine::SyncToHost(SessionState* s) {
+  if (kv_ != nullptr) return forward_->SyncKvToHost(s->kv_blocks);
+  if (!s->device.host_stale || s->device.id < 0) return absl::OkStatus();
+  RETURN_IF_ERROR(forward_->ReadState(*s, s->linear.data()));
+  s->device.host_stale = false;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<const SessionState*> Engine::HostView(const SessionState& s) {
+  if (kv_ != nullptr) {
+    RETURN_IF_ERROR(forward_->SyncKvToHost(s.kv_blocks));  // CUDA softmax: KV lives on the GPU
+    return &s;
+  }
+  if (!s.device.host_stale) return &s;
+  if (s.device.id < 0) {
+    return absl::FailedPreconditionError(
+        "session state is a copy made while its newest linear state was on the device "
+        "(call Engine::SyncToHost before copying a session)");
+  }
+  host_view_ = s;  // a copy: its `linear` is refreshed from the slot below
+  RETURN_IF_ERROR(forward_->ReadState(s, host_view_.linear.data()));
+  host_view_.device.host_stale = false;
+  return &host_view_;
 }
 
 absl::Status Engine::Append(SessionState* s, std::span<const int32_t> tokens) const {
@@ -82,7 +110,7 @@ int64_t Engine::PlanTokens(const SessionState& s, int64_t budget) const {
 
 absl::Status Engine::Admit(SessionState* s, int64_t tokens) {
   const int64_t end = s->position + tokens;
-  if (kv_ == nullptr) return absl::OkStatus();
+  if (kv_ == nullptr) return forward_->AcquireState(s);  // linear: its device slot, if any
   if (end > config().max_position_embeddings) {
     return absl::OutOfRangeError(absl::StrCat("context of ", end,
                                               " tokens would exceed max_position_embeddings ",
@@ -155,8 +183,8 @@ absl::StatusOr<std::vector<float>> Engine::Score(SessionState* s, std::span<cons
 }
 
 absl::StatusOr<std::string> Engine::Checkpoint(const SessionState& s) {
-  RETURN_IF_ERROR(forward_->SyncKvToHost(s.kv_blocks));  // CUDA softmax: KV lives on the GPU
-  return SerializeSession(ckpt_model_, s, kv_.get());
+  ASSIGN_OR_RETURN(const SessionState* host, HostView(s));
+  return SerializeSession(ckpt_model_, *host, kv_.get());
 }
 
 absl::StatusOr<CheckpointSplit> Engine::CheckpointSplitFrom(const SessionState& s,
@@ -169,8 +197,10 @@ absl::StatusOr<CheckpointSplit> Engine::CheckpointSplitFrom(const SessionState& 
                           static_cast<int64_t>(s.kv_blocks.size()));
     RETURN_IF_ERROR(forward_->SyncKvToHost(
         std::span<const int32_t>(s.kv_blocks).subspan(static_cast<size_t>(first_block))));
+    return SerializeSessionSplit(ckpt_model_, s, kv_.get(), chunk_tokens, first_token);
   }
-  return SerializeSessionSplit(ckpt_model_, s, kv_.get(), chunk_tokens, first_token);
+  ASSIGN_OR_RETURN(const SessionState* host, HostView(s));
+  return SerializeSessionSplit(ckpt_model_, *host, kv_.get(), chunk_tokens, first_token);
 }
 
 absl::StatusOr<SessionState> Engine::Restore(std::string_view blob) {

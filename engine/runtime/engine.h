@@ -14,10 +14,11 @@
 // steps continues exactly.
 //
 // Admission is per request (vLLM's allocate_slots answers per request too): Step reserves each
-// softmax request's KV blocks in request order; a request that cannot get them, or whose run
-// would pass max_position_embeddings, gets its own status and does not run, the others do. If the
-// forward pass fails, every block this step reserved goes back to the pool (each table back to
-// its old size) and every request that was to run carries that error, its session unchanged.
+// softmax request's KV blocks (CUDA linear: its device state slot) in request order; a request
+// that cannot get them, or whose run would pass max_position_embeddings, gets its own status and
+// does not run, the others do. If the forward pass fails, every block this step reserved goes
+// back to the pool (each table back to its old size) and every request that was to run carries
+// that error, its session unchanged (save after a device fault; see forward_device.h).
 #ifndef FLATSTATE_ENGINE_RUNTIME_ENGINE_H_
 #define FLATSTATE_ENGINE_RUNTIME_ENGINE_H_
 
@@ -82,8 +83,16 @@ class Engine {
   size_t SessionBytes(const SessionState& s) const;
 
   SessionState NewSession(const SamplingParams& sampling) const;
-  // Returns the session's KV blocks to the pool. The state must not be used afterwards.
+  // Returns the session's KV blocks to the pool and frees its device state slot (CUDA linear).
+  // The state must not be used afterwards.
   void ReleaseSession(SessionState* s);
+  // Makes the session's host copy current: CUDA linear kinds copy the session's device slot into
+  // `linear` (which is otherwise only as new as the last such call; see SessionState), CUDA
+  // softmax copies its KV blocks into the host pool; nothing on the CPU. Call it before reading
+  // `linear` or copying a SessionState. Fails with the device's error.
+  absl::Status SyncToHost(SessionState* s);
+  // Device memory held for linear session states (CUDA slot pages); 0 on the CPU and for softmax.
+  size_t DeviceStateBytes() const;
 
   // Validates token ids and appends them to the session's pending input. InvalidArgument like
   // "token 300 at index 3 is out of range [0, 256)" (nothing appended) otherwise.
@@ -102,7 +111,8 @@ class Engine {
   // Runs `tokens` for one session and returns the logits of every one (tests and tools).
   absl::StatusOr<std::vector<float>> Score(SessionState* s, std::span<const int32_t> tokens);
 
-  // Not const: on CUDA it first copies the session's KV blocks from the device into the pool.
+  // Not const: on CUDA it first copies the session's KV blocks from the device into the pool, or
+  // its linear state from its device slot (into a copy: `s` itself is not changed).
   absl::StatusOr<std::string> Checkpoint(const SessionState& s);
   absl::StatusOr<SessionState> Restore(std::string_view blob);
   // The split checkpoint of `s` for incremental storage (SerializeSessionSplit with
@@ -114,6 +124,9 @@ class Engine {
   // Per-request admission of a run of `tokens` for `s`: max_position_embeddings (softmax), then
   // its KV blocks. On failure the session is unchanged.
   absl::Status Admit(SessionState* s, int64_t tokens);
+  // `s` with a current host copy: `s` itself, or (CUDA linear, slot newer than `linear`) a copy
+  // in host_view_ refreshed from the slot, valid until the next call.
+  absl::StatusOr<const SessionState*> HostView(const SessionState& s);
 
   std::unique_ptr<Model> model_;
   EngineOptions options_;
@@ -128,6 +141,7 @@ class Engine {
   std::vector<size_t> run_of_;                              // request index per run
   std::vector<std::pair<SessionState*, size_t>> reserved_;  // grown table, old size
   std::vector<std::pair<float, int32_t>> scratch_;
+  SessionState host_view_;
 };
 
 }  // namespace flatstate

@@ -73,6 +73,16 @@ absl::Status ForwardPass::SyncKvToDevice(std::span<const int32_t> blocks) {
   return runner_->SyncKvToDevice(blocks);
 }
 
+absl::Status ForwardPass::AcquireState(SessionState* s) { return runner_->AcquireState(s); }
+
+absl::Status ForwardPass::ReadState(const SessionState& s, float* host) {
+  return runner_->ReadState(s, host);
+}
+
+void ForwardPass::ReleaseState(SessionState* s) { runner_->ReleaseState(s); }
+
+size_t ForwardPass::state_pool_bytes() const { return runner_->state_pool_bytes(); }
+
 absl::Status ForwardPass::Run(std::span<const SequenceRun> batch, std::vector<float>* logits) {
   const ModelConfig& c = *cfg_;
   const int V = c.vocab_size;

@@ -8,7 +8,7 @@
 //
 // ForwardPass validates; the layer loop itself is DeviceForward<D> (engine/runtime/
 // forward_device.h), written once for every Device (CUDA: weights on the GPU, linear states
-// copied in/out per step, softmax KV in a device pool mirroring `kv`).
+// resident in a device slot pool, softmax KV in a device pool mirroring `kv`).
 //
 // Owns its step runner; not thread-safe (the engine loop owns it). Create fails when the device
 // is not usable or a shape exceeds its kernels' limits (InvalidArgument). Run fails with
@@ -61,6 +61,12 @@ class ForwardPass {
   // and host -> device after it is restored. No-ops (OK) on the CPU and for linear kinds.
   absl::Status SyncKvToHost(std::span<const int32_t> blocks);
   absl::Status SyncKvToDevice(std::span<const int32_t> blocks);
+  // Linear kinds on CUDA: the session's device slot (StepRunner in forward_device.h). No-ops on
+  // the CPU and for softmax.
+  absl::Status AcquireState(SessionState* s);
+  absl::Status ReadState(const SessionState& s, float* host);
+  void ReleaseState(SessionState* s);
+  size_t state_pool_bytes() const;
 
  private:
   ForwardPass() = default;

@@ -1,8 +1,10 @@
 #include "engine/runtime/forward_device.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "engine/util/status_macros.h"
 
 namespace flatstate {
@@ -24,6 +26,13 @@ absl::StatusOr<std::unique_ptr<DeviceForward<D>>> DeviceForward<D>::Create(
   f->par_ = par;
   f->chunk_ = chunk_size;
   f->layout_ = LinearLayout(c);
+  f->state_floats_ = f->layout_.per_layer * static_cast<size_t>(c.num_hidden_layers);
+  if (f->state_floats_ > 0) {
+    // Pages of about 64 MiB (1 to 256 slots): few allocations, little memory held unused.
+    const size_t per_page = (size_t{64} << 20) / (sizeof(float) * f->state_floats_);
+    f->slots_per_page_ = static_cast<int32_t>(std::clamp<size_t>(per_page, 1, 256));
+    f->page_bytes_ = sizeof(float) * f->state_floats_ * f->slots_per_page_;
+  }
   RETURN_IF_ERROR(f->BindWeights(heads));
   if (!c.is_linear()) {
     float* base = kv->K(0, 0, 0);
@@ -118,17 +127,7 @@ absl::Status DeviceForward<D>::Stage(std::span<const SequenceRun> batch,
     RETURN_IF_ERROR(tables_.Stage());
     return paged_.Stage();
   }
-  const int64_t per_session = static_cast<int64_t>(layout_.per_layer) * c.num_hidden_layers;
-  float* staged = nullptr;
-  if constexpr (!kHostMemory<D>) {
-    states_.host.resize(static_cast<size_t>(B * per_session));
-    for (int s = 0; s < B; ++s) {
-      std::memcpy(states_.host.data() + s * per_session, batch[s].state->linear.data(),
-                  sizeof(float) * per_session);
-    }
-    RETURN_IF_ERROR(states_.Stage());
-    staged = states_.on;
-  }
+  for (int s = 0; s < B; ++s) RETURN_IF_ERROR(AcquireState(batch[s].state));
   decode_.host.clear();
   prefill_.host.clear();
   conv_.host.clear();
@@ -143,7 +142,11 @@ absl::Status DeviceForward<D>::Stage(std::span<const SequenceRun> batch,
     q.row = row_start[s];
     q.T = row_start[s + 1] - row_start[s];
     q.pos0 = batch[s].state->position;
-    q.state = kHostMemory<D> ? batch[s].state->linear.data() : staged + s * per_session;
+    if constexpr (kHostMemory<D>) {
+      q.state = batch[s].state->linear.data();
+    } else {
+      q.state = SlotPtr(batch[s].state->device.id);
+    }
     conv_.host.push_back(ConvSeq{q.row, q.T, q.state + layout_.conv});
     if (q.T == 1) {
       decode_.host.push_back(q);
@@ -237,6 +240,12 @@ absl::Status DeviceForward<D>::RunLayers(std::span<const SequenceRun> batch,
     out = logits_.template as<float>();
   }
 
+  if constexpr (!kHostMemory<D>) {
+    // From the first kernel on, the slots are newer than the sessions' host copies.
+    if (c.is_linear()) {
+      for (const SequenceRun& r : batch) r.state->device.host_stale = true;
+    }
+  }
   float* x = x_.template as<float>();
   float* h = h_.template as<float>();
   float* h2 = h2_.template as<float>();
@@ -269,19 +278,7 @@ absl::Status DeviceForward<D>::RunLayers(std::span<const SequenceRun> batch,
   if constexpr (!kHostMemory<D>) {
     host_logits_.resize(static_cast<size_t>(R * V));
     RETURN_IF_ERROR(CopyToHost<D>(host_logits_.data(), out, sizeof(float) * R * V));
-    if (c.is_linear()) {
-      RETURN_IF_ERROR(
-          CopyToHost<D>(states_.host.data(), states_.on, sizeof(float) * states_.host.size()));
-    }
     RETURN_IF_ERROR(Synchronize<D>());
-    // Success: only now do sessions change.
-    if (c.is_linear()) {
-      const size_t per_session = states_.host.size() / batch.size();
-      for (size_t s = 0; s < batch.size(); ++s) {
-        std::memcpy(batch[s].state->linear.data(), states_.host.data() + s * per_session,
-                    sizeof(float) * per_session);
-      }
-    }
     logits->assign(host_logits_.begin(), host_logits_.end());
   }
   return absl::OkStatus();
@@ -321,6 +318,64 @@ absl::Status DeviceForward<D>::SyncKvToHost(std::span<const int32_t> blocks) {
 template <Device D>
 absl::Status DeviceForward<D>::SyncKvToDevice(std::span<const int32_t> blocks) {
   return CopyKv(blocks, /*to_host=*/false);
+}
+
+template <Device D>
+absl::Status DeviceForward<D>::AcquireState(SessionState* s) {
+  if constexpr (kHostMemory<D>) {
+    return absl::OkStatus();  // the ops use SessionState::linear in place
+  } else {
+    if (state_floats_ == 0 || s->device.id >= 0) return absl::OkStatus();
+    if (s->device.host_stale) {
+      return absl::FailedPreconditionError(
+          "session state is a copy made while its newest linear state was on the device "
+          "(call Engine::SyncToHost before copying a session)");
+    }
+    if (s->linear.size() != state_floats_) {
+      return absl::FailedPreconditionError("session state does not match the model");
+    }
+    int32_t id;
+    if (!free_slots_.empty()) {
+      id = free_slots_.back();
+      free_slots_.pop_back();
+    } else {
+      if (slots_made_ % slots_per_page_ == 0) {
+        Buffer<D> page;
+        if (absl::Status st = page.Reserve(page_bytes_); !st.ok()) {
+          return absl::ResourceExhaustedError(absl::StrCat(
+              "no device memory for more linear session states (", slots_made_, " slots of ",
+              sizeof(float) * state_floats_, " bytes held): ", st.message()));
+        }
+        slot_pages_.push_back(std::move(page));
+      }
+      id = slots_made_++;
+    }
+    if (absl::Status st = CopyToDevice<D>(SlotPtr(id), s->linear.data(),
+                                          sizeof(float) * state_floats_);
+        !st.ok()) {
+      free_slots_.push_back(id);
+      return st;
+    }
+    s->device.id = id;
+    return absl::OkStatus();
+  }
+}
+
+template <Device D>
+absl::Status DeviceForward<D>::ReadState(const SessionState& s, float* host) {
+  if constexpr (!kHostMemory<D>) {
+    if (s.device.id >= 0 && s.device.id < slots_made_) {
+      RETURN_IF_ERROR(CopyToHost<D>(host, SlotPtr(s.device.id), sizeof(float) * state_floats_));
+      return Synchronize<D>();
+    }
+  }
+  return absl::OkStatus();
+}
+
+template <Device D>
+void DeviceForward<D>::ReleaseState(SessionState* s) {
+  if (s->device.id >= 0 && s->device.id < slots_made_) free_slots_.push_back(s->device.id);
+  s->device = DeviceSlot();
 }
 
 template class DeviceForward<Device::kCpu>;

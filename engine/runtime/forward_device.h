@@ -9,11 +9,13 @@
 // else copied to the device.
 //
 // State. Where D's memory is host memory (kCpu) the ops read and write the sessions' linear
-// state and the engine's KvBlockPool in place. Otherwise (kCuda): SessionState::linear stays the
-// source of truth on the host; each Run copies the batch's states into a device staging area and
-// copies them back only on success; softmax K/V live in a device pool with exactly the host
-// pool's geometry and block ids (the host pool keeps the accounting and stages checkpoints
-// through SyncKvToHost / SyncKvToDevice).
+// state and the engine's KvBlockPool in place. Otherwise (kCuda): linear states live in a device
+// slot pool (pages of slots, grown on demand, freed slots reused): a session's first step (or
+// AcquireState) takes a slot and uploads SessionState::linear once; from then on the ops update
+// the slot in place and nothing crosses PCIe per step but tokens, descriptors and logits;
+// ReadState copies a slot to the host (checkpoint, move, eviction) and ReleaseState frees it.
+// Softmax K/V live in a device pool with exactly the host pool's geometry and block ids (the host
+// pool keeps the accounting and stages checkpoints through SyncKvToHost / SyncKvToDevice).
 //
 // One step: gather embeddings; per layer RMSNorm, causal conv (linear kinds), GEMM q|k|v,
 // attention (linear: LinearAttention over the step's decode and prefill sequences; softmax:
@@ -22,7 +24,10 @@
 //
 // Owns its weights' device copies and its workspace; not thread-safe (the engine loop owns it).
 // Failures are statuses: shape limits of D's kernels (InvalidArgument) at Create, memory
-// (ResourceExhausted) and device errors at Create or Run. On a failed Run no session changes.
+// (ResourceExhausted) and device errors at Create or Run. A Run that fails before its first
+// kernel (validation, allocation, staging) changes no session. A device fault during the kernels
+// (CUDA reports it asynchronously and it poisons the context) is returned, and the batch's
+// device-resident states are then undefined: such sessions resume from their last checkpoint.
 #ifndef FLATSTATE_ENGINE_RUNTIME_FORWARD_DEVICE_H_
 #define FLATSTATE_ENGINE_RUNTIME_FORWARD_DEVICE_H_
 
@@ -56,6 +61,16 @@ class StepRunner {
                            const std::vector<int64_t>& row_start, std::vector<float>* logits) = 0;
   virtual absl::Status SyncKvToHost(std::span<const int32_t> blocks) = 0;
   virtual absl::Status SyncKvToDevice(std::span<const int32_t> blocks) = 0;
+  // Linear kinds off the host: gives `s` a slot and uploads its `linear` if it has none
+  // (ResourceExhausted when device memory runs out; FailedPrecondition for a copy whose state
+  // stayed on the device, see DeviceSlot). OK and nothing done elsewhere.
+  virtual absl::Status AcquireState(SessionState* s) = 0;
+  // Copies `s`'s slot into `host` (the state's floats) and waits; nothing where `s` has no slot.
+  virtual absl::Status ReadState(const SessionState& s, float* host) = 0;
+  // Frees `s`'s slot, if any (s->device becomes empty).
+  virtual void ReleaseState(SessionState* s) = 0;
+  // Device memory held for linear states (slot pages), in bytes; 0 on the host.
+  virtual size_t state_pool_bytes() const = 0;
 };
 
 // DeviceForward<d> for a runtime device: FailedPrecondition / Unavailable when `d` is not
@@ -79,6 +94,10 @@ class DeviceForward final : public StepRunner {
                    std::vector<float>* logits) override;
   absl::Status SyncKvToHost(std::span<const int32_t> blocks) override;
   absl::Status SyncKvToDevice(std::span<const int32_t> blocks) override;
+  absl::Status AcquireState(SessionState* s) override;
+  absl::Status ReadState(const SessionState& s, float* host) override;
+  void ReleaseState(SessionState* s) override;
+  size_t state_pool_bytes() const override { return slot_pages_.size() * page_bytes_; }
 
  private:
   struct Layer {
@@ -142,7 +161,18 @@ class DeviceForward final : public StepRunner {
   };
   Staged<int32_t> tokens_, out_rows_, row_seq_, tables_;
   Staged<int64_t> row_t_;
-  Staged<float> states_;  // off the host: the batch's linear states
+  // Off the host: the linear state slot pool. Slot i is float offset (i % slots_per_page_) *
+  // state_floats_ of page i / slots_per_page_; pages never move, so a slot's address is stable.
+  float* SlotPtr(int32_t id) const {
+    return slot_pages_[id / slots_per_page_].template as<float>() +
+           static_cast<size_t>(id % slots_per_page_) * state_floats_;
+  }
+  size_t state_floats_ = 0;
+  int32_t slots_per_page_ = 1;
+  size_t page_bytes_ = 0;
+  int32_t slots_made_ = 0;
+  std::vector<Buffer<D>> slot_pages_;
+  std::vector<int32_t> free_slots_;
   Staged<LinearSeq> decode_, prefill_;
   Staged<ConvSeq> conv_;
   Staged<PagedRow> paged_;

@@ -11,6 +11,10 @@
 //   M [H]         (favor's running log-stabiliser; -inf before the first token; 0 for others)
 //   conv [K-1][D] (last K-1 normalised attention inputs, oldest first; absent when K == 0)
 // i.e. ModelConfig::state_floats_per_layer() floats per layer.
+// Where the forward pass keeps linear states in device memory (CUDA), `device` names the slot of
+// the step runner's pool holding this session's state; from its first step on, that slot is the
+// truth and `linear` is only as new as the last Engine::SyncToHost (Checkpoint and
+// CheckpointSplitFrom read the slot themselves).
 // Softmax: `kv_blocks` is the block table into the engine's KvBlockPool; token t lives in block
 // kv_blocks[t / block_size], slot t % block_size.
 #ifndef FLATSTATE_ENGINE_SESSION_SESSION_STATE_H_
@@ -18,12 +22,40 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/model/config.h"
 #include "engine/sampling/sampler.h"
 
 namespace flatstate {
+
+// A session's slot in a device pool of linear states. A move carries the slot; a copy gets none,
+// and a copy made while the slot was newer than `linear` is refused by the forward pass
+// (FailedPrecondition) rather than run from a stale state: call Engine::SyncToHost first.
+// Overwriting a state that holds a slot without Engine::ReleaseSession leaks the slot until its
+// engine is destroyed.
+struct DeviceSlot {
+  int32_t id = -1;          // -1: none
+  bool host_stale = false;  // the slot (or, for a copy, the original's slot) is newer than `linear`
+
+  DeviceSlot() = default;
+  DeviceSlot(const DeviceSlot& o) : host_stale(o.host_stale) {}
+  DeviceSlot& operator=(const DeviceSlot& o) {
+    id = -1;
+    host_stale = o.host_stale;
+    return *this;
+  }
+  DeviceSlot(DeviceSlot&& o) noexcept
+      : id(std::exchange(o.id, -1)), host_stale(std::exchange(o.host_stale, false)) {}
+  DeviceSlot& operator=(DeviceSlot&& o) noexcept {
+    if (this != &o) {
+      id = std::exchange(o.id, -1);
+      host_stale = std::exchange(o.host_stale, false);
+    }
+    return *this;
+  }
+};
 
 struct SessionState {
   int64_t position = 0;
@@ -36,6 +68,7 @@ struct SessionState {
   // most 3). The server's detokenizer keeps them between calls; carried in checkpoints so a
   // restored session's text continues exactly too.
   std::string text_tail;
+  DeviceSlot device;  // linear kinds off the host only; see above
 
   int64_t context_tokens() const { return position + static_cast<int64_t>(pending.size()); }
 };

@@ -154,7 +154,10 @@ TEST_P(DeviceKernels, LinearAttentionMatchesCpuForEveryMapAndSplit) {
         ExpectClose(got.out, cpu.out, 2e-5, "out");
         ExpectClose(got.S, cpu.S, 1e-4, "S");
         ExpectClose(got.z, cpu.z, 1e-4, "z");
-        EXPECT_EQ(got.M, cpu.M);  // a max of the same floats
+        // The running max of the key's feature logits: the logits are dot products whose
+        // summation order differs by device, so M agrees to rounding, not bit for bit (seen on
+        // an H100, 2026-11-23: equal to 6 digits, different in the last bit).
+        ExpectClose(got.M, cpu.M, 1e-5, "M");
       }
     }
   }

@@ -83,6 +83,7 @@ TEST_P(EngineDevice, LogitsMatchCpuWithin1e3) {
     auto lb = dev->Score(&b, prompt);
     ASSERT_TRUE(la.ok() && lb.ok()) << la.status() << " " << lb.status();
     EXPECT_LE(MaxAbsDiff(*lb, *la), 1e-3) << "prompt length " << n;
+    ASSERT_TRUE(dev->SyncToHost(&b).ok());  // CUDA linear: the state lives in a device slot
     ASSERT_EQ(a.linear.size(), b.linear.size());
     for (size_t i = 0; i < a.linear.size(); ++i) {
       if (std::isinf(a.linear[i])) {
@@ -182,6 +183,7 @@ TEST_P(EngineDevice, StateBytesAndKvAccountingMatchCpu) {
   ASSERT_TRUE(e->Score(&s, Tokens(100, 4)).ok());
   if (e->config().is_linear()) {
     EXPECT_EQ(e->SessionBytes(s), e->config().state_bytes());
+    ASSERT_TRUE(e->SyncToHost(&s).ok());
     for (float v : s.linear) ASSERT_FALSE(std::isnan(v));
   } else {
     EXPECT_EQ(static_cast<int>(s.kv_blocks.size()), (100 + 15) / 16);
@@ -191,6 +193,43 @@ TEST_P(EngineDevice, StateBytesAndKvAccountingMatchCpu) {
   if (!e->config().is_linear()) {
     EXPECT_EQ(e->kv_pool()->blocks_used(), 0);
   }
+}
+
+// Linear states stay in a device slot between steps (CUDA): a copy taken before SyncToHost is
+// refused rather than run from a stale state; after SyncToHost a copy continues bit for bit like
+// the original; a released slot is reused. On the CPU the state is the host vector itself.
+TEST_P(EngineDevice, ResidentStateCopiesAreGuardedAndSlotsReused) {
+  auto e = MakeEngineOn(dir_, device());
+  ASSERT_TRUE(e);
+  if (!e->config().is_linear()) GTEST_SKIP() << "softmax keeps no recurrent state";
+  const bool on_device = device() != Device::kCpu;
+  SessionState s = e->NewSession({});
+  ASSERT_TRUE(e->Score(&s, Tokens(20, 8)).ok());
+  EXPECT_EQ(s.device.id >= 0, on_device);
+  EXPECT_EQ(s.device.host_stale, on_device);
+  EXPECT_EQ(e->DeviceStateBytes() >= e->config().state_bytes(), on_device);
+  if (on_device) {
+    SessionState stale = s;  // the newest state stayed in s's slot
+    auto refused = e->Score(&stale, Tokens(1, 9));
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+    EXPECT_EQ(e->Checkpoint(stale).status().code(), absl::StatusCode::kFailedPrecondition);
+  }
+  ASSERT_TRUE(e->SyncToHost(&s).ok());
+  EXPECT_FALSE(s.device.host_stale);
+  SessionState copy = s;
+  const auto next = Tokens(5, 10);
+  auto from_original = e->Score(&s, next);
+  auto from_copy = e->Score(&copy, next);
+  ASSERT_TRUE(from_original.ok() && from_copy.ok()) << from_copy.status();
+  EXPECT_EQ(*from_copy, *from_original);
+  const int32_t slot = copy.device.id;
+  e->ReleaseSession(&copy);
+  EXPECT_EQ(copy.device.id, -1);
+  SessionState fresh = e->NewSession({});
+  ASSERT_TRUE(e->Score(&fresh, Tokens(3, 11)).ok());
+  EXPECT_EQ(fresh.device.id, slot);  // -1 == -1 on the CPU
+  e->ReleaseSession(&s);
+  e->ReleaseSession(&fresh);
 }
 
 INSTANTIATE_TEST_SUITE_P(
