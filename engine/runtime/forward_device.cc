@@ -1,7 +1,6 @@
 #include "engine/runtime/forward_device.h"
 
 #include <algorithm>
-#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"

@@ -132,11 +132,7 @@ inline std::string NewSession(pb::Inference::Stub* stub, const std::string& mode
   if (seed != 0) return CreateSession(stub, model, seed);
   pb::CreateSessionRequest req;
   req.set_model(model);
-  grpc::ClientContext ctx;
-  pb::Session s;
-  grpc::Status st = stub->CreateSession(&ctx, req, &s);
-  EXPECT_TRUE(st.ok()) << st.error_message();
-  return s.session_id();
+  return CreateSessionFrom(stub, req);
 }
 
 }  // namespace flatstate::testing

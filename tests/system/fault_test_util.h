@@ -71,6 +71,16 @@ inline std::vector<int32_t> RestoreAndContinue(pb::Inference::Stub* stub,
   return r.tokens;
 }
 
+// The session `req` asks for, created through `stub`; its id (a failure is an EXPECT failure).
+inline std::string CreateSessionFrom(pb::Inference::Stub* stub,
+                                     const pb::CreateSessionRequest& req) {
+  pb::Session s;
+  grpc::ClientContext ctx;
+  grpc::Status st = stub->CreateSession(&ctx, req, &s);
+  EXPECT_TRUE(st.ok()) << st.error_message();
+  return s.session_id();
+}
+
 // A session of `model` that samples (temperature 0.9, top_k 40, `seed`); its id.
 inline std::string CreateSession(pb::Inference::Stub* stub, const std::string& model,
                                  uint64_t seed) {
@@ -79,11 +89,7 @@ inline std::string CreateSession(pb::Inference::Stub* stub, const std::string& m
   req.mutable_sampling()->set_temperature(0.9f);
   req.mutable_sampling()->set_top_k(40);
   req.mutable_sampling()->set_seed(seed);
-  pb::Session s;
-  grpc::ClientContext ctx;
-  grpc::Status st = stub->CreateSession(&ctx, req, &s);
-  EXPECT_TRUE(st.ok()) << st.error_message();
-  return s.session_id();
+  return CreateSessionFrom(stub, req);
 }
 
 }  // namespace flatstate::testing
