@@ -36,9 +36,14 @@ class CountingCall final : public grpc::ClientReadReactor<pb::GenerateResponse> 
   void OnReadDone(bool ok) override {
     if (ok) StartRead(&msg_);
   }
+  // The call (its ClientContext) is destroyed before `done_` counts it, so once the tally has
+  // every call, no call still refers to the channels and Flood may destroy them. (Destroying a
+  // channel while a callback call's context still lived was seen to double-free under ASan.)
   void OnDone(const grpc::Status& s) override {
-    done_(s);
+    const grpc::Status status = s;  // `s` belongs to the call, which `delete this` releases
+    Done done = std::move(done_);
     delete this;
+    done(status);
   }
 
  private:
