@@ -15,6 +15,7 @@
 #define FLATSTATE_KERNELS_MEMORY_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <utility>
 #include <vector>
 
@@ -46,6 +47,17 @@ absl::Status Synchronize();
 // stale failure is not blamed on new work.
 template <Device D>
 absl::Status TakeError();
+
+// The memory of the device D runs on, as the driver reports it for the whole device (every
+// process's allocations count, the CUDA context's own included).
+struct DeviceMemoryInfo {
+  uint64_t used_bytes = 0;
+  uint64_t total_bytes = 0;
+};
+// kCpu: {0, 0}, since D's memory is host memory (see the process's RSS instead). kCuda:
+// cudaMemGetInfo on the current device; fails with the CUDA error.
+template <Device D>
+absl::StatusOr<DeviceMemoryInfo> QueryDeviceMemory();
 
 // An owning, growable allocation of D's memory. Move-only; not thread-safe. A failed Reserve
 // leaves the buffer empty.

@@ -45,4 +45,9 @@ absl::Status TakeError<Device::kCpu>() {
   return absl::OkStatus();
 }
 
+template <>
+absl::StatusOr<DeviceMemoryInfo> QueryDeviceMemory<Device::kCpu>() {
+  return DeviceMemoryInfo{};
+}
+
 }  // namespace flatstate

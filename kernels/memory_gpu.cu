@@ -43,4 +43,11 @@ absl::Status TakeError<Device::kCuda>() {
   return cuda::TakeError();
 }
 
+template <>
+absl::StatusOr<DeviceMemoryInfo> QueryDeviceMemory<Device::kCuda>() {
+  size_t free_bytes = 0, total_bytes = 0;
+  CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return DeviceMemoryInfo{total_bytes - free_bytes, total_bytes};
+}
+
 }  // namespace flatstate

@@ -32,6 +32,9 @@
 #     scripts/ncu_step_time.py into ncu/<case>.{csv,txt} (NCU_TIMEOUT_S [120] each)
 #   SERVER_DEVICE [cuda]  CPU_FALLBACK [1]: if the server cannot start on SERVER_DEVICE, run the
 #     smoke once more on --device=cpu (to check the run itself; labelled as such)
+#   Step sweep (not in the default STEPS): the loadtest's memory sweep against the server on
+#     SERVER_DEVICE, with device memory from GetStats (SWEEP_MODELS, SWEEP_CONTEXTS,
+#     SWEEP_KV_BLOCKS, SWEEP_TIMEOUT_S; see step_sweep)
 #   PYTHON [python3]: needs grpcio and protobuf (smoke), torch (torch)
 #   Step torch (not in the default STEPS; e.g. STEPS=torch in a second call, TORCH_TIMEOUT_S
 #     [300]): tools/torch_gpu_bench.py --compile, the PyTorch baseline, into torch/
@@ -207,21 +210,28 @@ step_bench() {
 }
 
 # ---- server smoke -------------------------------------------------------------------------
-smoke() {  # $1: device; results in $R/smoke/$1
-  local d="$R/smoke/$1" pid port rc t0=$SECONDS
+start_server() {  # $1: device, $2: results dir, then server flags; sets pid, port, rc
+  local dev=$1 d=$2
+  shift 2
   mkdir -p "$d"
-  log "smoke: flatstate-server --device=$1"
-  "$B/bin/flatstate-server" --device="$1" --port=0 --metrics_port=0 --models_dir="$ROOT/models" \
-    --checkpoint_dir="$WORK/checkpoints-$1" > "$d/server.out" 2> "$d/server.log" &
+  log "flatstate-server --device=$dev $*"
+  "$B/bin/flatstate-server" --device="$dev" --port=0 --metrics_port=0 --models_dir="$ROOT/models" \
+    --checkpoint_dir="$WORK/checkpoints-$dev" "$@" > "$d/server.out" 2> "$d/server.log" &
   pid=$!
+  port=""
   for _ in $(seq 300); do
     port=$(awk '/^port / {print $2}' "$d/server.out")
-    [[ -n "$port" ]] && break
+    [[ -n "$port" ]] && return 0
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.2
   done
-  if [[ -z "$port" ]]; then
-    wait "$pid"; rc=$?
+  wait "$pid"; rc=$?
+  return 1
+}
+
+smoke() {  # $1: device; results in $R/smoke/$1
+  local d="$R/smoke/$1" pid port rc t0=$SECONDS
+  if ! start_server "$1" "$d"; then
     record "smoke-$1" $((rc == 0 ? 1 : rc)) $((SECONDS - t0)) "server did not start: $(grep -m1 -i 'error' "$d/server.log" | cut -c1-200)"
     return 1
   fi
@@ -233,6 +243,26 @@ smoke() {  # $1: device; results in $R/smoke/$1
   record "smoke-$1" "$rc" $((SECONDS - t0)) "$(grep -c ': ok ' "$d/smoke.log") models ok, $(grep -c 'FAILED' "$d/smoke.log") failed"
   return "$rc"
 }
+# ---- device-memory sweep ----------------------------------------------------------------
+# flatstate-loadtest's memory sweep against the server on the GPU (shipped linear_elu and
+# softmax models; a KV pool of SWEEP_KV_BLOCKS [1024] blocks so softmax exhausts it at 16k
+# tokens): GetStats' device memory (cudaMemGetInfo) at every context, into sweep/memory.csv.
+step_sweep() {
+  local d="$R/sweep" pid port rc t0=$SECONDS
+  if ! start_server "$SERVER_DEVICE" "$d" --kv_blocks="${SWEEP_KV_BLOCKS:-1024}" --log_requests=false; then
+    record sweep $((rc == 0 ? 1 : rc)) $((SECONDS - t0)) "server did not start: $(grep -m1 -i 'error' "$d/server.log" | cut -c1-200)"
+    return
+  fi
+  timeout -k 5 "$(limit "${SWEEP_TIMEOUT_S:-120}")" "$B/bin/flatstate-loadtest" \
+    --server "127.0.0.1:$port" --deadline 120s --wait_for_server 30s --progress=false --mode memory \
+    --models "${SWEEP_MODELS:-shakespeare-linear-elu,shakespeare-softmax}" \
+    --contexts "${SWEEP_CONTEXTS:-1k,4k,16k,64k}" --chunk_tokens 4096 --decode_tokens 16 \
+    --csv_dir "$d" > "$d/sweep.log" 2>&1
+  rc=$?
+  kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+  record sweep "$rc" $((SECONDS - t0)) "$(grep -c '^PASS' "$d/sweep.log") checks passed, $(grep -c '^FAIL' "$d/sweep.log") failed; $(grep -m2 'device memory flat' "$d/sweep.log" | cut -c1-150 | tr '\n' ' ')"
+}
+
 step_torch() {  # not in the default STEPS: the PyTorch baseline of issue 17 item 4
   log "torch: tools/torch_gpu_bench.py --compile"
   mkdir -p "$R/torch"

@@ -308,7 +308,18 @@ StatsInfo EngineLoop::Stats() const {
   }
   for (const auto& s : streams_) st.active_streams += s->done ? 0 : 1;
   st.tokens_generated_total = tokens_generated_;
+  for (const auto& m : models_.models()) st.device_state_bytes += m->engine->DeviceStateBytes();
   return st;
+}
+
+void EngineLoop::QueryDeviceMemory(StatsInfo* st) const {
+  if (models_.models().empty()) return;
+  // Every model runs on the one device of --device.
+  if (absl::StatusOr<DeviceMemoryInfo> mem = models_.models().front()->engine->DeviceMemory();
+      mem.ok()) {
+    st->device_memory_used_bytes = mem->used_bytes;
+    st->device_memory_total_bytes = mem->total_bytes;
+  }
 }
 
 void EngineLoop::PublishGauges() {
@@ -319,6 +330,15 @@ void EngineLoop::PublishGauges() {
   metrics_->kv_blocks_used = st.kv_blocks_used;
   metrics_->kv_blocks_free = st.kv_blocks_total - st.kv_blocks_used;
   metrics_->active_streams = st.active_streams;
+  metrics_->device_state_bytes = st.device_state_bytes;
+  // The driver query is not free: at most once a second, not once per step.
+  if (const absl::Time now = absl::Now(); now - device_memory_published_ >= absl::Seconds(1)) {
+    device_memory_published_ = now;
+    StatsInfo mem;
+    QueryDeviceMemory(&mem);
+    metrics_->device_memory_used_bytes = mem.device_memory_used_bytes;
+    metrics_->device_memory_total_bytes = mem.device_memory_total_bytes;
+  }
 }
 
 }  // namespace flatstate::server

@@ -116,7 +116,9 @@ class EngineLoop {
   // Ends `st` (restores sampling, reports, frees a throwaway session); `st` is erased later.
   void FinishStream(Stream* st, FinishReason reason, const absl::Status& status);
   void ReapFinished();
+  // Everything but the device memory, which QueryDeviceMemory fills (a driver call).
   StatsInfo Stats() const;
+  void QueryDeviceMemory(StatsInfo* st) const;
   void PublishGauges();
 
   ModelRegistry models_;
@@ -136,6 +138,7 @@ class EngineLoop {
   std::vector<std::unique_ptr<Stream>> streams_;  // arrival order
   MemoryTrimmer trimmer_;
   uint64_t tokens_generated_ = 0;
+  absl::Time device_memory_published_ = absl::InfinitePast();
 };
 
 }  // namespace flatstate::server

@@ -138,7 +138,11 @@ void EngineLoop::RestoreSession(std::string blob, Callback<SessionInfo> done) {
 }
 
 void EngineLoop::GetStats(Callback<StatsInfo> done) {
-  Post([this, done = std::move(done)] { done(Stats()); });
+  Post([this, done = std::move(done)] {
+    StatsInfo st = Stats();
+    QueryDeviceMemory(&st);
+    done(std::move(st));
+  });
 }
 
 }  // namespace flatstate::server

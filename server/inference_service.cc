@@ -239,6 +239,9 @@ grpc::ServerUnaryReactor* InferenceService::GetStats(grpc::CallbackServerContext
       resp->set_kv_blocks_total(st->kv_blocks_total);
       resp->set_tokens_generated_total(st->tokens_generated_total);
       resp->set_rss_bytes(ReadRssBytes());
+      resp->set_device_memory_used_bytes(st->device_memory_used_bytes);
+      resp->set_device_memory_total_bytes(st->device_memory_total_bytes);
+      resp->set_device_state_bytes(st->device_state_bytes);
       resp->set_device(device_);
       resp->set_uptime_seconds(static_cast<uint64_t>(absl::ToInt64Seconds(absl::Now() - started_)));
       resp->set_requests_total(metrics_->requests_total());

@@ -89,6 +89,11 @@ struct StatsInfo {
   uint64_t kv_blocks_used = 0;
   uint64_t kv_blocks_total = 0;
   uint64_t tokens_generated_total = 0;
+  // The device's memory as its driver reports it (Engine::DeviceMemory; 0 on the CPU or when the
+  // query failed) and the part of it held for linear session states (CUDA slot pages).
+  uint64_t device_memory_used_bytes = 0;
+  uint64_t device_memory_total_bytes = 0;
+  uint64_t device_state_bytes = 0;
 };
 
 }  // namespace flatstate::server

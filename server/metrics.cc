@@ -138,6 +138,16 @@ std::string Metrics::Render() const {
          kv_blocks_used.load(), &out);
   Scalar("flatstate_kv_blocks_free", "gauge", "KV blocks free (softmax models).",
          kv_blocks_free.load(), &out);
+  Scalar("flatstate_device_memory_used_bytes", "gauge",
+         "Memory in use on the GPU (cudaMemGetInfo: every process, the CUDA context included); "
+         "0 with --device=cpu.",
+         device_memory_used_bytes.load(), &out);
+  Scalar("flatstate_device_memory_total_bytes", "gauge",
+         "The GPU's memory (cudaMemGetInfo); 0 with --device=cpu.",
+         device_memory_total_bytes.load(), &out);
+  Scalar("flatstate_device_state_bytes", "gauge",
+         "GPU memory held for linear session states (slot pages); 0 with --device=cpu.",
+         device_state_bytes.load(), &out);
   Scalar("flatstate_rss_bytes", "gauge", "Resident set size of the server process.", ReadRssBytes(),
          &out);
   time_to_first_token.Render("flatstate_time_to_first_token_seconds",

@@ -67,6 +67,9 @@ class Metrics {
   std::atomic<uint64_t> state_bytes{0};
   std::atomic<uint64_t> kv_blocks_used{0};
   std::atomic<uint64_t> kv_blocks_free{0};
+  std::atomic<uint64_t> device_memory_used_bytes{0};  // whole device, all processes; 0 on CPU
+  std::atomic<uint64_t> device_memory_total_bytes{0};
+  std::atomic<uint64_t> device_state_bytes{0};  // linear states' device slot pages
 
   Histogram time_to_first_token;  // seconds
   Histogram inter_token_latency;  // seconds

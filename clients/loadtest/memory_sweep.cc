@@ -52,6 +52,7 @@ class ModelSweep {
     } else {
       CheckSoftmax();
     }
+    if (on_device_) CheckDeviceMemory();
     Cleanup();
     return std::move(result_);
   }
@@ -186,6 +187,9 @@ class ModelSweep {
                   block_bytes();
     p->expected_kv_bytes = linear() ? 0 : static_cast<uint64_t>(hi_blocks) * block_bytes();
     p->rss_bytes = stats.rss_bytes();
+    p->device_memory_bytes = stats.device_memory_used_bytes();
+    p->device_state_bytes = stats.device_state_bytes();
+    on_device_ = stats.device_memory_total_bytes() > 0;
     total_tokens_.push_back(0);
     for (int64_t c : ctx_) total_tokens_.back() += static_cast<double>(c);
     return true;
@@ -248,6 +252,21 @@ class ModelSweep {
     } else if (!all) {
       checks_->Info(absl::StrCat(name(), ": ", detail, " (KV pool exhausted first)"));
     }
+  }
+
+  void CheckDeviceMemory() {
+    const auto& pts = result_.points;
+    if (pts.empty()) return;
+    const double first = static_cast<double>(pts.front().device_memory_bytes);
+    const double last = static_cast<double>(pts.back().device_memory_bytes);
+    const double allowed =
+        std::max(o_.rss_tolerance * first, static_cast<double>(o_.device_slack_bytes));
+    checks_->Add(std::abs(last - first) <= allowed, absl::StrCat(name(), " device memory flat"),
+                 absl::StrFormat("GPU memory used %s at %d tokens, %s at %d tokens (diff %s, "
+                                 "allowed %s); state slot pages %s",
+                                 MiB(first), pts.front().context_tokens, MiB(last),
+                                 pts.back().context_tokens, MiB(last - first), MiB(allowed),
+                                 MiB(static_cast<double>(pts.back().device_state_bytes))));
   }
 
   void CheckSoftmax() {
@@ -368,6 +387,7 @@ class ModelSweep {
   std::vector<int64_t> ctx_;
   uint64_t baseline_blocks_ = 0;
   std::vector<int64_t> lo_blocks_, hi_blocks_;  // per point, all sessions
+  bool on_device_ = false;  // the server reports device memory (a GPU server)
   std::vector<double> total_tokens_;            // per point, all sessions
 };
 

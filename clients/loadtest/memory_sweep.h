@@ -5,6 +5,9 @@
 //   linear kinds: state_bytes constant (and equal to ListModels' state_bytes_per_session), no KV
 //     blocks used, server RSS at the largest context within max(rss_tolerance, rss_slack_bytes)
 //     of the RSS at the first;
+//   GPU servers (GetStats device_memory_total_bytes > 0), every kind: device memory flat across
+//     contexts (the KV pool is reserved on the device at start, so softmax growth shows in its
+//     KV blocks, not in the device's memory);
 //   softmax: KV bytes (server kv_blocks_used delta x block bytes) == sessions' state_bytes ==
 //     ceil(tokens / 16) blocks, slope == 2 x layers x d_model x 4 bytes per token; with
 //     `exhaust`, keeps growing until the pool answers RESOURCE_EXHAUSTED (bounded by the pool
@@ -36,6 +39,10 @@ struct MemoryOptions {
   bool exhaust = true;              // softmax: grow past the last context until exhausted
   double rss_tolerance = 0.02;      // fraction of the first point's RSS
   int64_t rss_slack_bytes = int64_t{4} << 20;
+  // GPU servers: device memory at the largest context within max(rss_tolerance x first,
+  // device_slack_bytes) of the first point's. The slack covers the step workspace, which grows
+  // with the largest chunk run so far (up to chunk_tokens), not with context.
+  int64_t device_slack_bytes = int64_t{64} << 20;
 };
 
 // One measurement. Context is the session's context when the measuring decode started.
@@ -50,6 +57,8 @@ struct MemoryPoint {
   uint64_t kv_bytes = 0;           // (kv_blocks_used - baseline) x block bytes
   uint64_t expected_kv_bytes = 0;  // softmax: sum of ceil(tokens / 16) x block bytes
   uint64_t rss_bytes = 0;
+  uint64_t device_memory_bytes = 0;  // GetStats device_memory_used_bytes (0 on a CPU server)
+  uint64_t device_state_bytes = 0;   // GetStats device_state_bytes
   double prefill_tokens_per_s = 0;  // growth since the previous point
   double decode_tokens_per_s = 0;
   double ttft_ms = 0;

@@ -32,17 +32,19 @@ absl::Status WriteMemoryCsv(const std::string& dir, const std::vector<MemoryMode
   std::string csv =
       "model,attention_kind,context_tokens,sessions,state_bytes,state_bytes_total,"
       "kv_blocks_used,kv_bytes,expected_kv_bytes,rss_bytes,prefill_tokens_per_s,"
-      "decode_tokens_per_s,ttft_ms,itl_p50_ms,itl_p99_ms,exhausted_at_tokens\n";
+      "decode_tokens_per_s,ttft_ms,itl_p50_ms,itl_p99_ms,exhausted_at_tokens,device_memory_bytes,"
+      "device_state_bytes\n";
   for (const MemoryModelResult& r : results) {
     for (const MemoryPoint& p : r.points) {
       absl::StrAppend(&csv, absl::StrFormat("%s,%s,%d,%d,%d,%d,%d,%d,%d,%d,%.1f,%.2f,%.3f,%.3f,"
-                                            "%.3f,%d\n",
+                                            "%.3f,%d,%d,%d\n",
                                             p.model, p.kind, p.context_tokens, p.sessions,
                                             p.state_bytes, p.state_bytes_total, p.kv_blocks_used,
                                             p.kv_bytes, p.expected_kv_bytes, p.rss_bytes,
                                             p.prefill_tokens_per_s, p.decode_tokens_per_s,
                                             p.ttft_ms, p.itl_p50_ms, p.itl_p99_ms,
-                                            r.exhausted ? r.exhausted_at_tokens : 0));
+                                            r.exhausted ? r.exhausted_at_tokens : 0,
+                                            p.device_memory_bytes, p.device_state_bytes));
     }
   }
   return WriteFile(dir + "/memory.csv", csv);
@@ -63,15 +65,15 @@ absl::Status WriteConcurrencyCsv(const std::string& dir, const std::vector<Concu
 }
 
 void PrintMemoryTable(const std::vector<MemoryModelResult>& results) {
-  std::printf("%-28s %-10s %9s %12s %12s %10s %10s %9s %9s\n", "model", "kind", "context",
-              "state_B", "kv_B", "rss_MiB", "decode/s", "itl_p50", "itl_p99");
+  std::printf("%-28s %-10s %9s %12s %12s %10s %10s %10s %9s %9s\n", "model", "kind", "context",
+              "state_B", "kv_B", "rss_MiB", "gpu_MiB", "decode/s", "itl_p50", "itl_p99");
   for (const MemoryModelResult& r : results) {
     for (const MemoryPoint& p : r.points) {
-      std::printf("%-28s %-10s %9lld %12llu %12llu %10.1f %10.1f %7.2fms %7.2fms\n",
+      std::printf("%-28s %-10s %9lld %12llu %12llu %10.1f %10.1f %10.1f %7.2fms %7.2fms\n",
                   p.model.c_str(), p.kind.c_str(), static_cast<long long>(p.context_tokens),
                   static_cast<unsigned long long>(p.state_bytes),
                   static_cast<unsigned long long>(p.kv_bytes), p.rss_bytes / 1048576.0,
-                  p.decode_tokens_per_s, p.itl_p50_ms, p.itl_p99_ms);
+                  p.device_memory_bytes / 1048576.0, p.decode_tokens_per_s, p.itl_p50_ms, p.itl_p99_ms);
     }
   }
   std::fflush(stdout);

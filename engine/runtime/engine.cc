@@ -68,6 +68,8 @@ void Engine::ReleaseSession(SessionState* s) {
 
 size_t Engine::DeviceStateBytes() const { return forward_->state_pool_bytes(); }
 
+absl::StatusOr<DeviceMemoryInfo> Engine::DeviceMemory() const { return forward_->device_memory(); }
+
 absl::Status Engine::SyncToHost(SessionState* s) {
   if (kv_ != nullptr) return forward_->SyncKvToHost(s->kv_blocks);
   if (!s->device.host_stale || s->device.id < 0) return absl::OkStatus();

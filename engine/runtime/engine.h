@@ -93,6 +93,10 @@ class Engine {
   absl::Status SyncToHost(SessionState* s);
   // Device memory held for linear session states (CUDA slot pages); 0 on the CPU and for softmax.
   size_t DeviceStateBytes() const;
+  // The memory of the device this engine runs on, as its driver reports it for the whole device
+  // (all processes): {0, 0} on the CPU, whose memory is the process's RSS. Fails with the
+  // device's error.
+  absl::StatusOr<DeviceMemoryInfo> DeviceMemory() const;
 
   // Validates token ids and appends them to the session's pending input. InvalidArgument like
   // "token 300 at index 3 is out of range [0, 256)" (nothing appended) otherwise.

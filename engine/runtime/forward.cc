@@ -83,6 +83,10 @@ void ForwardPass::ReleaseState(SessionState* s) { runner_->ReleaseState(s); }
 
 size_t ForwardPass::state_pool_bytes() const { return runner_->state_pool_bytes(); }
 
+absl::StatusOr<DeviceMemoryInfo> ForwardPass::device_memory() const {
+  return runner_->device_memory();
+}
+
 absl::Status ForwardPass::Run(std::span<const SequenceRun> batch, std::vector<float>* logits) {
   const ModelConfig& c = *cfg_;
   const int V = c.vocab_size;

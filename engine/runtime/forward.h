@@ -30,6 +30,7 @@
 #include "engine/session/session_state.h"
 #include "kernels/device.h"
 #include "kernels/linear_attention.h"
+#include "kernels/memory.h"
 #include "kernels/parallel.h"
 
 namespace flatstate {
@@ -67,6 +68,7 @@ class ForwardPass {
   absl::Status ReadState(const SessionState& s, float* host);
   void ReleaseState(SessionState* s);
   size_t state_pool_bytes() const;
+  absl::StatusOr<DeviceMemoryInfo> device_memory() const;
 
  private:
   ForwardPass() = default;

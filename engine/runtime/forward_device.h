@@ -71,6 +71,8 @@ class StepRunner {
   virtual void ReleaseState(SessionState* s) = 0;
   // Device memory held for linear states (slot pages), in bytes; 0 on the host.
   virtual size_t state_pool_bytes() const = 0;
+  // The device's memory (QueryDeviceMemory<D>, kernels/memory.h): {0, 0} on the host.
+  virtual absl::StatusOr<DeviceMemoryInfo> device_memory() const = 0;
 };
 
 // DeviceForward<d> for a runtime device: FailedPrecondition / Unavailable when `d` is not
@@ -98,6 +100,9 @@ class DeviceForward final : public StepRunner {
   absl::Status ReadState(const SessionState& s, float* host) override;
   void ReleaseState(SessionState* s) override;
   size_t state_pool_bytes() const override { return slot_pages_.size() * page_bytes_; }
+  absl::StatusOr<DeviceMemoryInfo> device_memory() const override {
+    return QueryDeviceMemory<D>();
+  }
 
  private:
   struct Layer {

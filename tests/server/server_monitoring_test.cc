@@ -44,6 +44,10 @@ TEST_F(ServerTest, ListModelsAndStats) {
   EXPECT_EQ(stats.kv_blocks_total(), 2048u);
   EXPECT_GT(stats.rss_bytes(), 0u);
   EXPECT_EQ(stats.device(), "cpu");
+  // On the CPU the device's memory is host memory (rss_bytes): the device fields stay 0.
+  EXPECT_EQ(stats.device_memory_used_bytes(), 0u);
+  EXPECT_EQ(stats.device_memory_total_bytes(), 0u);
+  EXPECT_EQ(stats.device_state_bytes(), 0u);
 }
 
 TEST_F(ServerTest, HealthServing) {
@@ -101,6 +105,9 @@ TEST(ServerMetrics, EndpointServesCountersThatMove) {
   EXPECT_THAT(b, HasSubstr("flatstate_state_bytes "));
   EXPECT_THAT(b, HasSubstr("flatstate_kv_blocks_used "));
   EXPECT_EQ(MetricValue(b, "flatstate_kv_blocks_free"), 2048u);
+  EXPECT_THAT(b, HasSubstr("\nflatstate_device_memory_used_bytes 0\n"));
+  EXPECT_THAT(b, HasSubstr("\nflatstate_device_memory_total_bytes 0\n"));
+  EXPECT_THAT(b, HasSubstr("\nflatstate_device_state_bytes 0\n"));
 }
 
 }  // namespace

@@ -232,6 +232,26 @@ TEST_P(EngineDevice, ResidentStateCopiesAreGuardedAndSlotsReused) {
   e->ReleaseSession(&fresh);
 }
 
+// The driver's view of the device's memory: nothing on the CPU (its memory is the process's);
+// on CUDA the whole GPU, which holds at least this engine's weights and its state slot pages.
+TEST_P(EngineDevice, DeviceMemoryIsReported) {
+  auto e = MakeEngineOn(dir_, device());
+  ASSERT_TRUE(e);
+  SessionState s = e->NewSession({});
+  ASSERT_TRUE(e->Score(&s, Tokens(10, 12)).ok());
+  absl::StatusOr<DeviceMemoryInfo> mem = e->DeviceMemory();
+  ASSERT_TRUE(mem.ok()) << mem.status();
+  if (device() == Device::kCpu) {
+    EXPECT_EQ(mem->used_bytes, 0u);
+    EXPECT_EQ(mem->total_bytes, 0u);
+  } else {
+    EXPECT_GT(mem->total_bytes, 0u);
+    EXPECT_LE(mem->used_bytes, mem->total_bytes);
+    EXPECT_GE(mem->used_bytes, e->DeviceStateBytes() + e->model().weight_bytes());
+  }
+  e->ReleaseSession(&s);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     DevicesAndKinds, EngineDevice,
     ::testing::Combine(::testing::Values(Device::kCpu, Device::kCuda), ::testing::ValuesIn(AllKinds())),
