@@ -387,7 +387,7 @@ class ModelSweep {
   std::vector<int64_t> ctx_;
   uint64_t baseline_blocks_ = 0;
   std::vector<int64_t> lo_blocks_, hi_blocks_;  // per point, all sessions
-  bool on_device_ = false;  // the server reports device memory (a GPU server)
+  bool on_device_ = false;                      // the server reports device memory (a GPU server)
   std::vector<double> total_tokens_;            // per point, all sessions
 };
 

@@ -36,15 +36,15 @@ absl::Status WriteMemoryCsv(const std::string& dir, const std::vector<MemoryMode
       "device_state_bytes\n";
   for (const MemoryModelResult& r : results) {
     for (const MemoryPoint& p : r.points) {
-      absl::StrAppend(&csv, absl::StrFormat("%s,%s,%d,%d,%d,%d,%d,%d,%d,%d,%.1f,%.2f,%.3f,%.3f,"
-                                            "%.3f,%d,%d,%d\n",
-                                            p.model, p.kind, p.context_tokens, p.sessions,
-                                            p.state_bytes, p.state_bytes_total, p.kv_blocks_used,
-                                            p.kv_bytes, p.expected_kv_bytes, p.rss_bytes,
-                                            p.prefill_tokens_per_s, p.decode_tokens_per_s,
-                                            p.ttft_ms, p.itl_p50_ms, p.itl_p99_ms,
-                                            r.exhausted ? r.exhausted_at_tokens : 0,
-                                            p.device_memory_bytes, p.device_state_bytes));
+      absl::StrAppend(
+          &csv,
+          absl::StrFormat("%s,%s,%d,%d,%d,%d,%d,%d,%d,%d,%.1f,%.2f,%.3f,%.3f,"
+                          "%.3f,%d,%d,%d\n",
+                          p.model, p.kind, p.context_tokens, p.sessions, p.state_bytes,
+                          p.state_bytes_total, p.kv_blocks_used, p.kv_bytes, p.expected_kv_bytes,
+                          p.rss_bytes, p.prefill_tokens_per_s, p.decode_tokens_per_s, p.ttft_ms,
+                          p.itl_p50_ms, p.itl_p99_ms, r.exhausted ? r.exhausted_at_tokens : 0,
+                          p.device_memory_bytes, p.device_state_bytes));
     }
   }
   return WriteFile(dir + "/memory.csv", csv);
@@ -73,7 +73,8 @@ void PrintMemoryTable(const std::vector<MemoryModelResult>& results) {
                   p.model.c_str(), p.kind.c_str(), static_cast<long long>(p.context_tokens),
                   static_cast<unsigned long long>(p.state_bytes),
                   static_cast<unsigned long long>(p.kv_bytes), p.rss_bytes / 1048576.0,
-                  p.device_memory_bytes / 1048576.0, p.decode_tokens_per_s, p.itl_p50_ms, p.itl_p99_ms);
+                  p.device_memory_bytes / 1048576.0, p.decode_tokens_per_s, p.itl_p50_ms,
+                  p.itl_p99_ms);
     }
   }
   std::fflush(stdout);

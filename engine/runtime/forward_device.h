@@ -100,9 +100,7 @@ class DeviceForward final : public StepRunner {
   absl::Status ReadState(const SessionState& s, float* host) override;
   void ReleaseState(SessionState* s) override;
   size_t state_pool_bytes() const override { return slot_pages_.size() * page_bytes_; }
-  absl::StatusOr<DeviceMemoryInfo> device_memory() const override {
-    return QueryDeviceMemory<D>();
-  }
+  absl::StatusOr<DeviceMemoryInfo> device_memory() const override { return QueryDeviceMemory<D>(); }
 
  private:
   struct Layer {
