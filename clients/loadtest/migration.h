@@ -11,8 +11,9 @@
 //      resident turn (step 1's first-token time is the resident figure).
 // The session is deleted at the end. A context that cannot be reached (softmax KV pool
 // RESOURCE_EXHAUSTED, max position) gives a skipped row with the reason, as do the larger ones.
-// Checks: linear kinds move the same bytes at every context, softmax moves more at each larger
-// context; any other RPC failure is a FAIL.
+// Checks: linear kinds move the same bytes at every context (within 64 bytes: the checkpoint
+// carries the decoder's pending UTF-8 bytes and varint counters), softmax moves more at each
+// larger context; any other RPC failure is a FAIL.
 //
 // Assumes nothing else uses A or B meanwhile (the store counters are server-wide).
 // Thread-compatible; uses the clients from one thread. Failures become FAIL lines in `checks`.

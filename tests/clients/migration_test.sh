@@ -3,8 +3,8 @@
 # with scripts/cluster.sh on free loopback ports, with two tiny random-weight models (linear_elu,
 # softmax), runs `flatstate-loadtest --mode migration` from replica 1 to replica 2 at contexts
 # 256 and 1k, and checks migration.csv: two measured rows per model, the linear model moves the
-# same bytes at both contexts, the softmax model more at 1k than at 256. Exit 77 (skip) when
-# redis-server or nginx is not installed.
+# same bytes at both contexts (within 64), the softmax model more at 1k than at 256. Exit 77
+# (skip) when redis-server or nginx is not installed.
 #
 #   bash tests/clients/migration_test.sh SERVER_BIN LOADTEST_BIN WORK_DIR
 set -euo pipefail
@@ -50,7 +50,8 @@ def moved(model):
         assert float(x["resume_first_token_ms"]) > 0, x
     return [int(x["bytes_moved"]) for x in r]
 lin, soft = moved("mig-linear-elu"), moved("mig-softmax")
-assert lin[0] == lin[1] > 0, f"linear bytes moved differ: {lin}"
+# Same up to the checkpoint's few variable bytes (pending UTF-8 text tail, varint counters).
+assert lin[0] > 0 and abs(lin[0] - lin[1]) <= 64, f"linear bytes moved differ: {lin}"
 assert soft[1] > soft[0] > 0, f"softmax bytes moved do not grow: {soft}"
 print(f"migration: PASS (linear {lin}, softmax {soft} bytes moved)")
 PY
