@@ -5,9 +5,11 @@
 //   flatstate-loadtest --mode concurrency --concurrency 1,2,4,8,16,32,64 --csv_dir loadtest-out
 //   flatstate-loadtest --mode health --deadline 3s      # exit 0 iff the server is SERVING
 //   flatstate-loadtest --mode soak --duration 10m --streams 64   # docs/reliability.md
+//   flatstate-loadtest --mode migration --server A --target B --contexts 1k,16k,64k
+//       # two replicas sharing a session store (docs/cluster.md)
 //
 // Prints one PASS/FAIL line per check; exits 0 when all pass, 1 when one fails, 2 on bad usage
-// or an unreachable server. Talks only to --server.
+// or an unreachable server. Talks only to --server (and, in migration mode, --target).
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,13 +32,16 @@
 #include "clients/loadtest/client.h"
 #include "clients/loadtest/concurrency_sweep.h"
 #include "clients/loadtest/memory_sweep.h"
+#include "clients/loadtest/migration.h"
 #include "clients/loadtest/plots.h"
 #include "clients/loadtest/progress.h"
 #include "clients/loadtest/report.h"
 #include "clients/loadtest/soak.h"
 
 ABSL_FLAG(std::string, server, "localhost:50051", "flatstate-server address (host:port)");
-ABSL_FLAG(std::string, mode, "memory", "memory | concurrency | all | health | soak");
+ABSL_FLAG(std::string, mode, "memory", "memory | concurrency | all | health | soak | migration");
+ABSL_FLAG(std::string, target, "",
+          "migration mode: the replica sessions move to (shares --server's session store)");
 ABSL_FLAG(std::string, auth_token, "", "bearer token (the server's --auth_token)");
 ABSL_FLAG(absl::Duration, deadline, absl::Minutes(10), "deadline of every RPC");
 ABSL_FLAG(bool, tls, false, "connect with TLS (system roots, or --tls_ca)");
@@ -47,9 +52,10 @@ ABSL_FLAG(std::vector<std::string>, models, {},
           "models to sweep (default: every model the server lists)");
 ABSL_FLAG(std::vector<std::string>, contexts, std::vector<std::string>({"1k", "4k", "16k", "64k",
                                                                           "256k"}),
-          "memory mode: context lengths in tokens (k = 1024)");
+          "memory and migration modes: context lengths in tokens (k = 1024)");
 ABSL_FLAG(int, sessions, 1, "memory mode: sessions grown per model");
-ABSL_FLAG(int, chunk_tokens, 4096, "memory mode: prompt tokens per growth Generate");
+ABSL_FLAG(int, chunk_tokens, 4096,
+          "memory and migration modes: prompt tokens per growth Generate");
 ABSL_FLAG(int, decode_tokens, 64, "memory mode: tokens decoded at each context to time decode");
 ABSL_FLAG(bool, exhaust, true,
           "memory mode: grow softmax models past the last context until RESOURCE_EXHAUSTED");
@@ -146,12 +152,18 @@ void Emit(const std::string& dir, bool plots, fl::CheckList* checks,
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "flatstate-loadtest --server HOST:PORT --mode memory|concurrency|all|health|soak [flags]");
+      "flatstate-loadtest --server HOST:PORT --mode memory|concurrency|all|health|soak|migration "
+      "[flags]");
   absl::ParseCommandLine(argc, argv);
   const std::string mode = absl::GetFlag(FLAGS_mode);
   if (mode != "memory" && mode != "concurrency" && mode != "all" && mode != "health" &&
-      mode != "soak") {
-    std::fprintf(stderr, "error: --mode must be memory, concurrency, all, health or soak\n");
+      mode != "soak" && mode != "migration") {
+    std::fprintf(stderr,
+                 "error: --mode must be memory, concurrency, all, health, soak or migration\n");
+    return 2;
+  }
+  if (mode == "migration" && absl::GetFlag(FLAGS_target).empty()) {
+    std::fprintf(stderr, "error: --mode migration needs --target (the second replica)\n");
     return 2;
   }
   fl::ClientOptions co;
@@ -236,6 +248,24 @@ int main(int argc, char** argv) {
     fl::PrintConcurrencyTable(rows);
     Emit(dir, plots, &checks, [&] { return fl::WriteConcurrencyCsv(dir, rows); },
          [&] { return fl::PlotConcurrency(dir, rows); });
+  }
+  if (mode == "migration") {
+    fl::ClientOptions to = co;
+    to.server = absl::GetFlag(FLAGS_target);
+    absl::StatusOr<std::unique_ptr<fl::Client>> target = fl::Client::Connect(to);
+    if (!target.ok()) {
+      std::fprintf(stderr, "error: --target: %s\n", target.status().ToString().c_str());
+      return 2;
+    }
+    fl::MigrationOptions mg;
+    mg.models = mo.models;
+    mg.contexts = mo.contexts;
+    mg.chunk_tokens = mo.chunk_tokens;
+    const std::vector<fl::MigrationRow> rows =
+        fl::RunMigration(**client, **target, mg, &progress, &checks);
+    fl::PrintMigrationTable(rows);
+    Emit(dir, plots, &checks, [&] { return fl::WriteMigrationCsv(dir, rows); },
+         [&] { return fl::PlotMigration(dir, rows); });
   }
   if (mode == "soak") {
     fl::SoakOptions so;

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "clients/loadtest/growth.h"
 #include "clients/loadtest/stats.h"
 
 namespace flatstate::loadtest {
@@ -15,17 +16,6 @@ namespace pb = flatstate::v1;
 namespace {
 
 constexpr int64_t kBlockTokens = 16;  // server KV block size (engine/kv/kv_block_pool.h)
-
-// Deterministic printable prompt bytes (token id == byte for the byte-level tokenizer).
-void AppendPromptTokens(int64_t n, int64_t offset, pb::GenerateRequest* req) {
-  static constexpr char kText[] =
-      "To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer "
-      "the slings and arrows of outrageous fortune, or to take arms against a sea of troubles "
-      "and by opposing end them. To die, to sleep; no more; and by a sleep to say we end the "
-      "heart-ache and the thousand natural shocks that flesh is heir to.\n";
-  constexpr int64_t kLen = sizeof(kText) - 1;
-  for (int64_t i = 0; i < n; ++i) req->add_prompt_tokens(kText[(offset + i) % kLen]);
-}
 
 int64_t CeilDiv(int64_t a, int64_t b) { return a <= 0 ? 0 : (a + b - 1) / b; }
 
@@ -69,24 +59,9 @@ class ModelSweep {
 
   // Grows session i to `target` tokens of context. Returns the first failed Generate's status.
   grpc::Status Grow(size_t i, int64_t target, int64_t* prefilled, double* seconds) {
-    const int64_t max_iters = CeilDiv(target - ctx_[i], o_.chunk_tokens) + 2;
-    for (int64_t it = 0; it < max_iters && ctx_[i] + 1 < target; ++it) {
-      const int64_t n = std::min(o_.chunk_tokens, target - ctx_[i] - 1);
-      pb::GenerateRequest req;
-      req.set_session_id(sessions_[i]);
-      req.set_max_new_tokens(1);
-      AppendPromptTokens(n, ctx_[i], &req);
-      GenerateResult r = client_.Generate(req);
-      if (!r.ok()) return r.status;
-      *prefilled += n;
-      *seconds += r.total_s;
-      ctx_[i] = r.usage.context_tokens() > 0 ? static_cast<int64_t>(r.usage.context_tokens())
-                                             : ctx_[i] + n + static_cast<int64_t>(r.tokens);
-      progress_->Update(absl::StrFormat("memory %s session %d: %d/%d tokens", name(), i,
-                                        ctx_[i], target),
-                        static_cast<double>(ctx_[i]), static_cast<double>(target));
-    }
-    return grpc::Status::OK;
+    return GrowSession(client_, sessions_[i], target, o_.chunk_tokens,
+                       absl::StrFormat("memory %s session %d", name(), i), progress_, &ctx_[i],
+                       prefilled, seconds);
   }
 
   void Exhausted(const grpc::Status& s, size_t i) {

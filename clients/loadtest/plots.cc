@@ -160,4 +160,36 @@ absl::StatusOr<std::vector<std::string>> PlotConcurrency(const std::string& dir,
   return DrawAll(dir, {tps, lat});
 }
 
+absl::StatusOr<std::vector<std::string>> PlotMigration(const std::string& dir,
+                                                       const std::vector<MigrationRow>& rows) {
+  Chart bytes{"migration_bytes.png", "Session migration: bytes moved (B loads) and write-through "
+              "bytes per turn (A) vs context", "context (tokens)", "bytes", true, true, {}};
+  Chart lat{"migration_latency.png", "Session migration: first token of a 1-token turn",
+            "context (tokens)", "ms", true, true, {}};
+  std::map<std::string, std::vector<const MigrationRow*>> by_model;
+  std::vector<std::string> order;
+  for (const MigrationRow& r : rows) {
+    if (!r.skipped.empty()) continue;
+    if (by_model[r.model].empty()) order.push_back(r.model);
+    by_model[r.model].push_back(&r);
+  }
+  for (const std::string& m : order) {
+    const std::string k = absl::StrCat(m, " (", by_model[m].front()->kind, ")");
+    Series moved{k + " moved", {}}, write{k + " write/turn", {}}, resume{k + " on B (resume)", {}},
+        back{k + " back on A (reload)", {}}, resident{k + " on A (resident)", {}};
+    for (const MigrationRow* r : by_model[m]) {
+      const double x = static_cast<double>(r->context_tokens);
+      moved.xy.emplace_back(x, static_cast<double>(r->bytes_moved));
+      write.xy.emplace_back(x, static_cast<double>(r->write_bytes_per_turn));
+      resume.xy.emplace_back(x, r->resume_first_token_ms);
+      back.xy.emplace_back(x, r->baseline_first_token_ms);
+      resident.xy.emplace_back(x, r->resident_first_token_ms);
+    }
+    bytes.series.push_back(moved);
+    bytes.series.push_back(write);
+    for (Series* s : {&resume, &back, &resident}) lat.series.push_back(*s);
+  }
+  return DrawAll(dir, {bytes, lat});
+}
+
 }  // namespace flatstate::loadtest

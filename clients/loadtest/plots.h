@@ -9,6 +9,9 @@
 //   itl_vs_context.png         inter-token latency p50/p99 vs context
 //   concurrency_tps.png        aggregate tokens/s vs concurrency
 //   concurrency_latency.png    TTFT and inter-token latency p50/p99 vs concurrency
+//   migration_bytes.png        bytes moved per migration and write-through bytes per turn vs
+//                              context (log y)
+//   migration_latency.png      first token after the move (resume), back on A, resident
 #ifndef FLATSTATE_CLIENTS_LOADTEST_PLOTS_H_
 #define FLATSTATE_CLIENTS_LOADTEST_PLOTS_H_
 
@@ -18,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "clients/loadtest/concurrency_sweep.h"
 #include "clients/loadtest/memory_sweep.h"
+#include "clients/loadtest/migration.h"
 
 namespace flatstate::loadtest {
 
@@ -25,6 +29,8 @@ absl::StatusOr<std::vector<std::string>> PlotMemory(const std::string& dir,
                                                     const std::vector<MemoryModelResult>& results);
 absl::StatusOr<std::vector<std::string>> PlotConcurrency(const std::string& dir,
                                                          const std::vector<ConcurrencyRow>& rows);
+absl::StatusOr<std::vector<std::string>> PlotMigration(const std::string& dir,
+                                                       const std::vector<MigrationRow>& rows);
 
 }  // namespace flatstate::loadtest
 

@@ -16,8 +16,6 @@ absl::Status EnsureDir(const std::string& dir) {
   return absl::OkStatus();
 }
 
-namespace {
-
 absl::Status WriteFile(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::trunc);
   out << text;
@@ -25,8 +23,6 @@ absl::Status WriteFile(const std::string& path, const std::string& text) {
   if (!out) return absl::UnavailableError(absl::StrCat("cannot write '", path, "'"));
   return absl::OkStatus();
 }
-
-}  // namespace
 
 absl::Status WriteMemoryCsv(const std::string& dir, const std::vector<MemoryModelResult>& results) {
   std::string csv =

@@ -15,6 +15,8 @@ namespace flatstate::loadtest {
 
 // Creates `dir` (and parents) if missing.
 absl::Status EnsureDir(const std::string& dir);
+// Writes `text` to `path` (truncating).
+absl::Status WriteFile(const std::string& path, const std::string& text);
 
 // <dir>/memory.csv: one row per measured point (header first).
 absl::Status WriteMemoryCsv(const std::string& dir, const std::vector<MemoryModelResult>& results);
