@@ -21,7 +21,9 @@ EngineLoop::EngineLoop(ModelRegistry models, std::unique_ptr<SessionStore> store
           store_.get(), &models_,
           SessionTableOptions{options.max_sessions, options.session_idle_ttl, options.log_requests},
           metrics),
-      trimmer_(&metrics->malloc_trim_seconds) {}
+      trimmer_(&metrics->malloc_trim_seconds) {
+  if (store_->shared()) keeper_ = std::make_unique<LeaseKeeper>(store_.get(), options.session_lease);
+}
 
 EngineLoop::~EngineLoop() { Stop(); }
 
@@ -76,8 +78,9 @@ void EngineLoop::Run() {
     for (auto& fn : work) fn();
     if (stopping && work.empty()) break;
     ReapFinished();
+    KeepLeases();  // before the steps: a stream admitted just now is renewed while they run
     for (const auto& m : models_.models()) StepModel(m.get());
-    RenewLeases(absl::Now());
+    KeepLeases();
     ReapFinished();
     sessions_.MaybeEvictIdle(absl::Now());
     PublishGauges();
@@ -135,7 +138,6 @@ void EngineLoop::AdmitStream(GenerateJob job, std::shared_ptr<TokenSink> sink) {
     return reject(s);
   }
   session->lease = lease.Take();
-  session->lease_renewed = absl::Now();
   auto st = std::make_unique<Stream>();
   st->session = session;
   st->sink = std::move(sink);

@@ -37,6 +37,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/lease_keeper.h"
 #include "server/loop_types.h"
 #include "server/memory_trimmer.h"
 #include "server/metrics.h"
@@ -106,9 +107,9 @@ class EngineLoop {
   // FailedPrecondition `busy` when it is generating here. On error `lease` holds nothing.
   absl::StatusOr<Session*> FindForTurn(const std::string& id, TurnLease* lease,
                                        absl::string_view busy);
-  // Renews the lease of every stream's session at a third of --session_lease; a stream whose
-  // lease was taken over ends with Aborted.
-  void RenewLeases(absl::Time now);
+  // Hands the leases of the streams in progress to keeper_ and ends (ABORTED) the streams whose
+  // lease the store refused to renew. Nothing without a shared store.
+  void KeepLeases();
   // Checks the job against `session` and appends its prompt; a status to reject it with.
   absl::Status PrepareSession(const GenerateJob& job, Session* session);
   void StepModel(LoadedModel* model);
@@ -139,6 +140,9 @@ class EngineLoop {
   MemoryTrimmer trimmer_;
   uint64_t tokens_generated_ = 0;
   absl::Time device_memory_published_ = absl::InfinitePast();
+  // Renews the streams' leases while steps run (shared stores only; null otherwise). Declared
+  // last: destroyed first, while the store it borrows still exists.
+  std::unique_ptr<LeaseKeeper> keeper_;
 };
 
 }  // namespace flatstate::server

@@ -43,21 +43,23 @@ absl::StatusOr<Session*> EngineLoop::FindForTurn(const std::string& id, TurnLeas
   return s;
 }
 
-void EngineLoop::RenewLeases(absl::Time now) {
-  const absl::Duration every = options_.session_lease / 3;
-  for (auto& st : streams_) {
-    Session* s = st->session;
-    if (st->done || !s->lease.has_value() || now - s->lease_renewed < every) continue;
-    absl::Status r = store_->RenewLease(*s->lease);
-    if (r.ok() || r.code() == absl::StatusCode::kUnavailable) {
-      // Unavailable: the stream goes on; the next iteration tries again.
-      if (r.ok()) s->lease_renewed = now;
-      continue;
+void EngineLoop::KeepLeases() {
+  if (keeper_ == nullptr) return;
+  std::vector<SessionLease> held;
+  for (const auto& st : streams_) {
+    if (!st->done && st->session->lease.has_value()) held.push_back(*st->session->lease);
+  }
+  keeper_->Track(std::move(held));
+  for (const LostLease& lost : keeper_->TakeLost()) {
+    for (auto& st : streams_) {
+      Session* s = st->session;
+      if (st->done || !s->lease.has_value() || s->lease->token != lost.lease.token) continue;
+      s->lease.reset();  // no longer ours: never release someone else's
+      FinishStream(st.get(), FinishReason::kEngineError,
+                   absl::AbortedError(absl::StrCat("session ", s->id, " lost its lease (",
+                                                   lost.status.message(),
+                                                   "); retry the Generate")));
     }
-    s->lease.reset();  // no longer ours: never release someone else's
-    FinishStream(st.get(), FinishReason::kEngineError,
-                 absl::AbortedError(absl::StrCat("session ", s->id, " lost its lease (",
-                                                 r.message(), "); retry the Generate")));
   }
 }
 

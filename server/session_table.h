@@ -55,7 +55,6 @@ struct Session {
   int64_t stored_position = 0;
   bool unsaved = false;
   std::optional<SessionLease> lease;
-  absl::Time lease_renewed;
 };
 
 struct SessionTableOptions {

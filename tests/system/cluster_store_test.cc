@@ -130,6 +130,33 @@ TEST(ClusterStoreTest, RedisKilledAndRestartedWhileStreamsRun) {
   ASSERT_TRUE(GetSession(b, elsewhere, &info).ok());
 }
 
+// A turn whose single engine step outlasts the lease keeps it: leases are renewed by a thread of
+// their own (server/lease_keeper.h), not between steps. Here the lease is 100 ms and one step
+// prefills a 4,000-token softmax prompt.
+TEST(ClusterStoreTest, AStepLongerThanTheLeaseKeepsTheLease) {
+  Cluster cluster(1, /*proxy=*/false, /*lease=*/"100ms", {"--step_token_budget=16384", "--kv_blocks=1024"});
+  if (!cluster.available()) GTEST_SKIP() << cluster.skip_reason();
+  pb::Inference::Stub* a = cluster.replica(0).stub();
+  const std::string s = NewSession(a, kSoftmax, 0);
+  std::string prompt;
+  while (prompt.size() < 4000) prompt += "Now is the winter of our discontent. ";
+  prompt.resize(4000);
+  const auto start = std::chrono::steady_clock::now();
+  StreamResult r = Turn(a, s, prompt, 4);
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(r.status.ok()) << r.status.error_code() << " " << r.status.error_message();
+  EXPECT_EQ(r.tokens.size(), 4u);
+  // The case under test happened: the turn (one prefill step, then 4 decode steps) took longer
+  // than the lease.
+  EXPECT_GT(took, std::chrono::milliseconds(100));
+  std::printf("[cluster] 4,000-token prefill step + 4 tokens: %.0f ms with a 100 ms lease\n",
+              std::chrono::duration<double, std::milli>(took).count());
+  pb::Session info;
+  ASSERT_TRUE(GetSession(a, s, &info).ok());
+  EXPECT_EQ(info.context_tokens(), r.last.usage().context_tokens());
+  EXPECT_EQ(Stats(a).store_lease_conflicts_total(), 0u);
+}
+
 TEST(ClusterStoreTest, ValueCorruptedInRedisIsDataLoss) {
   Cluster cluster(2, /*proxy=*/false);
   if (!cluster.available()) GTEST_SKIP() << cluster.skip_reason();

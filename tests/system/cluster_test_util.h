@@ -24,18 +24,25 @@ namespace flatstate::testing {
 
 inline constexpr char kSessionHeader[] = "x-flatstate-session";
 
-// The flags that make a replica use the shared store at `redis_port`.
+// The flags that make a replica use the shared store at `redis_port`, then `extra`.
 inline std::vector<std::string> ReplicaFlags(int redis_port, const std::string& replica_id,
-                                             const std::string& lease = "2s") {
-  return {absl::StrCat("--session_store=redis://127.0.0.1:", redis_port),
-          "--replica_id=" + replica_id, "--session_lease=" + lease, "--log_requests=false"};
+                                             const std::string& lease = "2s",
+                                             const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> flags = {absl::StrCat("--session_store=redis://127.0.0.1:", redis_port),
+                                    "--replica_id=" + replica_id, "--session_lease=" + lease,
+                                    "--log_requests=false"};
+  flags.insert(flags.end(), extra.begin(), extra.end());
+  return flags;
 }
 
 class Cluster {
  public:
   // Starts redis (append-only file, fsync always: a SIGKILLed redis keeps acknowledged writes),
-  // `replicas` servers and, with `proxy`, nginx over all of them.
-  Cluster(int replicas, bool proxy, const std::string& lease = "2s") : lease_(lease) {
+  // `replicas` servers (with ReplicaFlags(..., lease, extra_flags)) and, with `proxy`, nginx
+  // over all of them.
+  Cluster(int replicas, bool proxy, const std::string& lease = "2s",
+          std::vector<std::string> extra_flags = {})
+      : lease_(lease), extra_flags_(std::move(extra_flags)) {
     if (!redis_.available()) {
       skip_reason_ = redis_.skip_reason();
       return;
@@ -64,7 +71,7 @@ class Cluster {
   void StartReplica(int i) {
     const std::string dir = ::testing::TempDir() + absl::StrCat("/cluster-r", i, "-", getpid());
     auto p = std::make_unique<ServerProcess>(
-        dir, ReplicaFlags(redis_.port(), absl::StrCat("replica-", i), lease_));
+        dir, ReplicaFlags(redis_.port(), absl::StrCat("replica-", i), lease_, extra_flags_));
     if (i < static_cast<int>(replicas_.size())) {
       replicas_[i] = std::move(p);
     } else {
@@ -104,6 +111,7 @@ class Cluster {
 
  private:
   std::string lease_;
+  std::vector<std::string> extra_flags_;
   RedisProcess redis_{"", /*durable=*/true};
   std::vector<std::unique_ptr<ServerProcess>> replicas_;
   std::unique_ptr<NginxProcess> nginx_;
