@@ -252,6 +252,8 @@ grpc::ServerUnaryReactor* InferenceService::GetStats(grpc::CallbackServerContext
       resp->set_store_write_bytes_total(metrics_->store_write_bytes_total.load());
       resp->set_store_loads_total(metrics_->store_loads_total.load());
       resp->set_store_load_bytes_total(metrics_->store_load_bytes_total.load());
+      resp->set_store_write_seconds_total(metrics_->store_write_seconds.sum());
+      resp->set_store_load_seconds_total(metrics_->store_load_seconds.sum());
       resp->set_store_lease_conflicts_total(metrics_->store_lease_conflicts_total.load());
       if (loop_->store().shared()) resp->set_replica_id(options_.replica_id);
     }

@@ -38,6 +38,11 @@ uint64_t Histogram::count() const {
   return count_;
 }
 
+double Histogram::sum() const {
+  absl::MutexLock lock(&mu_);
+  return sum_;
+}
+
 void Histogram::Render(const std::string& name, const std::string& help, std::string* out) const {
   absl::MutexLock lock(&mu_);
   absl::StrAppend(out, "# HELP ", name, " ", help, "\n# TYPE ", name, " histogram\n");

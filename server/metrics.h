@@ -25,6 +25,7 @@ class Histogram {
   // Appends "# HELP/# TYPE" and the _bucket/_sum/_count lines.
   void Render(const std::string& name, const std::string& help, std::string* out) const;
   uint64_t count() const;  // observations so far
+  double sum() const;      // of the observed values
 
  private:
   const std::vector<double> bounds_;

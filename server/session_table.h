@@ -103,9 +103,11 @@ class SessionTable {
 
   // ---- shared stores only (no-ops returning OK otherwise) ----
   bool shared() const { return store_->shared(); }
-  // One version read: reloads `s` when the store holds a newer version. When the store no longer
-  // has the session (deleted elsewhere) `s` is erased and NotFound returned. When the store
-  // cannot be reached `s` is used as it is (OK; counted in store_up).
+  // One version read: reloads `s` when the store holds a newer version (freeing the stale copy
+  // first, so a softmax session needs room for the new version's KV blocks only). When the store
+  // no longer has the session (deleted elsewhere), or the newer version cannot be loaded, `s` is
+  // erased and the error returned (NotFound; the load's status). When the store cannot be
+  // reached for the version read, `s` is used as it is (OK; counted in store_up).
   absl::Status Refresh(Session* s);
   // Writes `s` through: Save(expected = s->stored_version) of the split checkpoint from
   // s->stored_position on. On failure `s` is marked unsaved, the failure counted and logged, and

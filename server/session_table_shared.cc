@@ -94,10 +94,18 @@ absl::Status SessionTable::Refresh(Session* s) {
     }
   }
   if (*version == s->stored_version) return absl::OkStatus();
+  // The copy in memory is stale, and can never be saved (the store's version moved on): free it
+  // before loading, so the newer version's KV blocks need not fit beside the old ones.
+  if (s->resident) {
+    s->model->engine->ReleaseSession(&s->state);
+    s->resident = false;
+  }
   uint64_t loaded_version = 0;
   absl::StatusOr<std::pair<LoadedModel*, SessionState>> loaded = LoadStored(s->id, &loaded_version);
-  if (!loaded.ok()) return loaded.status();
-  if (s->resident) s->model->engine->ReleaseSession(&s->state);
+  if (!loaded.ok()) {
+    Erase(s);  // a later turn loads the stored version
+    return loaded.status();
+  }
   s->model = loaded->first;
   s->state = std::move(loaded->second);
   s->decoder = DecoderWithTail(s->state.text_tail);

@@ -117,10 +117,13 @@ class ModelMigration {
     }
     row->writes_per_turn = a1.store_writes_total() - a0.store_writes_total();
     row->write_bytes_per_turn = a1.store_write_bytes_total() - a0.store_write_bytes_total();
+    row->write_ms_per_turn =
+        (a1.store_write_seconds_total() - a0.store_write_seconds_total()) * 1e3;
     if (!Stats(b_, "B", &b0)) return false;
     if ((row->resume_first_token_ms = Turn(b_, "B")) < 0) return false;
     if (!Stats(b_, "B", &b1)) return false;
     row->bytes_moved = b1.store_load_bytes_total() - b0.store_load_bytes_total();
+    row->load_ms = (b1.store_load_seconds_total() - b0.store_load_seconds_total()) * 1e3;
     if (b1.store_loads_total() == b0.store_loads_total()) {
       checks_->Add(false, absl::StrCat(info_.name(), " migration"),
                    absl::StrFormat("B did not load the session from the store at %d tokens "
@@ -196,34 +199,36 @@ absl::Status WriteMigrationCsv(const std::string& dir, const std::vector<Migrati
   std::string csv =
       "model,attention_kind,context_tokens,write_bytes_per_turn,bytes_moved,"
       "resume_first_token_ms,baseline_first_token_ms,resident_first_token_ms,writes_per_turn,"
-      "target_tokens,skipped\n";
+      "target_tokens,skipped,write_ms_per_turn,load_ms\n";
   for (const MigrationRow& r : rows) {
     std::string reason = r.skipped;
     for (char& ch : reason) {
       if (ch == ',' || ch == '"' || ch == '\n') ch = ' ';
     }
-    absl::StrAppend(&csv, absl::StrFormat("%s,%s,%d,%d,%d,%.3f,%.3f,%.3f,%d,%d,%s\n", r.model,
-                                          r.kind, r.context_tokens, r.write_bytes_per_turn,
-                                          r.bytes_moved, r.resume_first_token_ms,
-                                          r.baseline_first_token_ms, r.resident_first_token_ms,
-                                          r.writes_per_turn, r.target_tokens, reason));
+    absl::StrAppend(
+        &csv, absl::StrFormat("%s,%s,%d,%d,%d,%.3f,%.3f,%.3f,%d,%d,%s,%.3f,%.3f\n", r.model, r.kind,
+                              r.context_tokens, r.write_bytes_per_turn, r.bytes_moved,
+                              r.resume_first_token_ms, r.baseline_first_token_ms,
+                              r.resident_first_token_ms, r.writes_per_turn, r.target_tokens, reason,
+                              r.write_ms_per_turn, r.load_ms));
   }
   return WriteFile(dir + "/migration.csv", csv);
 }
 
 void PrintMigrationTable(const std::vector<MigrationRow>& rows) {
-  std::printf("%-26s %-10s %9s %12s %12s %10s %10s %10s\n", "model", "kind", "context",
-              "write B/turn", "bytes moved", "resume ms", "back ms", "resident");
+  std::printf("%-26s %-10s %9s %12s %9s %12s %9s %10s %10s %10s\n", "model", "kind", "context",
+              "write B/turn", "write ms", "bytes moved", "load ms", "resume ms", "back ms",
+              "resident");
   for (const MigrationRow& r : rows) {
     if (!r.skipped.empty()) {
       std::printf("%-26s %-10s %9lld skipped: %s\n", r.model.c_str(), r.kind.c_str(),
                   static_cast<long long>(r.target_tokens), r.skipped.c_str());
       continue;
     }
-    std::printf("%-26s %-10s %9lld %12llu %12llu %10.2f %10.2f %10.2f\n", r.model.c_str(),
-                r.kind.c_str(), static_cast<long long>(r.context_tokens),
-                static_cast<unsigned long long>(r.write_bytes_per_turn),
-                static_cast<unsigned long long>(r.bytes_moved), r.resume_first_token_ms,
+    std::printf("%-26s %-10s %9lld %12llu %9.2f %12llu %9.2f %10.2f %10.2f %10.2f\n",
+                r.model.c_str(), r.kind.c_str(), static_cast<long long>(r.context_tokens),
+                static_cast<unsigned long long>(r.write_bytes_per_turn), r.write_ms_per_turn,
+                static_cast<unsigned long long>(r.bytes_moved), r.load_ms, r.resume_first_token_ms,
                 r.baseline_first_token_ms, r.resident_first_token_ms);
   }
   std::fflush(stdout);

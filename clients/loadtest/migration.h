@@ -45,6 +45,8 @@ struct MigrationRow {
   uint64_t write_bytes_per_turn = 0;   // A: store_write_bytes_total delta over step 1
   uint64_t writes_per_turn = 0;        // A: store_writes_total delta over step 1 (expect 1)
   uint64_t bytes_moved = 0;            // B: store_load_bytes_total delta over step 2
+  double write_ms_per_turn = -1;       // A: store_write_seconds_total delta over step 1
+  double load_ms = -1;                 // B: store_load_seconds_total delta over step 2
   double resident_first_token_ms = -1;  // step 1 (A holds the current session)
   double resume_first_token_ms = -1;    // step 2 (B loads it)
   double baseline_first_token_ms = -1;  // step 3 (A reloads it)

@@ -48,6 +48,7 @@ def moved(model):
         assert not x["skipped"], f"{model}: skipped: {x['skipped']}"
         assert int(x["writes_per_turn"]) >= 1 and int(x["write_bytes_per_turn"]) > 0, x
         assert float(x["resume_first_token_ms"]) > 0, x
+        assert float(x["write_ms_per_turn"]) > 0 and float(x["load_ms"]) > 0, x
     return [int(x["bytes_moved"]) for x in r]
 lin, soft = moved("mig-linear-elu"), moved("mig-softmax")
 # Same up to the checkpoint's few variable bytes (pending UTF-8 text tail, varint counters).
