@@ -184,7 +184,7 @@ cmd_start() {
     local id_flag=()
     [[ "$store" == dir ]] || id_flag=("--replica_id=replica-$i")
     spawn "replica-$i" "$DIR/logs/replica-$i.log" "$server" --host=127.0.0.1 --port="$port" \
-      --metrics_port="$mport" --models_dir="$models" \
+      --metrics_port="$mport" --http_port=0 --models_dir="$models" \
       --checkpoint_dir="$DIR/replica-$i/checkpoints" "${store_flags[@]}" "${id_flag[@]}" \
       "${server_flags[@]}"
     upstreams+=("127.0.0.1:$port")

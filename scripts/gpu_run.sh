@@ -215,7 +215,7 @@ start_server() {  # $1: device, $2: results dir, then server flags; sets pid, po
   shift 2
   mkdir -p "$d"
   log "flatstate-server --device=$dev $*"
-  "$B/bin/flatstate-server" --device="$dev" --port=0 --metrics_port=0 --models_dir="$ROOT/models" \
+  "$B/bin/flatstate-server" --device="$dev" --port=0 --metrics_port=0 --http_port=0 --models_dir="$ROOT/models" \
     --checkpoint_dir="$WORK/checkpoints-$dev" "$@" > "$d/server.out" 2> "$d/server.log" &
   pid=$!
   port=""

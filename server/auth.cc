@@ -15,19 +15,27 @@ bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
 
 }  // namespace
 
-absl::Status Authenticate(const grpc::ServerContextBase& ctx, const std::string& token) {
+absl::Status AuthenticateBearer(std::optional<absl::string_view> authorization,
+                                const std::string& token, absl::string_view where) {
   if (token.empty()) return absl::OkStatus();
-  const auto& md = ctx.client_metadata();
-  auto it = md.find("authorization");
-  if (it == md.end()) {
-    return absl::UnauthenticatedError("missing 'authorization: Bearer <token>' metadata");
+  if (!authorization.has_value()) {
+    return absl::UnauthenticatedError(
+        absl::StrCat("missing 'authorization: Bearer <token>' ", where));
   }
-  const absl::string_view value(it->second.data(), it->second.size());
   const std::string expected = absl::StrCat("Bearer ", token);
-  if (!ConstantTimeEquals(value, expected)) {
-    return absl::UnauthenticatedError("invalid bearer token in 'authorization' metadata");
+  if (!ConstantTimeEquals(*authorization, expected)) {
+    return absl::UnauthenticatedError(
+        absl::StrCat("invalid bearer token in 'authorization' ", where));
   }
   return absl::OkStatus();
+}
+
+absl::Status Authenticate(const grpc::ServerContextBase& ctx, const std::string& token) {
+  const auto& md = ctx.client_metadata();
+  auto it = md.find("authorization");
+  std::optional<absl::string_view> value;
+  if (it != md.end()) value = absl::string_view(it->second.data(), it->second.size());
+  return AuthenticateBearer(value, token, "metadata");
 }
 
 }  // namespace flatstate::server

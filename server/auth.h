@@ -1,5 +1,6 @@
 // Bearer-token authentication (--auth_token), shared by every service the server implements
-// (Inference, reflection). The gRPC health service is gRPC's own and stays open.
+// (Inference, reflection, the HTTP API). The gRPC health service is gRPC's own and stays open,
+// and so does the HTTP API's GET /health.
 //
 // Stateless and thread-safe. Fails with Unauthenticated; the message never echoes the token.
 #ifndef FLATSTATE_SERVER_AUTH_H_
@@ -7,15 +8,22 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 
 namespace flatstate::server {
 
 // OK when `token` is empty (no authentication) or the call's metadata holds exactly
 // "authorization: Bearer <token>" (compared in constant time); else Unauthenticated.
 absl::Status Authenticate(const grpc::ServerContextBase& ctx, const std::string& token);
+
+// The same check on an authorization value (nullopt: absent), from any transport; `where` names
+// the transport's carrier in messages ("metadata", "header").
+absl::Status AuthenticateBearer(std::optional<absl::string_view> authorization,
+                                const std::string& token, absl::string_view where);
 
 }  // namespace flatstate::server
 

@@ -143,6 +143,7 @@ void EngineLoop::AdmitStream(GenerateJob job, std::shared_ptr<TokenSink> sink) {
   st->sink = std::move(sink);
   st->max_new_tokens = job.max_new_tokens;
   st->prompt_tokens = job.prompt.size();
+  st->logprobs = job.logprobs;
   st->text = StreamText(std::move(job.stop));
   st->arrival = job.arrival;
   st->last_token = job.arrival;
@@ -203,7 +204,8 @@ void EngineLoop::StepModel(LoadedModel* model) {
   std::vector<Stream*> owners;
   for (size_t i = 0; i < active.size(); ++i) {
     if (plan[i].action == StreamAction::kRun) {
-      reqs.push_back(StepRequest{&active[i]->session->state, plan[i].tokens, true});
+      reqs.push_back(
+          StepRequest{&active[i]->session->state, plan[i].tokens, true, active[i]->logprobs});
       owners.push_back(active[i]);
     } else if (plan[i].action == StreamAction::kKvExhausted) {
       FinishStream(active[i], FinishReason::kKvPoolFull,
@@ -235,12 +237,13 @@ void EngineLoop::StepModel(LoadedModel* model) {
       continue;
     }
     ran += r.consumed;
-    if (r.sampled) EmitToken(owners[i], r.token);
+    if (r.sampled) EmitToken(owners[i], r);
   }
   metrics_->step_tokens.Observe(static_cast<double>(ran));
 }
 
-void EngineLoop::EmitToken(Stream* st, int32_t token) {
+void EngineLoop::EmitToken(Stream* st, const StepResult& r) {
+  const int32_t token = r.token;
   const absl::Time now = absl::Now();
   if (st->generated == 0) {
     metrics_->time_to_first_token.Observe(absl::ToDoubleSeconds(now - st->arrival));
@@ -253,6 +256,7 @@ void EngineLoop::EmitToken(Stream* st, int32_t token) {
   metrics_->tokens_generated++;
   std::string text;
   const bool stopped = st->text.Push(&st->session->decoder, token, &text);
+  if (st->logprobs >= 0) st->sink->OnLogprobs(r.logprobs);
   st->sink->OnTokens({token}, std::move(text));
   if (stopped) {
     FinishStream(st, FinishReason::kStop, absl::OkStatus());

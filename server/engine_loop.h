@@ -90,6 +90,7 @@ class EngineLoop {
     uint32_t max_new_tokens = 0;
     uint32_t generated = 0;
     uint64_t prompt_tokens = 0;
+    int logprobs = -1;  // GenerateJob::logprobs
     StreamText text;
     SamplingOverride sampling;
     absl::Time arrival, last_token;
@@ -113,7 +114,7 @@ class EngineLoop {
   // Checks the job against `session` and appends its prompt; a status to reject it with.
   absl::Status PrepareSession(const GenerateJob& job, Session* session);
   void StepModel(LoadedModel* model);
-  void EmitToken(Stream* st, int32_t token);
+  void EmitToken(Stream* st, const StepResult& r);
   // Ends `st` (restores sampling, reports, frees a throwaway session); `st` is erased later.
   void FinishStream(Stream* st, FinishReason reason, const absl::Status& status);
   void ReapFinished();

@@ -164,16 +164,9 @@ grpc::ServerUnaryReactor* InferenceService::RestoreSession(grpc::CallbackServerC
   std::string blob;
   if (s.ok()) {
     if (req->source_case() == pb::RestoreSessionRequest::kCheckpointId) {
-      const std::string& id = req->checkpoint_id();
-      if (!IsValidId(id)) {
-        s = absl::InvalidArgumentError(absl::StrCat(
-            "checkpoint_id: '", id, "' is not a checkpoint id (32 lower-case hex characters)"));
-      } else {
-        // File I/O stays off the engine loop.
-        absl::StatusOr<std::string> data = loop_->store().GetCheckpoint(id);
-        if (data.ok()) blob = std::move(*data);
-        s = data.status();
-      }
+      absl::StatusOr<std::string> data = ReadCheckpointById(req->checkpoint_id(), loop_->store());
+      if (data.ok()) blob = std::move(*data);
+      s = data.status();
     } else if (req->source_case() == pb::RestoreSessionRequest::kData) {
       blob = req->data();
     } else {

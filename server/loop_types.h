@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "engine/sampling/logprobs.h"
 #include "engine/sampling/sampler.h"
 
 namespace flatstate::server {
@@ -48,6 +49,9 @@ class TokenSink {
   virtual bool Cancelled() const = 0;
   // Newly generated tokens and the text they complete (valid UTF-8, possibly empty).
   virtual void OnTokens(std::vector<int32_t> token_ids, std::string text) = 0;
+  // Only for a job with logprobs >= 0: the sampled token's log-probabilities, called just before
+  // the OnTokens that carries that token.
+  virtual void OnLogprobs(const TokenLogprobs& logprobs) { (void)logprobs; }
   // Exactly once per stream, last. `status` is OK for LENGTH/STOP, else the error matching
   // `summary.reason` (the stream may have sent tokens before it).
   virtual void OnFinish(const GenerateSummary& summary, const absl::Status& status) = 0;
@@ -60,6 +64,9 @@ struct GenerateJob {
   uint32_t max_new_tokens = 1;
   std::optional<SamplingParams> sampling;
   std::vector<std::string> stop;
+  // >= 0: report each sampled token's log-probability and this many alternatives
+  // (TokenSink::OnLogprobs); < 0: none.
+  int logprobs = -1;
   absl::Time arrival = absl::Now();
 };
 

@@ -70,6 +70,10 @@ ABSL_FLAG(absl::Duration, session_idle_ttl, kDefaults.session_idle_ttl,
           "idle sessions are checkpointed to --checkpoint_dir and evicted after this long "
           "(0: never)");
 ABSL_FLAG(int, metrics_port, kDefaults.metrics_port, "Prometheus /metrics HTTP port (0: off)");
+ABSL_FLAG(int, http_port, kDefaults.http_port,
+          "OpenAI-compatible HTTP API port, on --host (docs/http-api.md; 0: off)");
+ABSL_FLAG(int64_t, max_http_body_bytes, kDefaults.max_http_body_bytes,
+          "largest accepted HTTP request body (larger: 413)");
 ABSL_FLAG(int, max_receive_message_bytes, kDefaults.max_receive_message_bytes,
           "largest accepted request message");
 ABSL_FLAG(bool, log_requests, kDefaults.log_requests, "one stderr line per finished request");
@@ -112,14 +116,16 @@ int main(int argc, char** argv) {
   o.tls_key = absl::GetFlag(FLAGS_tls_key);
   o.session_idle_ttl = absl::GetFlag(FLAGS_session_idle_ttl);
   o.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  o.http_port = absl::GetFlag(FLAGS_http_port);
+  o.max_http_body_bytes = absl::GetFlag(FLAGS_max_http_body_bytes);
   o.max_receive_message_bytes = absl::GetFlag(FLAGS_max_receive_message_bytes);
   o.log_requests = absl::GetFlag(FLAGS_log_requests);
 
   // A file size limit (ulimit -f, systemd LimitFSIZE=) must fail the one checkpoint write that
   // crosses it with EFBIG (RESOURCE_EXHAUSTED to its caller), not kill the server with SIGXFSZ.
   signal(SIGXFSZ, SIG_IGN);
-  // A session store connection (hiredis writes with write(2)) closed by its peer must fail that
-  // one call with an error, not kill the server with SIGPIPE.
+  // A session store connection (hiredis writes with write(2)) or an HTTP client closed by its peer
+  // must fail that one call with an error, not kill the server with SIGPIPE.
   signal(SIGPIPE, SIG_IGN);
 
   // Block the shutdown signals in every thread; this one waits for them.
@@ -138,9 +144,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: %s\n", s.ToString().c_str());
     return 1;
   }
-  std::fprintf(stderr, "[flatstate] serving on %s:%d (default model %s, metrics port %d)\n",
+  std::fprintf(stderr,
+               "[flatstate] serving on %s:%d (default model %s, metrics port %d, HTTP API port "
+               "%d)\n",
                o.host.c_str(), (*server)->port(), (*server)->default_model().c_str(),
-               (*server)->metrics_port());
+               (*server)->metrics_port(), (*server)->http_port());
   std::printf("port %d\n", (*server)->port());
   std::fflush(stdout);
   int sig = 0;

@@ -39,6 +39,10 @@ struct ServerOptions {
   std::string metrics_host = "0.0.0.0";
   int metrics_port = 9090;        // 0: no metrics endpoint
   bool metrics_any_port = false;  // tests: serve metrics on a free port
+  // OpenAI-compatible HTTP API (docs/http-api.md) on `host`.
+  int http_port = 8000;                    // 0: no HTTP API
+  bool http_any_port = false;              // tests: serve the HTTP API on a free port
+  int64_t max_http_body_bytes = 64 << 20;  // larger request bodies get 413
   int max_receive_message_bytes = 64 << 20;
   bool log_requests = true;  // one line per finished request on stderr
 };

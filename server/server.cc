@@ -117,6 +117,17 @@ absl::Status Server::Start() {
       return st;
     }
   }
+  if (options_.http_port > 0 || options_.http_any_port) {
+    http_api_ = std::make_unique<HttpApiServer>(loop_.get(), &metrics_, options_, device_name_);
+    absl::Status st =
+        http_api_->Start(options_.host, options_.http_any_port ? 0 : options_.http_port);
+    if (!st.ok()) {
+      http_api_.reset();
+      Shutdown();
+      return st;
+    }
+    http_api_->SetServing(true);
+  }
   if (loop_->store().shared()) {
     grpc::HealthCheckServiceInterface* health = grpc_->GetHealthCheckService();
     store_health_ = std::make_unique<std::thread>([this, health] {
@@ -135,10 +146,13 @@ void Server::Shutdown() {
     store_health_->join();
     store_health_.reset();
   }
+  if (http_api_ != nullptr) http_api_->SetServing(false);  // GET /health: 503 from now on
   if (loop_ != nullptr) loop_->BeginShutdown();
   if (grpc_ != nullptr) {
     grpc_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   }
+  // HTTP handlers wait for the loop's answers: stop them while it still runs.
+  if (http_api_ != nullptr) http_api_->Stop();
   if (loop_ != nullptr) loop_->Stop();
   if (grpc_ != nullptr) {
     grpc_->Wait();

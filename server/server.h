@@ -1,6 +1,7 @@
 // Server: a complete flatstate server (models, engine loop, gRPC service with health and
-// reflection (reflection_service.h, behind --auth_token like the Inference service), metrics
-// endpoint) that can run inside a test process or behind server/main.cc.
+// reflection (reflection_service.h, behind --auth_token like the Inference service), the
+// OpenAI-compatible HTTP API (http_server.h), metrics endpoint) that can run inside a test process
+// or behind server/main.cc.
 //
 // Create loads the models and opens the checkpoint dir (deleting temporary files left there by
 // a crash, CheckpointStore::RemoveStaleTemporaries); Start binds the ports and starts the
@@ -16,10 +17,10 @@
 #include <string>
 #include <thread>
 
-#include "absl/synchronization/notification.h"
-
 #include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
 #include "server/engine_loop.h"
+#include "server/http_server.h"
 #include "server/inference_service.h"
 #include "server/metrics.h"
 #include "server/metrics_http.h"
@@ -40,6 +41,7 @@ class Server {
 
   int port() const { return port_; }
   int metrics_port() const { return metrics_http_ ? metrics_http_->port() : 0; }
+  int http_port() const { return http_api_ ? http_api_->port() : 0; }
   const std::string& default_model() const { return loop_->default_model(); }
   Metrics* metrics() { return &metrics_; }
 
@@ -54,6 +56,7 @@ class Server {
   std::unique_ptr<ReflectionService> reflection_;
   std::unique_ptr<grpc::Server> grpc_;
   std::unique_ptr<MetricsHttpServer> metrics_http_;
+  std::unique_ptr<HttpApiServer> http_api_;
   // Shared session store: publishes metrics.store_up as the health status of service
   // kStoreHealthService once a second (the server itself stays SERVING: in-memory sessions go
   // on while the store is away).

@@ -38,6 +38,14 @@ absl::Status ValidateSessionId(const std::string& id) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::string> ReadCheckpointById(const std::string& id, const SessionStore& store) {
+  if (!IsValidId(id)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "checkpoint_id: '", id, "' is not a checkpoint id (32 lower-case hex characters)"));
+  }
+  return store.GetCheckpoint(id);
+}
+
 absl::StatusOr<GenerateJob> ValidateGenerate(const flatstate::v1::GenerateRequest& req,
                                              const ModelRegistry& models,
                                              const ServerOptions& options) {

@@ -11,6 +11,7 @@
 #include "server/loop_types.h"
 #include "server/model_registry.h"
 #include "server/options.h"
+#include "server/session_store.h"
 
 namespace flatstate::server {
 
@@ -26,6 +27,11 @@ absl::Status ValidateModelName(const std::string& model, const ModelRegistry& mo
 
 // A session id that is not 32 lower-case hex characters cannot exist: NotFound.
 absl::Status ValidateSessionId(const std::string& id);
+
+// The stored checkpoint `id` (a restore's checkpoint_id), read from `store` on the calling
+// transport thread: the I/O stays off the engine loop. InvalidArgument naming checkpoint_id for a
+// malformed id, else the store's status (NotFound for an unknown one).
+absl::StatusOr<std::string> ReadCheckpointById(const std::string& id, const SessionStore& store);
 
 }  // namespace flatstate::server
 

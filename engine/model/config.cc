@@ -91,6 +91,37 @@ size_t ModelConfig::kv_bytes_per_token() const {
   return is_linear() ? 0 : 2 * size_t(num_hidden_layers) * hidden_size * sizeof(float);
 }
 
+namespace {
+
+// "chat_template": {"system", "user", "assistant", "separator": string, "stop": string or list of
+// non-empty strings}; every key optional (absent: the ChatTemplate default).
+absl::Status ReadChatTemplate(const json& j, absl::string_view path, ChatTemplate* out) {
+  if (!j.is_object()) return Bad(path, "chat_template", "must be an object");
+  for (auto [key, field] : {std::pair<const char*, std::string*>{"system", &out->system},
+                            {"user", &out->user},
+                            {"assistant", &out->assistant},
+                            {"separator", &out->separator}}) {
+    auto it = j.find(key);
+    if (it == j.end()) continue;
+    if (!it->is_string()) return Bad(path, absl::StrCat("chat_template.", key), "must be a string");
+    *field = it->get<std::string>();
+  }
+  if (auto it = j.find("stop"); it != j.end()) {
+    out->stop.clear();
+    const json list = it->is_string() ? json::array({*it}) : *it;
+    if (!list.is_array()) return Bad(path, "chat_template.stop", "must be a string or a list");
+    for (const json& s : list) {
+      if (!s.is_string() || s.get<std::string>().empty()) {
+        return Bad(path, "chat_template.stop", "must hold non-empty strings");
+      }
+      out->stop.push_back(s.get<std::string>());
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text, absl::string_view path) {
   json j = json::parse(json_text.begin(), json_text.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
@@ -151,6 +182,9 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text, absl::
   }
   if (c.attention_kind == AttentionKind::kSoftmax && c.conv_kernel_size != 0) {
     return Bad(path, "conv_kernel_size", "must be 0 for softmax (it uses RoPE)");
+  }
+  if (auto ct = j.find("chat_template"); ct != j.end()) {
+    if (absl::Status st = ReadChatTemplate(*ct, path, &c.chat_template); !st.ok()) return st;
   }
   return c;
 }

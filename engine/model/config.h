@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -21,6 +22,17 @@ enum class AttentionKind { kSoftmax, kLinearElu, kCosformer, kCosine, kFavor };
 // "softmax", "linear_elu", "cosformer", "cosine", "favor".
 absl::string_view AttentionKindName(AttentionKind kind);
 absl::StatusOr<AttentionKind> AttentionKindFromName(absl::string_view name);
+
+// A model's chat format (config key "chat_template", docs/model-format.md): how a chat request's
+// messages become prompt text. Fixed role prefixes, no template language. The defaults suit the
+// shipped byte-level Shakespeare models: a play's dialogue.
+struct ChatTemplate {
+  std::string system;                        // before a system message's content
+  std::string user = "ROMEO:\n";             // before a user message's content
+  std::string assistant = "JULIET:\n";       // before an assistant message and the reply
+  std::string separator = "\n\n";            // after each message's content
+  std::vector<std::string> stop = {"\n\n"};  // always ends a chat reply
+};
 
 struct ModelConfig {
   AttentionKind attention_kind = AttentionKind::kLinearElu;
@@ -38,6 +50,7 @@ struct ModelConfig {
   int cosformer_horizon = 1024;
   int favor_num_features = 64;
   int chunk_size = 64;  // default prefill chunk
+  ChatTemplate chat_template;
 
   bool is_linear() const { return attention_kind != AttentionKind::kSoftmax; }
   // Size of phi(q) / phi(k) per head (first dimension of S).

@@ -161,8 +161,12 @@ absl::Status Engine::Step(std::span<const StepRequest> requests, std::vector<Ste
     res.consumed = static_cast<int64_t>(runs_[r].tokens.size());
     s->pending.erase(s->pending.begin(), s->pending.begin() + res.consumed);
     if (s->pending.empty() && requests[i].sample) {
-      res.token = SampleToken(logits_.data() + r * V, V, s->sampling, &s->rng, &scratch_);
+      const float* logits = logits_.data() + r * V;
+      res.token = SampleToken(logits, V, s->sampling, &s->rng, &scratch_);
       res.sampled = true;
+      if (requests[i].logprobs >= 0) {
+        res.logprobs = ComputeLogprobs(logits, V, res.token, requests[i].logprobs);
+      }
       s->pending.push_back(res.token);
     }
   }

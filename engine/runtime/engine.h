@@ -33,6 +33,7 @@
 #include "engine/kv/kv_block_pool.h"
 #include "engine/model/model.h"
 #include "engine/runtime/forward.h"
+#include "engine/sampling/logprobs.h"
 #include "engine/session/checkpoint.h"
 #include "engine/session/session_state.h"
 #include "engine/util/thread_pool.h"
@@ -56,6 +57,9 @@ struct StepRequest {
   SessionState* session = nullptr;
   int64_t max_tokens = 1 << 30;  // pending tokens this step may run
   bool sample = true;            // draw the next token once pending is empty
+  // >= 0: also report the sampled token's log-probability and the `logprobs` most likely tokens
+  // with theirs (StepResult::logprobs; ComputeLogprobs, logprobs.h). < 0: none.
+  int logprobs = -1;
 };
 
 struct StepResult {
@@ -65,6 +69,7 @@ struct StepResult {
   int64_t consumed = 0;  // pending tokens run this step
   bool sampled = false;
   int32_t token = -1;  // the sampled token (now the session's only pending token)
+  TokenLogprobs logprobs;  // when sampled and the request asked for them
 };
 
 class Engine {

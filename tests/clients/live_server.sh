@@ -21,7 +21,7 @@ fs_start_server() {
   shift
   : >"$FS_WORK/server.port"
   # --port 0: the server binds a free port and prints "port N" on stdout.
-  "$bin" --host 127.0.0.1 --port 0 --metrics_port 0 --models_dir "$FS_WORK/models" \
+  "$bin" --host 127.0.0.1 --port 0 --metrics_port 0 --http_port 0 --models_dir "$FS_WORK/models" \
     --checkpoint_dir "$FS_WORK/checkpoints" --log_requests=false "$@" \
     >"$FS_WORK/server.port" 2>"$FS_WORK/server.log" &
   FS_SERVER_PID=$!

@@ -50,6 +50,7 @@ inline server::ServerOptions TestOptions() {
   o.step_token_budget = 64;
   o.checkpoint_dir = TempDir() + "/ckpt";
   o.metrics_port = 0;
+  o.http_port = 0;
   o.log_requests = false;
   return o;
 }

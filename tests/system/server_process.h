@@ -45,6 +45,7 @@ class ServerProcess {
                                      "--models_dir=" + ModelsDir(),
                                      "--checkpoint_dir=" + checkpoint_dir,
                                      "--metrics_port=0",
+                                     "--http_port=0",
                                      "--threads=1",
                                      "--device=cpu",
                                      "--kv_blocks=512"};

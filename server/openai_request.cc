@@ -1,0 +1,275 @@
+#include "server/openai_request.h"
+
+#include <limits>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+#include "server/validation.h"
+
+namespace flatstate::server {
+namespace {
+
+using json = nlohmann::json;
+
+absl::Status Bad(absl::string_view field, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
+}
+
+absl::StatusOr<json> ParseObject(absl::string_view body) {
+  json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return absl::InvalidArgumentError("body: not valid JSON");
+  if (!j.is_object()) return absl::InvalidArgumentError("body: must be a JSON object");
+  return j;
+}
+
+// The member `key` when present and not null.
+const json* Field(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it == j.end() || it->is_null() ? nullptr : &*it;
+}
+
+absl::Status ReadString(const json& j, const char* key, std::string* out) {
+  const json* v = Field(j, key);
+  if (v == nullptr) return absl::OkStatus();
+  if (!v->is_string()) return Bad(key, "must be a string");
+  *out = v->get<std::string>();
+  return absl::OkStatus();
+}
+
+absl::Status ReadBool(const json& j, const char* key, bool* out) {
+  const json* v = Field(j, key);
+  if (v == nullptr) return absl::OkStatus();
+  if (!v->is_boolean()) return Bad(key, "must be a boolean");
+  *out = v->get<bool>();
+  return absl::OkStatus();
+}
+
+absl::Status ReadInt(const json& j, const char* key, std::optional<int64_t>* out) {
+  const json* v = Field(j, key);
+  if (v == nullptr) return absl::OkStatus();
+  if (!v->is_number_integer()) return Bad(key, "must be an integer");
+  if (v->is_number_unsigned() &&
+      v->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return Bad(key, "is too large");
+  }
+  *out = v->get<int64_t>();
+  return absl::OkStatus();
+}
+
+absl::Status ReadNumber(const json& j, const char* key, std::optional<double>* out) {
+  const json* v = Field(j, key);
+  if (v == nullptr) return absl::OkStatus();
+  if (!v->is_number()) return Bad(key, "must be a number");
+  *out = v->get<double>();
+  return absl::OkStatus();
+}
+
+// A string, or (allow_list) an array of strings; at most `max` of them.
+absl::Status ReadStrings(const json& j, const char* key, size_t max,
+                         std::vector<std::string>* out) {
+  const json* v = Field(j, key);
+  if (v == nullptr) return absl::OkStatus();
+  if (v->is_string()) {
+    out->push_back(v->get<std::string>());
+    return absl::OkStatus();
+  }
+  if (!v->is_array()) return Bad(key, "must be a string or an array of strings");
+  if (v->size() > max) return Bad(key, absl::StrCat("at most ", max, " entries"));
+  for (const json& s : *v) {
+    if (!s.is_string()) return Bad(key, "must be a string or an array of strings");
+    out->push_back(s.get<std::string>());
+  }
+  return absl::OkStatus();
+}
+
+// Message content: a string or an array of {"type": "text", "text": ...} parts.
+absl::StatusOr<std::string> ReadContent(const json& m, const std::string& field) {
+  const json* c = Field(m, "content");
+  if (c == nullptr) return std::string();
+  if (c->is_string()) return c->get<std::string>();
+  if (!c->is_array()) return Bad(field, "must be a string or an array of text parts");
+  std::string out;
+  for (const json& part : *c) {
+    const json* type = part.is_object() ? Field(part, "type") : nullptr;
+    const json* text = part.is_object() ? Field(part, "text") : nullptr;
+    if (type == nullptr || *type != "text" || text == nullptr || !text->is_string()) {
+      return Bad(field, "only {\"type\": \"text\", \"text\": string} parts are supported");
+    }
+    out += text->get<std::string>();
+  }
+  return out;
+}
+
+absl::Status ReadMessages(const json& j, std::vector<ChatMessage>* out) {
+  const json* v = Field(j, "messages");
+  if (v == nullptr) return Bad("messages", "is required");
+  if (!v->is_array()) return Bad("messages", "must be an array");
+  for (size_t i = 0; i < v->size(); ++i) {
+    const json& m = (*v)[i];
+    const std::string field = absl::StrCat("messages[", i, "]");
+    if (!m.is_object()) return Bad(field, "must be an object");
+    const json* role = Field(m, "role");
+    if (role == nullptr || !role->is_string()) {
+      return Bad(absl::StrCat(field, ".role"), "must be a string");
+    }
+    ChatMessage msg;
+    if (!ParseChatRole(role->get<std::string>(), &msg.role)) {
+      return Bad(absl::StrCat(field, ".role"),
+                 absl::StrCat("'", role->get<std::string>(),
+                              "' is not supported (system, developer, user, assistant)"));
+    }
+    absl::StatusOr<std::string> content = ReadContent(m, absl::StrCat(field, ".content"));
+    if (!content.ok()) return content.status();
+    msg.content = std::move(*content);
+    out->push_back(std::move(msg));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadSampling(const json& j, OpenAiRequest* r) {
+  if (absl::Status s = ReadNumber(j, "temperature", &r->temperature); !s.ok()) return s;
+  if (absl::Status s = ReadNumber(j, "top_p", &r->top_p); !s.ok()) return s;
+  if (absl::Status s = ReadInt(j, "top_k", &r->top_k); !s.ok()) return s;
+  std::optional<int64_t> seed;
+  if (absl::Status s = ReadInt(j, "seed", &seed); !s.ok()) return s;
+  if (seed.has_value()) r->seed = static_cast<uint64_t>(*seed);
+  if (r->top_k.has_value() && (*r->top_k < 0 || *r->top_k > std::numeric_limits<int32_t>::max())) {
+    return Bad("top_k", "must be >= 0 (0: no top-k cut)");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadLogprobs(const json& j, bool chat, int* out) {
+  std::optional<int64_t> k;
+  if (chat) {
+    bool want = false;
+    if (absl::Status s = ReadBool(j, "logprobs", &want); !s.ok()) return s;
+    if (absl::Status s = ReadInt(j, "top_logprobs", &k); !s.ok()) return s;
+    if (k.has_value() && (*k < 0 || *k > 20)) return Bad("top_logprobs", "must be in [0, 20]");
+    if (k.has_value() && !want) return Bad("top_logprobs", "needs logprobs: true");
+    if (want) *out = static_cast<int>(k.value_or(0));
+    return absl::OkStatus();
+  }
+  if (absl::Status s = ReadInt(j, "logprobs", &k); !s.ok()) return s;
+  if (k.has_value() && (*k < 0 || *k > 20)) return Bad("logprobs", "must be in [0, 20]");
+  if (k.has_value()) *out = static_cast<int>(*k);
+  return absl::OkStatus();
+}
+
+// The request's sampling fields as the gRPC message carries them; false when none is set (the
+// session's own sampling, greedy for a throwaway one). Unset fields take OpenAI's defaults.
+bool ToSamplingProto(const OpenAiRequest& r, flatstate::v1::SamplingParams* p) {
+  if (!r.temperature && !r.top_p && !r.top_k && !r.seed) return false;
+  p->set_temperature(static_cast<float>(r.temperature.value_or(1.0)));
+  p->set_top_p(static_cast<float>(r.top_p.value_or(1.0)));
+  p->set_top_k(static_cast<uint32_t>(r.top_k.value_or(0)));
+  p->set_seed(r.seed.value_or(0));
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(absl::string_view body, bool chat) {
+  absl::StatusOr<json> parsed = ParseObject(body);
+  if (!parsed.ok()) return parsed.status();
+  const json& j = *parsed;
+  OpenAiRequest r;
+  r.chat = chat;
+  if (absl::Status s = ReadString(j, "model", &r.model); !s.ok()) return s;
+  if (absl::Status s = ReadString(j, "session_id", &r.session_id); !s.ok()) return s;
+  if (chat) {
+    if (absl::Status s = ReadMessages(j, &r.messages); !s.ok()) return s;
+  } else {
+    std::vector<std::string> prompt;
+    if (absl::Status s = ReadStrings(j, "prompt", 1, &prompt); !s.ok()) {
+      return Bad("prompt", "must be a string or an array of one string");
+    }
+    if (!prompt.empty()) r.prompt = prompt[0];
+    bool echo = false;
+    if (absl::Status s = ReadBool(j, "echo", &echo); !s.ok()) return s;
+    if (echo) return Bad("echo", "is not supported");
+    if (Field(j, "suffix") != nullptr) return Bad("suffix", "is not supported");
+    std::optional<int64_t> best_of;
+    if (absl::Status s = ReadInt(j, "best_of", &best_of); !s.ok()) return s;
+    if (best_of.value_or(1) != 1) return Bad("best_of", "only 1 is supported");
+  }
+  std::optional<int64_t> n;
+  if (absl::Status s = ReadInt(j, "n", &n); !s.ok()) return s;
+  if (n.value_or(1) != 1) return Bad("n", "only n = 1 is supported");
+  if (Field(j, "tools") != nullptr || Field(j, "functions") != nullptr) {
+    return Bad("tools", "tool calling is not supported");
+  }
+  if (absl::Status s = ReadBool(j, "stream", &r.stream); !s.ok()) return s;
+  if (const json* so = Field(j, "stream_options"); so != nullptr) {
+    if (!so->is_object()) return Bad("stream_options", "must be an object");
+    if (absl::Status s = ReadBool(*so, "include_usage", &r.include_usage); !s.ok()) {
+      return Bad("stream_options", "include_usage must be a boolean");
+    }
+  }
+  if (absl::Status s = ReadInt(j, "max_tokens", &r.max_tokens); !s.ok()) return s;
+  std::optional<int64_t> mct;
+  if (absl::Status s = ReadInt(j, "max_completion_tokens", &mct); !s.ok()) return s;
+  if (mct.has_value()) r.max_tokens = mct;
+  if (r.max_tokens.has_value() && *r.max_tokens < 1) {
+    return Bad(mct.has_value() ? "max_completion_tokens" : "max_tokens", "must be >= 1");
+  }
+  if (absl::Status s = ReadSampling(j, &r); !s.ok()) return s;
+  if (absl::Status s = ReadStrings(j, "stop", 4, &r.stop); !s.ok()) return s;
+  if (absl::Status s = ReadLogprobs(j, chat, &r.logprobs); !s.ok()) return s;
+  return r;
+}
+
+std::string RenameParamForHttp(absl::string_view param, bool chat) {
+  if (param == "max_new_tokens") return "max_tokens";
+  if (absl::StartsWith(param, "sampling.")) return std::string(param.substr(9));
+  if (absl::StartsWith(param, "stop[")) return "stop";
+  if (chat && param == "prompt") return "messages";
+  return std::string(param);
+}
+
+absl::StatusOr<GenerateJob> ToGenerateJob(const OpenAiRequest& req, const ChatTemplate& tmpl,
+                                          const ModelRegistry& models,
+                                          const ServerOptions& options) {
+  flatstate::v1::GenerateRequest g;
+  g.set_model(req.model);
+  g.set_session_id(req.session_id);
+  g.set_prompt(req.chat ? RenderChat(tmpl, req.messages) : req.prompt);
+  const int64_t max_tokens =
+      req.max_tokens.value_or(req.chat ? kDefaultChatMaxTokens : kDefaultCompletionMaxTokens);
+  g.set_max_new_tokens(
+      static_cast<uint32_t>(std::min<int64_t>(max_tokens, std::numeric_limits<uint32_t>::max())));
+  if (flatstate::v1::SamplingParams sp; ToSamplingProto(req, &sp)) *g.mutable_sampling() = sp;
+  for (const std::string& s : req.stop) g.add_stop(s);
+  if (req.chat) {
+    for (const std::string& s : tmpl.stop) g.add_stop(s);
+  }
+  absl::StatusOr<GenerateJob> job = ValidateGenerate(g, models, options);
+  if (!job.ok()) return job.status();
+  job->logprobs = req.logprobs;
+  return job;
+}
+
+absl::StatusOr<SessionRequest> ParseSessionRequest(absl::string_view body) {
+  SessionRequest r;
+  if (body.empty()) return r;
+  absl::StatusOr<json> parsed = ParseObject(body);
+  if (!parsed.ok()) return parsed.status();
+  const json& j = *parsed;
+  if (absl::Status s = ReadString(j, "model", &r.model); !s.ok()) return s;
+  if (absl::Status s = ReadString(j, "checkpoint_id", &r.checkpoint_id); !s.ok()) return s;
+  std::string b64;
+  if (absl::Status s = ReadString(j, "data", &b64); !s.ok()) return s;
+  if (!b64.empty() && !absl::Base64Unescape(b64, &r.data)) return Bad("data", "is not base64");
+  OpenAiRequest sampling;
+  if (absl::Status s = ReadSampling(j, &sampling); !s.ok()) return s;
+  if (flatstate::v1::SamplingParams p; ToSamplingProto(sampling, &p)) {
+    absl::StatusOr<SamplingParams> sp = ConvertSampling(p);
+    if (!sp.ok()) return sp.status();
+    r.sampling = *sp;
+  }
+  return r;
+}
+
+}  // namespace flatstate::server

@@ -1,0 +1,72 @@
+// The OpenAI-compatible HTTP API's response side (docs/http-api.md): the JSON bodies of
+// completions (whole and as stream chunks), usage, logprobs, the model list, sessions,
+// checkpoints and errors. The HTTP API's response shapes are version 1 of its contract.
+//
+// Stateless functions; thread-safe; never fail (text that is not valid UTF-8 is replaced, byte
+// tokens that are not a whole character are written as "bytes:\xNN" with their `bytes`).
+#ifndef FLATSTATE_SERVER_OPENAI_RESPONSE_H_
+#define FLATSTATE_SERVER_OPENAI_RESPONSE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/sampling/logprobs.h"
+#include "nlohmann/json.hpp"
+#include "server/loop_types.h"
+#include "server/model_registry.h"
+#include "server/status_mapping.h"
+
+namespace flatstate::server {
+
+// What every body of one completion shares.
+struct CompletionMeta {
+  bool chat = false;
+  std::string id;  // "cmpl-..." / "chatcmpl-..."
+  int64_t created = 0;
+  std::string model;
+  std::string session_id;  // extension; empty: omitted
+};
+CompletionMeta NewCompletionMeta(bool chat);
+
+// "stop" or "length" for the reasons that end a completion normally.
+const char* OpenAiFinishReason(FinishReason r);
+
+nlohmann::json UsageJson(const GenerateSummary& summary);
+
+// The logprobs object of a choice: completions {tokens, token_logprobs, top_logprobs,
+// text_offset} (offsets from `text_offset`), chat {content: [{token, logprob, bytes,
+// top_logprobs}]}.
+nlohmann::json LogprobsJson(bool chat, const std::vector<TokenLogprobs>& lps, size_t text_offset);
+
+// A whole completion (non-streaming).
+nlohmann::json CompletionJson(const CompletionMeta& meta, const std::string& text,
+                              const char* finish_reason, const nlohmann::json& logprobs,
+                              const GenerateSummary& summary);
+
+// One stream chunk: `text` as the delta (chat: with the role on the first chunk), finish_reason
+// when set, usage null (include_usage) or absent.
+nlohmann::json ChunkJson(const CompletionMeta& meta, const std::string& text, bool first,
+                         const char* finish_reason, const nlohmann::json& logprobs,
+                         bool include_usage);
+// The last chunk with include_usage: no choices, the usage.
+nlohmann::json UsageChunkJson(const CompletionMeta& meta, const GenerateSummary& summary);
+
+// GET /v1/models: {"object": "list", "data": [{id, object, created, owned_by, attention_kind,
+// state_bytes_per_session, ...}]}.
+nlohmann::json ModelsJson(const ModelRegistry& models, const std::string& device);
+
+nlohmann::json SessionJson(const SessionInfo& info);
+// The checkpoint bytes as base64 in "data".
+nlohmann::json CheckpointJson(const CheckpointInfo& info);
+
+// {"error": {"message", "type", "param" (null when empty), "code"}}.
+nlohmann::json ErrorJson(const HttpError& e);
+
+// `j` as compact JSON; invalid UTF-8 in strings is replaced with U+FFFD.
+std::string Dump(const nlohmann::json& j);
+
+}  // namespace flatstate::server
+
+#endif  // FLATSTATE_SERVER_OPENAI_RESPONSE_H_
