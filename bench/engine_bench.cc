@@ -82,6 +82,9 @@ Engine* GetEngine(const std::string& dir, int threads, int kv_blocks = 0) {
   EngineOptions o;
   o.threads = threads;
   o.kv_blocks = kv_blocks > 0 ? kv_blocks : 8192 + 64;
+  // FLATSTATE_BENCH_BATCH_INVARIANT=1: the CUDA GEMMs by the fixed-order kernel (kernels/gemm.h).
+  const char* invariant = std::getenv("FLATSTATE_BENCH_BATCH_INVARIANT");
+  o.batch_invariant = invariant != nullptr && std::string(invariant) == "1";
   auto device = ParseDevice(BenchDevice());
   if (!device.ok()) {
     std::fprintf(stderr, "%s\n", std::string(device.status().message()).c_str());

@@ -16,7 +16,9 @@
 //
 // The op is Gemm<D> over a GemmWeight<D>, a weight prepared once at load for device D's GEMM by
 // PrepareGemmWeight<D> (kCpu: the PackedWeight panels, and Gemm<kCpu> is GemmPacked; kCuda: a
-// device copy of w for cuBLAS, see gemm_gpu.cu for its batch-invariance caveat). The weight's
+// device copy of w, multiplied by cuBLAS, which is batch-invariant to rounding only, or, with the
+// weight's `batch_invariant` set, by flatstate's own kernel, which keeps the CPU's order of
+// operations above and so its bits; see gemm_gpu.cu). The weight's
 // element type is a field of the weight (WeightDtype): a new type is a new value there plus the
 // bodies that read it, never a change in the caller.
 #ifndef FLATSTATE_KERNELS_GEMM_H_
@@ -72,6 +74,9 @@ struct GemmWeight {
   int64_t n = 0, k = 0;
   PackedWeight packed;  // kCpu: the panels GemmPacked reads
   Buffer<D> data;       // devices whose memory is not host memory: w [n, k] in D's memory
+  // kCuda: multiply with the fixed-order kernel (bitwise batch-invariant, and equal to the CPU's
+  // GEMM bit for bit) instead of cuBLAS. The CPU's GEMM is always batch-invariant.
+  bool batch_invariant = false;
 };
 
 // Prepares the host weight w [n, k] (fp32) for D. Fails with ResourceExhausted when D is out of

@@ -41,6 +41,9 @@ ABSL_FLAG(uint32_t, max_new_tokens_limit, kDefaults.max_new_tokens_limit,
           "largest accepted max_new_tokens");
 ABSL_FLAG(int, kv_blocks, kDefaults.kv_blocks,
           "KV cache blocks (16 tokens each) per softmax model");
+ABSL_FLAG(bool, batch_invariant, kDefaults.batch_invariant,
+          "--device=cuda: GEMMs in a fixed order, so a session's outputs are the same bits "
+          "whatever shares its step (slower; docs/gpu.md). The CPU always is");
 ABSL_FLAG(
     int64_t, step_token_budget, kDefaults.step_token_budget,
     "tokens one engine step may run per model (decodes first, prefill chunks share the rest)");
@@ -93,6 +96,7 @@ int main(int argc, char** argv) {
   o.max_prompt_tokens = absl::GetFlag(FLAGS_max_prompt_tokens);
   o.max_new_tokens_limit = absl::GetFlag(FLAGS_max_new_tokens_limit);
   o.kv_blocks = absl::GetFlag(FLAGS_kv_blocks);
+  o.batch_invariant = absl::GetFlag(FLAGS_batch_invariant);
   o.step_token_budget = absl::GetFlag(FLAGS_step_token_budget);
   o.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   o.session_store = absl::GetFlag(FLAGS_session_store);

@@ -23,6 +23,7 @@ struct ServerOptions {
   int64_t max_prompt_tokens = int64_t{1} << 20;
   uint32_t max_new_tokens_limit = 65536;
   int kv_blocks = kDefaultKvBlocks;  // per softmax model (engine/runtime/engine.h)
+  bool batch_invariant = false;      // CUDA: fixed-order GEMMs (EngineOptions::batch_invariant)
   int64_t step_token_budget = 512;   // tokens per engine step per model (prefill + decode)
   std::string checkpoint_dir = "/tmp/flatstate-checkpoints";
   // Session store (docs/cluster.md): "dir:PATH" or "redis://HOST:PORT[/DB]"; empty: dir:

@@ -45,7 +45,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<Model> mo
                                            c.num_hidden_layers, c.hidden_size);
   }
   ASSIGN_OR_RETURN(e->forward_, ForwardPass::Create(e->model_.get(), options.device, e->kv_.get(),
-                                                    e->parallel_.get(), options.chunk_size));
+                                                    e->parallel_.get(), options.chunk_size,
+                                                    options.batch_invariant));
   e->ckpt_model_ = CheckpointModel{e->model_->fingerprint(), c};
   return e;
 }

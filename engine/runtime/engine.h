@@ -50,6 +50,9 @@ struct EngineOptions {
   int kv_blocks = kDefaultKvBlocks;  // softmax only: blocks in the pool
   int kv_block_size = 16;            // tokens per block
   int chunk_size = 0;                // 0: the model's config value
+  // CUDA: GEMMs by the fixed-order kernel (kernels/gemm.h), so a session's outputs are the same
+  // bits whatever shares its step, at some speed (docs/gpu.md). The CPU is always so.
+  bool batch_invariant = false;
 };
 
 // One session's part of a step. A session may appear in at most one request of a step.

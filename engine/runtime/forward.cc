@@ -21,10 +21,11 @@ FeatureMap MapFor(AttentionKind k) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<ForwardPass>> ForwardPass::Create(const Model* model,
-                                                                 Device device, KvBlockPool* kv,
+absl::StatusOr<std::unique_ptr<ForwardPass>> ForwardPass::Create(const Model* model, Device device,
+                                                                 KvBlockPool* kv,
                                                                  const Parallel* par,
-                                                                 int chunk_size) {
+                                                                 int chunk_size,
+                                                                 bool batch_invariant) {
   const ModelConfig& c = model->config();
   if (!c.is_linear() && kv == nullptr) {
     return absl::InvalidArgumentError("softmax model needs a KV block pool");
@@ -59,7 +60,8 @@ absl::StatusOr<std::unique_ptr<ForwardPass>> ForwardPass::Create(const Model* mo
       }
     }
   }
-  ASSIGN_OR_RETURN(fp->runner_, CreateStepRunner(device, model, kv, par, chunk_size, heads));
+  ASSIGN_OR_RETURN(fp->runner_,
+                   CreateStepRunner(device, model, kv, par, chunk_size, heads, batch_invariant));
   return fp;
 }
 

@@ -49,8 +49,9 @@ class ForwardPass {
 
   // `kv` is required for softmax models and ignored otherwise; `par` must outlive this object.
   static absl::StatusOr<std::unique_ptr<ForwardPass>> Create(const Model* model, Device device,
-                                                             KvBlockPool* kv,
-                                                             const Parallel* par, int chunk_size);
+                                                             KvBlockPool* kv, const Parallel* par,
+                                                             int chunk_size,
+                                                             bool batch_invariant = false);
 
   // Runs every sequence's tokens, advances state->position and the recurrent state / KV cache.
   // `logits` receives, in batch order, vocab floats per returned row. On error nothing is changed.

@@ -11,7 +11,7 @@ namespace flatstate {
 template <Device D>
 absl::StatusOr<std::unique_ptr<DeviceForward<D>>> DeviceForward<D>::Create(
     const Model* model, KvBlockPool* kv, const Parallel* par, int chunk_size,
-    std::span<const LinearHead> heads) {
+    std::span<const LinearHead> heads, bool batch_invariant) {
   const ModelConfig& c = model->config();
   if (c.is_linear()) {
     RETURN_IF_ERROR(CheckLinearAttentionShape<D>(c.head_dim, c.feature_dim(), chunk_size));
@@ -24,6 +24,7 @@ absl::StatusOr<std::unique_ptr<DeviceForward<D>>> DeviceForward<D>::Create(
   f->kv_ = kv;
   f->par_ = par;
   f->chunk_ = chunk_size;
+  f->batch_invariant_ = batch_invariant;
   f->layout_ = LinearLayout(c);
   f->state_floats_ = f->layout_.per_layer * static_cast<size_t>(c.num_hidden_layers);
   if (f->state_floats_ > 0) {
@@ -72,9 +73,14 @@ absl::Status DeviceForward<D>::BindWeights(std::span<const LinearHead> heads) {
                            ? static_cast<int64_t>(c.favor_num_features) * c.head_dim
                            : 0;
   const int H = c.num_attention_heads;
+  auto prepare = [this](const float* host, int64_t n, int64_t k) -> absl::StatusOr<GemmWeight<D>> {
+    ASSIGN_OR_RETURN(GemmWeight<D> gw, PrepareGemmWeight<D>(host, n, k));
+    gw.batch_invariant = batch_invariant_;
+    return gw;
+  };
   ASSIGN_OR_RETURN(embed_, Place(w.embed, V * hidden));
   ASSIGN_OR_RETURN(norm_, Place(w.norm, hidden));
-  ASSIGN_OR_RETURN(lm_head_, PrepareGemmWeight<D>(w.lm_head, V, hidden));
+  ASSIGN_OR_RETURN(lm_head_, prepare(w.lm_head, V, hidden));
   heads_host_.assign(heads.begin(), heads.end());
   layers_.resize(w.layers.size());
   for (size_t l = 0; l < w.layers.size(); ++l) {
@@ -83,10 +89,10 @@ absl::Status DeviceForward<D>::BindWeights(std::span<const LinearHead> heads) {
     ASSIGN_OR_RETURN(out.attn_norm, Place(lw.attn_norm, hidden));
     ASSIGN_OR_RETURN(out.conv, Place(lw.conv, conv));
     ASSIGN_OR_RETURN(out.mlp_norm, Place(lw.mlp_norm, hidden));
-    ASSIGN_OR_RETURN(out.wqkv, PrepareGemmWeight<D>(lw.wqkv, 3 * hidden, hidden));
-    ASSIGN_OR_RETURN(out.wo, PrepareGemmWeight<D>(lw.wo, hidden, hidden));
-    ASSIGN_OR_RETURN(out.w1, PrepareGemmWeight<D>(lw.w1, FF, hidden));
-    ASSIGN_OR_RETURN(out.w2, PrepareGemmWeight<D>(lw.w2, hidden, FF));
+    ASSIGN_OR_RETURN(out.wqkv, prepare(lw.wqkv, 3 * hidden, hidden));
+    ASSIGN_OR_RETURN(out.wo, prepare(lw.wo, hidden, hidden));
+    ASSIGN_OR_RETURN(out.w1, prepare(lw.w1, FF, hidden));
+    ASSIGN_OR_RETURN(out.w2, prepare(lw.w2, hidden, FF));
     ASSIGN_OR_RETURN(const float* feature_proj, Place(lw.feature_proj, proj));
     for (size_t i = l * H; i < heads_host_.size() && i < (l + 1) * H; ++i) {
       heads_host_[i].favor_proj = feature_proj;
@@ -385,13 +391,14 @@ template class DeviceForward<Device::kCuda>;
 absl::StatusOr<std::unique_ptr<StepRunner>> CreateStepRunner(Device d, const Model* model,
                                                              KvBlockPool* kv, const Parallel* par,
                                                              int chunk_size,
-                                                             std::span<const LinearHead> heads) {
+                                                             std::span<const LinearHead> heads,
+                                                             bool batch_invariant) {
   RETURN_IF_ERROR(CheckDevice(d));
   if (d == Device::kCpu) {
-    return DeviceForward<Device::kCpu>::Create(model, kv, par, chunk_size, heads);
+    return DeviceForward<Device::kCpu>::Create(model, kv, par, chunk_size, heads, batch_invariant);
   }
 #ifdef FLATSTATE_HAVE_CUDA
-  return DeviceForward<Device::kCuda>::Create(model, kv, par, chunk_size, heads);
+  return DeviceForward<Device::kCuda>::Create(model, kv, par, chunk_size, heads, batch_invariant);
 #else
   return absl::FailedPreconditionError("device cuda: this build has no CUDA backend");
 #endif

@@ -78,19 +78,20 @@ class StepRunner {
 // DeviceForward<d> for a runtime device: FailedPrecondition / Unavailable when `d` is not
 // compiled in or not usable (CheckDevice). `heads` are the per-(layer, head) descriptors with
 // host favor_proj pointers; `kv` (softmax) and `par` must outlive the result.
+// `batch_invariant`: every GEMM weight's GemmWeight::batch_invariant (kernels/gemm.h).
 absl::StatusOr<std::unique_ptr<StepRunner>> CreateStepRunner(Device d, const Model* model,
                                                              KvBlockPool* kv, const Parallel* par,
                                                              int chunk_size,
-                                                             std::span<const LinearHead> heads);
+                                                             std::span<const LinearHead> heads,
+                                                             bool batch_invariant);
 
 template <Device D>
 class DeviceForward final : public StepRunner {
  public:
-  static absl::StatusOr<std::unique_ptr<DeviceForward>> Create(const Model* model,
-                                                               KvBlockPool* kv,
-                                                               const Parallel* par,
-                                                               int chunk_size,
-                                                               std::span<const LinearHead> heads);
+  static absl::StatusOr<std::unique_ptr<DeviceForward>> Create(const Model* model, KvBlockPool* kv,
+                                                               const Parallel* par, int chunk_size,
+                                                               std::span<const LinearHead> heads,
+                                                               bool batch_invariant);
 
   absl::Status Run(std::span<const SequenceRun> batch, const std::vector<int64_t>& row_start,
                    std::vector<float>* logits) override;
@@ -133,6 +134,7 @@ class DeviceForward final : public StepRunner {
   const Parallel* par_ = nullptr;
   SerialParallel serial_;
   int chunk_ = 64;
+  bool batch_invariant_ = false;  // GemmWeight::batch_invariant of every GEMM weight
   LinearStateLayout layout_;
 
   // Weights, bound by name.

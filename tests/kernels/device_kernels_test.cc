@@ -178,15 +178,17 @@ TEST_P(DeviceKernels, LinearAttentionChunkGridSplitIsBitExactOnDevice) {
 
 // ---- GEMM ----
 
-// y = x w^T (+ y0 when accumulate) on D, with the weight prepared for D.
+// y = x w^T (+ y0 when accumulate) on D, with the weight prepared for D (GemmWeight's
+// batch_invariant as given).
 template <Device D>
 std::vector<float> GemmOn(const std::vector<float>& x, int64_t m, int64_t k,
                           const std::vector<float>& w, int64_t n, const std::vector<float>& y0,
-                          bool accumulate) {
+                          bool accumulate, bool batch_invariant = false) {
   SerialParallel serial;
   auto gw = PrepareGemmWeight<D>(w.data(), n, k);
   EXPECT_TRUE(gw.ok()) << gw.status();
   if (!gw.ok()) return {};
+  gw->batch_invariant = batch_invariant;
   DeviceArray<float> dx(D, x), dy(D, y0);
   Gemm<D>(dx.get(), m, *gw, dy.get(), accumulate, serial);
   return dy.ToHost();
@@ -203,6 +205,32 @@ TEST_P(DeviceKernels, GemmMatchesCpu) {
     ExpectClose(FS_ON_DEVICE(dev(), GemmOn, x, m, k, w, n, zeros, false), want, 2e-5, "gemm");
     ExpectClose(FS_ON_DEVICE(dev(), GemmOn, x, m, k, w, n, y0, true), want_acc, 2e-5,
                 "gemm accumulate");
+  }
+}
+
+// A weight with batch_invariant set is multiplied in the CPU GEMM's order of operations on every
+// device: the CPU's bits for every shape (row and column tiles cut anywhere, k not a multiple of
+// the kernel's k tile), so a row's result cannot depend on m.
+TEST_P(DeviceKernels, BatchInvariantGemmIsBitExactWithCpu) {
+  for (auto [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{1, 64, 192},
+                         {65, 100, 130},
+                         {130, 768, 2304},
+                         {3, 3072, 768},
+                         {64, 33, 64}}) {
+    const auto x = Random(m * k, 15), w = Random(n * k, 16), y0 = Random(m * n, 17);
+    const std::vector<float> zeros(m * n);
+    EXPECT_EQ(FS_ON_DEVICE(dev(), GemmOn, x, m, k, w, n, zeros, false, true),
+              GemmOn<Device::kCpu>(x, m, k, w, n, zeros, false))
+        << m << "x" << k << "x" << n;
+    EXPECT_EQ(FS_ON_DEVICE(dev(), GemmOn, x, m, k, w, n, y0, true, true),
+              GemmOn<Device::kCpu>(x, m, k, w, n, y0, true))
+        << m << "x" << k << "x" << n << " accumulate";
+    // The last row alone: the same bits as in the batch.
+    const std::vector<float> last(x.end() - k, x.end());
+    const auto alone =
+        FS_ON_DEVICE(dev(), GemmOn, last, 1, k, w, n, std::vector<float>(n), false, true);
+    const auto all = FS_ON_DEVICE(dev(), GemmOn, x, m, k, w, n, zeros, false, true);
+    EXPECT_TRUE(std::equal(alone.begin(), alone.end(), all.end() - n)) << m << "x" << k;
   }
 }
 

@@ -6,8 +6,10 @@
 // logits within 1e-3 of the CPU's and the same greedy continuation.
 //
 // The cuda instances GTEST_SKIP with CheckDevice's reason when no GPU is visible. On CUDA, cuBLAS
-// may round a row differently for a different batch size, so batch invariance there is checked on
-// greedy tokens and logits to tolerance, not bit for bit (docs/gpu.md).
+// may round a row differently for a different batch size, so batch invariance of the default
+// engine there is checked on greedy tokens and logits to tolerance; with
+// EngineOptions::batch_invariant it is checked bit for bit (the session's checkpoint after the
+// same turns alone and in a crowd), as on the CPU (docs/gpu.md).
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -31,7 +33,7 @@ namespace fs = std::filesystem;
   } while (0)
 
 std::unique_ptr<Engine> MakeEngineOn(const std::string& dir, Device d, int threads = 2,
-                                     int kv_blocks = 512) {
+                                     int kv_blocks = 512, bool batch_invariant = false) {
   auto model = Model::Load(dir);
   EXPECT_TRUE(model.ok()) << model.status();
   if (!model.ok()) return nullptr;
@@ -39,6 +41,7 @@ std::unique_ptr<Engine> MakeEngineOn(const std::string& dir, Device d, int threa
   o.device = d;
   o.threads = threads;
   o.kv_blocks = kv_blocks;
+  o.batch_invariant = batch_invariant;
   auto e = Engine::Create(std::move(*model), o);
   EXPECT_TRUE(e.ok()) << e.status();
   return e.ok() ? std::move(*e) : nullptr;
@@ -147,6 +150,26 @@ TEST_P(EngineDevice, GreedyBatchAndBudgetInvariance) {
     EXPECT_EQ(GenerateAlone(e.get(), &b, prompt, 30, budget), expect) << "budget " << budget;
     e->ReleaseSession(&b);
   }
+}
+
+// With batch_invariant (the CPU always is), a seeded session's whole state after 30 tokens is the
+// same bytes alone and among 8 others (prefill and decode mixed, small budgets): its checkpoint.
+TEST_P(EngineDevice, BatchInvariantEngineKeepsASessionsBitsInAnyCrowd) {
+  auto e = MakeEngineOn(dir_, device(), 2, 512, /*batch_invariant=*/true);
+  ASSERT_TRUE(e);
+  const SamplingParams seeded{0.9f, 40, 0.95f, 11};
+  const auto prompt = Tokens(37, 1);
+  SessionState alone = e->NewSession(seeded);
+  const auto expect = GenerateAlone(e.get(), &alone, prompt, 30);
+  SessionState s = e->NewSession(seeded);
+  ASSERT_TRUE(e->Append(&s, prompt).ok());
+  EXPECT_EQ(GenerateInCrowd(e.get(), &s, 30, 8), expect);
+  auto a = e->Checkpoint(alone);
+  auto b = e->Checkpoint(s);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status() << " " << b.status();
+  EXPECT_TRUE(*a == *b) << "the state differs after the same tokens";
+  e->ReleaseSession(&alone);
+  e->ReleaseSession(&s);
 }
 
 TEST_P(EngineDevice, CheckpointMovesAcrossDevices) {
