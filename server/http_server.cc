@@ -82,9 +82,11 @@ void HttpApiServer::ReplyError(httplib::Response& res, const char* route,
 }
 
 bool HttpApiServer::Authorized(const httplib::Request& req, httplib::Response& res) const {
+  // get_header_value returns a std::string (cpp-httplib 0.11): keep it alive for the check.
+  const std::string header =
+      req.has_header("Authorization") ? req.get_header_value("Authorization") : std::string();
   std::optional<absl::string_view> value;
-  if (req.has_header("Authorization")) value = req.get_header_value("Authorization");
-  // get_header_value returns a reference into req, which outlives the check.
+  if (req.has_header("Authorization")) value = header;
   absl::Status s = AuthenticateBearer(value, options_.auth_token, "header");
   if (s.ok()) return true;
   res.set_header("WWW-Authenticate", "Bearer");
