@@ -78,9 +78,8 @@ void EngineLoop::Run() {
     for (auto& fn : work) fn();
     if (stopping && work.empty()) break;
     ReapFinished();
-    KeepLeases();  // before the steps: a stream admitted just now is renewed while they run
     for (const auto& m : models_.models()) StepModel(m.get());
-    KeepLeases();
+    EndStreamsThatLostTheirLease();
     ReapFinished();
     sessions_.MaybeEvictIdle(absl::Now());
     PublishGauges();
@@ -138,6 +137,7 @@ void EngineLoop::AdmitStream(GenerateJob job, std::shared_ptr<TokenSink> sink) {
     return reject(s);
   }
   session->lease = lease.Take();
+  if (keeper_ != nullptr && session->lease.has_value()) keeper_->Track(*session->lease);
   auto st = std::make_unique<Stream>();
   st->session = session;
   st->sink = std::move(sink);
@@ -288,6 +288,7 @@ void EngineLoop::FinishStream(Stream* st, FinishReason reason, const absl::Statu
   // Shared store: the turn is written through before the client hears it ended, so a turn it saw
   // finish survives this replica's death. A failed write is counted and logged (Persist).
   (void)sessions_.Persist(session);
+  if (keeper_ != nullptr && session->lease.has_value()) keeper_->Untrack(session->lease->token);
   TurnLease(store_.get(), std::exchange(session->lease, std::nullopt)).Release();
   st->sink->OnFinish(sum, status);
   if (session->throwaway) sessions_.Erase(session);
@@ -318,14 +319,10 @@ StatsInfo EngineLoop::Stats() const {
   return st;
 }
 
-void EngineLoop::QueryDeviceMemory(StatsInfo* st) const {
-  if (models_.models().empty()) return;
+DeviceMemoryInfo EngineLoop::DeviceMemory() const {
+  if (models_.models().empty()) return {};
   // Every model runs on the one device of --device.
-  if (absl::StatusOr<DeviceMemoryInfo> mem = models_.models().front()->engine->DeviceMemory();
-      mem.ok()) {
-    st->device_memory_used_bytes = mem->used_bytes;
-    st->device_memory_total_bytes = mem->total_bytes;
-  }
+  return models_.models().front()->engine->DeviceMemory().value_or(DeviceMemoryInfo{});
 }
 
 void EngineLoop::PublishGauges() {
@@ -340,10 +337,9 @@ void EngineLoop::PublishGauges() {
   // The driver query is not free: at most once a second, not once per step.
   if (const absl::Time now = absl::Now(); now - device_memory_published_ >= absl::Seconds(1)) {
     device_memory_published_ = now;
-    StatsInfo mem;
-    QueryDeviceMemory(&mem);
-    metrics_->device_memory_used_bytes = mem.device_memory_used_bytes;
-    metrics_->device_memory_total_bytes = mem.device_memory_total_bytes;
+    const DeviceMemoryInfo mem = DeviceMemory();
+    metrics_->device_memory_used_bytes = mem.used_bytes;
+    metrics_->device_memory_total_bytes = mem.total_bytes;
   }
 }
 

@@ -108,9 +108,9 @@ class EngineLoop {
   // FailedPrecondition `busy` when it is generating here. On error `lease` holds nothing.
   absl::StatusOr<Session*> FindForTurn(const std::string& id, TurnLease* lease,
                                        absl::string_view busy);
-  // Hands the leases of the streams in progress to keeper_ and ends (ABORTED) the streams whose
-  // lease the store refused to renew. Nothing without a shared store.
-  void KeepLeases();
+  // Ends (ABORTED) the streams whose lease keeper_ could not renew. Nothing without a shared
+  // store. (A stream's lease is tracked by keeper_ from admission to FinishStream.)
+  void EndStreamsThatLostTheirLease();
   // Checks the job against `session` and appends its prompt; a status to reject it with.
   absl::Status PrepareSession(const GenerateJob& job, Session* session);
   void StepModel(LoadedModel* model);
@@ -118,9 +118,10 @@ class EngineLoop {
   // Ends `st` (restores sampling, reports, frees a throwaway session); `st` is erased later.
   void FinishStream(Stream* st, FinishReason reason, const absl::Status& status);
   void ReapFinished();
-  // Everything but the device memory, which QueryDeviceMemory fills (a driver call).
+  // Everything but the device memory, which DeviceMemory reads (a driver call; {0, 0} on the
+  // CPU or when the query fails).
   StatsInfo Stats() const;
-  void QueryDeviceMemory(StatsInfo* st) const;
+  DeviceMemoryInfo DeviceMemory() const;
   void PublishGauges();
 
   ModelRegistry models_;

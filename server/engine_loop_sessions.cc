@@ -43,13 +43,8 @@ absl::StatusOr<Session*> EngineLoop::FindForTurn(const std::string& id, TurnLeas
   return s;
 }
 
-void EngineLoop::KeepLeases() {
+void EngineLoop::EndStreamsThatLostTheirLease() {
   if (keeper_ == nullptr) return;
-  std::vector<SessionLease> held;
-  for (const auto& st : streams_) {
-    if (!st->done && st->session->lease.has_value()) held.push_back(*st->session->lease);
-  }
-  keeper_->Track(std::move(held));
   for (const LostLease& lost : keeper_->TakeLost()) {
     for (auto& st : streams_) {
       Session* s = st->session;
@@ -142,7 +137,9 @@ void EngineLoop::RestoreSession(std::string blob, Callback<SessionInfo> done) {
 void EngineLoop::GetStats(Callback<StatsInfo> done) {
   Post([this, done = std::move(done)] {
     StatsInfo st = Stats();
-    QueryDeviceMemory(&st);
+    const DeviceMemoryInfo mem = DeviceMemory();
+    st.device_memory_used_bytes = mem.used_bytes;
+    st.device_memory_total_bytes = mem.total_bytes;
     done(std::move(st));
   });
 }

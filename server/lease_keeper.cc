@@ -1,6 +1,5 @@
 #include "server/lease_keeper.h"
 
-#include <algorithm>
 #include <utility>
 
 namespace flatstate::server {
@@ -17,9 +16,14 @@ LeaseKeeper::~LeaseKeeper() {
   thread_.join();
 }
 
-void LeaseKeeper::Track(std::vector<SessionLease> held) {
+void LeaseKeeper::Track(const SessionLease& lease) {
   absl::MutexLock lock(&mu_);
-  held_ = std::move(held);
+  held_[lease.token] = lease;
+}
+
+void LeaseKeeper::Untrack(const std::string& token) {
+  absl::MutexLock lock(&mu_);
+  held_.erase(token);
 }
 
 std::vector<LostLease> LeaseKeeper::TakeLost() {
@@ -38,7 +42,9 @@ void LeaseKeeper::Run() {
     const absl::Time until = absl::Now() + every_;
     while (!stop_ && absl::Now() < until) cv_.WaitWithDeadline(&mu_, until);
     if (stop_) return;
-    const std::vector<SessionLease> round = held_;
+    std::vector<SessionLease> round;
+    round.reserve(held_.size());
+    for (const auto& [token, lease] : held_) round.push_back(lease);
     mu_.Unlock();  // the store calls run without the lock: Track and TakeLost never wait on them
     std::vector<LostLease> lost;
     for (const SessionLease& l : round) {
@@ -48,10 +54,7 @@ void LeaseKeeper::Run() {
     mu_.Lock();
     renewals_ += round.size();
     for (LostLease& l : lost) {
-      // Renewed no more: a lost lease does not come back.
-      held_.erase(std::remove_if(held_.begin(), held_.end(),
-                                 [&](const SessionLease& h) { return h.token == l.lease.token; }),
-                  held_.end());
+      held_.erase(l.lease.token);  // renewed no more: a lost lease does not come back
       lost_.push_back(std::move(l));
     }
   }

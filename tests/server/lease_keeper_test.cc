@@ -53,7 +53,7 @@ TEST_F(LeaseKeeperTest, TrackedLeaseOutlivesManyLeaseTimesAndExpiresOnceUntracke
   absl::StatusOr<SessionLease> lease = a->AcquireLease(kSession);
   ASSERT_TRUE(lease.ok()) << lease.status();
   LeaseKeeper keeper(a.get(), kLease);
-  keeper.Track({*lease});
+  keeper.Track(*lease);
   Sleep(kLease * 6);
   // Still a's: b is refused, naming a.
   absl::StatusOr<SessionLease> other = b->AcquireLease(kSession);
@@ -62,7 +62,7 @@ TEST_F(LeaseKeeperTest, TrackedLeaseOutlivesManyLeaseTimesAndExpiresOnceUntracke
   EXPECT_GE(keeper.renewals(), 4u);
   EXPECT_TRUE(keeper.TakeLost().empty());
   // Untracked: no more renewals, so it expires on its own and b gets it.
-  keeper.Track({});
+  keeper.Untrack(lease->token);
   Sleep(kLease * 2);
   EXPECT_TRUE(b->AcquireLease(kSession).ok());
 }
@@ -72,7 +72,7 @@ TEST_F(LeaseKeeperTest, LeaseTakenAwayIsReportedLostOnce) {
   absl::StatusOr<SessionLease> lease = a->AcquireLease(kSession);
   ASSERT_TRUE(lease.ok()) << lease.status();
   LeaseKeeper keeper(a.get(), kLease);
-  keeper.Track({*lease});
+  keeper.Track(*lease);
   // Someone else's now (as after this replica stalled past the lease and another took over).
   server::RedisClient raw(server::RedisAddress{"127.0.0.1", redis_->port(), 0}, "");
   ASSERT_TRUE(raw.Command({"SET", absl::StrCat("flatstate:{", kSession, "}:lease"),
@@ -95,7 +95,7 @@ TEST_F(LeaseKeeperTest, UnreachableStoreIsNotALoss) {
   absl::StatusOr<SessionLease> lease = a->AcquireLease(kSession);
   ASSERT_TRUE(lease.ok()) << lease.status();
   LeaseKeeper keeper(a.get(), kLease);
-  keeper.Track({*lease});
+  keeper.Track(*lease);
   redis_->Kill();
   Sleep(kLease * 2);
   EXPECT_TRUE(keeper.TakeLost().empty());
