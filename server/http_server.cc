@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/auth.h"
+#include "server/http_listen.h"
 #include "server/loop_await.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
@@ -42,17 +43,12 @@ absl::Status HttpApiServer::Start(const std::string& host, int port) {
   http_->new_task_queue = [] { return new httplib::ThreadPool(kHandlerThreads); };
   http_->set_payload_max_length(static_cast<size_t>(options_.max_http_body_bytes));
   Route();
-  if (port == 0) {
-    port_ = http_->bind_to_any_port(host.c_str());
-    if (port_ < 0) port_ = 0;
-  } else {
-    port_ = http_->bind_to_port(host.c_str(), port) ? port : 0;
-  }
-  if (port_ == 0) {
+  absl::StatusOr<int> bound = ListenInBackground(http_.get(), host, port, "http_port", &thread_);
+  if (!bound.ok()) {
     http_.reset();
-    return absl::UnavailableError(absl::StrCat("http_port: cannot listen on ", host, ":", port));
+    return bound.status();
   }
-  thread_ = std::thread([this] { http_->listen_after_bind(); });
+  port_ = *bound;
   return absl::OkStatus();
 }
 

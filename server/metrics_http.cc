@@ -2,7 +2,7 @@
 
 #include <httplib.h>
 
-#include "absl/strings/str_cat.h"
+#include "server/http_listen.h"
 
 namespace flatstate::server {
 
@@ -16,17 +16,12 @@ absl::Status MetricsHttpServer::Start(const std::string& host, int port) {
   http_->Get("/metrics", [m](const httplib::Request&, httplib::Response& res) {
     res.set_content(m->Render(), "text/plain; version=0.0.4; charset=utf-8");
   });
-  if (port == 0) {
-    port_ = http_->bind_to_any_port(host.c_str());
-    if (port_ < 0) port_ = 0;
-  } else {
-    port_ = http_->bind_to_port(host.c_str(), port) ? port : 0;
-  }
-  if (port_ == 0) {
+  absl::StatusOr<int> bound = ListenInBackground(http_.get(), host, port, "metrics_port", &thread_);
+  if (!bound.ok()) {
     http_.reset();
-    return absl::UnavailableError(absl::StrCat("metrics_port: cannot listen on ", host, ":", port));
+    return bound.status();
   }
-  thread_ = std::thread([this] { http_->listen_after_bind(); });
+  port_ = *bound;
   return absl::OkStatus();
 }
 

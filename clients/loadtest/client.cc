@@ -181,6 +181,13 @@ grpc::Status Client::Health(bool* serving) const {
   return s;
 }
 
+const pb::ModelInfo* FindModel(const pb::ListModelsResponse& models, std::string_view name) {
+  for (const pb::ModelInfo& m : models.models()) {
+    if (m.name() == name) return &m;
+  }
+  return nullptr;
+}
+
 std::string CodeName(grpc::StatusCode code) {
   // gRPC and absl share the canonical code numbering; absl owns the one name table.
   return absl::StatusCodeToString(static_cast<absl::StatusCode>(code));

@@ -79,6 +79,10 @@ class Client {
 // "RESOURCE_EXHAUSTED" etc.
 std::string CodeName(grpc::StatusCode code);
 
+// The entry of `models` named `name`, or nullptr; points into `models`.
+const flatstate::v1::ModelInfo* FindModel(const flatstate::v1::ListModelsResponse& models,
+                                          std::string_view name);
+
 }  // namespace flatstate::loadtest
 
 #endif  // FLATSTATE_CLIENTS_LOADTEST_CLIENT_H_

@@ -377,10 +377,7 @@ std::vector<MemoryModelResult> RunMemorySweep(const Client& client, const Memory
     return out;
   }
   for (const std::string& name : options.models) {
-    const pb::ModelInfo* info = nullptr;
-    for (const pb::ModelInfo& m : models.models()) {
-      if (m.name() == name) info = &m;
-    }
+    const pb::ModelInfo* info = FindModel(models, name);
     if (info == nullptr) {
       checks->Add(false, absl::StrCat(name, " loaded"), "not in ListModels");
       continue;

@@ -180,10 +180,7 @@ std::vector<MigrationRow> RunMigration(const Client& a, const Client& b,
     return rows;
   }
   for (const std::string& name : options.models) {
-    const pb::ModelInfo* info = nullptr;
-    for (const pb::ModelInfo& m : models.models()) {
-      if (m.name() == name) info = &m;
-    }
+    const pb::ModelInfo* info = FindModel(models, name);
     if (info == nullptr) {
       checks->Add(false, "migration", absl::StrCat("model '", name, "' is not loaded on A"));
       continue;

@@ -33,10 +33,8 @@ struct HttpReply {
   std::string raw;  // as received
 };
 
-inline HttpReply PostJson(httplib::Client& c, const std::string& path, const std::string& body,
-                          const httplib::Headers& headers = {}) {
+inline HttpReply ReplyOf(const httplib::Result& res, const std::string& path) {
   HttpReply r;
-  auto res = c.Post(path.c_str(), headers, body, "application/json");
   EXPECT_TRUE(res) << "no response for " << path;
   if (!res) return r;
   r.status = res->status;
@@ -45,16 +43,14 @@ inline HttpReply PostJson(httplib::Client& c, const std::string& path, const std
   return r;
 }
 
+inline HttpReply PostJson(httplib::Client& c, const std::string& path, const std::string& body,
+                          const httplib::Headers& headers = {}) {
+  return ReplyOf(c.Post(path.c_str(), headers, body, "application/json"), path);
+}
+
 inline HttpReply GetJson(httplib::Client& c, const std::string& path,
                          const httplib::Headers& headers = {}) {
-  HttpReply r;
-  auto res = c.Get(path.c_str(), headers);
-  EXPECT_TRUE(res) << "no response for " << path;
-  if (!res) return r;
-  r.status = res->status;
-  r.raw = res->body;
-  r.body = json::parse(res->body, nullptr, /*allow_exceptions=*/false);
-  return r;
+  return ReplyOf(c.Get(path.c_str(), headers), path);
 }
 
 // The events of an SSE body: each "data: X\n\n" as parsed JSON; `done` when the last one was
