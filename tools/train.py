@@ -66,6 +66,10 @@ def main(argv=None):
     p.add_argument("--conv_kernel_size", type=int, default=4)
     p.add_argument("--cosformer_horizon", type=int, default=1024)
     p.add_argument("--favor_num_features", type=int, default=64)
+    p.add_argument("--window_size", type=int, default=64, help="window / hybrid: W")
+    p.add_argument("--rfa_num_features", type=int, default=32,
+                   help="gated: random frequency vectors R (feature size 2R)")
+    p.add_argument("--hybrid_layout", default="sum", help="hybrid: sum | alternate")
     p.add_argument("--seq_len", type=int, default=256)
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--steps", type=int, default=2000)
@@ -85,9 +89,11 @@ def main(argv=None):
     cfg = ModelConfig(attention_kind=a.kind, hidden_size=a.hidden_size,
                       num_hidden_layers=a.layers, num_attention_heads=a.heads,
                       intermediate_size=a.intermediate_size,
-                      conv_kernel_size=0 if a.kind == "softmax" else a.conv_kernel_size,
+                      conv_kernel_size=(0 if a.kind in ("softmax", "window")
+                                        else a.conv_kernel_size),
                       cosformer_horizon=a.cosformer_horizon,
-                      favor_num_features=a.favor_num_features)
+                      favor_num_features=a.favor_num_features, window_size=a.window_size,
+                      rfa_num_features=a.rfa_num_features, hybrid_layout=a.hybrid_layout)
     try:
         cfg.validate()
     except ValueError as e:
