@@ -57,12 +57,14 @@ def expected_tensor_names(cfg: ModelConfig) -> List[str]:
         p = f"layers.{i}."
         names += [p + "attn_norm.weight", p + "attn.wqkv.weight", p + "attn.wo.weight",
                   p + "mlp_norm.weight", p + "mlp.w1.weight", p + "mlp.w2.weight"]
-        if cfg.is_linear and cfg.conv_kernel_size > 0:
+        if cfg.has_conv:
             names.append(p + "attn.conv")
         if cfg.attention_kind == "cosine":
             names.append(p + "attn.decay_logit")
-        if cfg.attention_kind == "favor":
+        if cfg.attention_kind in ("favor", "gated"):
             names.append(p + "attn.feature_proj")
+        if cfg.attention_kind == "gated":
+            names += [p + "attn.feature_log_scale", p + "attn.gate.weight", p + "attn.gate.bias"]
     return sorted(names)
 
 
@@ -78,7 +80,11 @@ def expected_shapes(cfg: ModelConfig) -> Dict[str, Tuple[int, ...]]:
                        p + "mlp.w2.weight": (D, cfg.intermediate_size),
                        p + "attn.conv": (D, cfg.conv_kernel_size),
                        p + "attn.decay_logit": (H,),
-                       p + "attn.feature_proj": (cfg.favor_num_features, hd)})
+                       p + "attn.feature_proj": (cfg.favor_num_features
+                                                 if cfg.attention_kind == "favor"
+                                                 else cfg.rfa_num_features, hd),
+                       p + "attn.feature_log_scale": (H,), p + "attn.gate.weight": (H, D),
+                       p + "attn.gate.bias": (H,)})
     names = set(expected_tensor_names(cfg))
     return {k: v for k, v in shapes.items() if k in names}
 
@@ -241,6 +247,8 @@ def _fmt_bytes(n: int) -> str:
 
 POSITIONAL = {
     "softmax": "RoPE (rotate-half, theta = {rope_theta:g}) on q and k; no convolution; KV cache.",
+    "window": ("RoPE (rotate-half, theta = {rope_theta:g}) on q and k; no convolution; the keys "
+               "are kept rotated in a ring of the last {window_size} positions."),
     "linear": ("short causal depthwise convolution ('token shift') of {conv_kernel_size} taps on "
                "the normalised attention input before the q/k/v projection; its window (the last "
                "{km1} normalised inputs) is part of the recurrent state."),
@@ -257,6 +265,18 @@ FEATURES = {
                "t^(-sigmoid(m_h)) with one learned m per head (decay_logit)"),
     "favor": ("Performer FAVOR+ positive random features, F = {favor_num_features}, fixed "
               "orthogonal projection stored as feature_proj, causal running-max stabiliser M"),
+    "gated": ("RFA-Gate (Peng et al. 2021): random Fourier features sqrt(1/R) [sin(u), cos(u)], "
+              "u = exp(feature_log_scale) * feature_proj (x / |x|), R = {rfa_num_features} fixed "
+              "orthogonal frequency vectors (F = 2R), per-head gate g = sigmoid(gate(x)): "
+              "S <- g S + (1-g) phi(k) v^T, z likewise, output num / max(den, 0.01) "
+              "(docs/kinds.md)"),
+    "window": ("sliding-window causal softmax (Longformer's local attention): each token attends "
+               "to the last W = {window_size} tokens, itself included (docs/kinds.md)"),
+    "hybrid": ("linear attention plus a short window, in the spirit of Based (Arora et al. 2024): "
+               "an elu+1 linear-attention branch over all past tokens and a sliding-window "
+               "softmax branch (RoPE) over the last W = {window_size} tokens, on shared q, k, v, "
+               "layout `{hybrid_layout}` (sum: both branches in every layer, outputs added; "
+               "alternate: window layers even, linear layers odd) (docs/kinds.md)"),
 }
 
 
@@ -265,8 +285,8 @@ def model_card(name: str, cfg: ModelConfig, record: dict, nparams: int, ntensors
     kind = cfg.attention_kind
     fmt = dict(vars(cfg))
     fmt["km1"] = max(cfg.conv_kernel_size - 1, 0)
-    pos = POSITIONAL["softmax" if kind == "softmax" else "linear"].format(**fmt)
-    if cfg.is_linear and cfg.conv_kernel_size == 0:
+    pos = POSITIONAL[kind if kind in ("softmax", "window") else "linear"].format(**fmt)
+    if cfg.is_recurrent and kind != "window" and cfg.conv_kernel_size == 0:
         pos = "none (conv_kernel_size = 0)" + (
             "; cosFormer's cos/sin re-weighting is its only positional signal"
             if kind == "cosformer" else "")
@@ -274,7 +294,24 @@ def model_card(name: str, cfg: ModelConfig, record: dict, nparams: int, ntensors
         pos += " Plus cosFormer's cos/sin position re-weighting (horizon M above)."
     elif kind == "cosine":
         pos += " Plus the per-head t^(-sigmoid(m)) value scaling."
-    if cfg.is_linear:
+    if kind == "hybrid":
+        pos += (" Plus RoPE (rotate-half, theta = {rope_theta:g}) on q and k of the window "
+                "branch.".format(**fmt))
+    elif kind == "gated":
+        pos += " Plus the gate's decay, which weighs recent tokens more."
+    if kind == "window":
+        mem = (f"Recurrent state per session: {_fmt_bytes(state_bytes(cfg))} fp32 (a ring of "
+               f"the last {cfg.window_size} keys and values per layer), constant in sequence "
+               f"length.")
+    elif kind == "hybrid":
+        mem = (f"Recurrent state per session: {_fmt_bytes(state_bytes(cfg))} fp32 (S, z, M of "
+               f"the linear branch, the conv window and a ring of the last {cfg.window_size} "
+               f"keys and values), constant in sequence length.")
+    elif kind == "gated":
+        mem = (f"Recurrent state per session: {_fmt_bytes(state_bytes(cfg))} fp32 "
+               f"(S {cfg.feature_dim()}x{cfg.head_dim} and z {cfg.feature_dim()} per head, plus "
+               f"the conv window), constant in sequence length.")
+    elif cfg.is_linear:
         mem = (f"Recurrent state per session: {_fmt_bytes(state_bytes(cfg))} fp32 "
                f"(S {cfg.feature_dim()}x{cfg.head_dim}, z {cfg.feature_dim()}, M per head, "
                f"plus the conv window), constant in sequence length.")
@@ -354,7 +391,7 @@ def export_checkpoint(ckpt: dict, name: str, models_dir: str = "models",
         f.write(_config_text(cfg_json))
     nparams = record.get("params")
     if not isinstance(nparams, int):
-        buffers = {"feature_proj"}
+        buffers = {"feature_proj"}           # fixed random projections (favor, gated)
         nparams = sum(v.numel() for k, v in sd.items() if k.rsplit(".", 1)[-1] not in buffers)
     with open(os.path.join(out_dir, CARD_FILE), "w") as f:
         f.write(model_card(name, cfg, record, nparams, len(sd), os.path.getsize(st_path)))

@@ -7,10 +7,12 @@ For every folder in models/ whose config.json has model_type "flatstate", writes
 tests/data/golden/<name>.json.  Everything is computed in float64 from the exported fp32 weights
 (load_exported, then model.double()) with FlatstateLM.step:
 
-  prefill   the whole prompt in one call, mode "chunked" (linear kinds) or "parallel" (softmax)
+  prefill   the whole prompt in one call, mode "chunked" (every kind with a constant state) or
+            "parallel" (softmax)
   decode    64 greedy tokens: token 0 is the argmax of the logits after the last prompt byte
             (lowest index on ties); each next token is the argmax after feeding the previous one
-            alone, mode "recurrent" (linear) or "parallel" continuing the KV cache (softmax).
+            alone, mode "recurrent" (constant-state kinds) or "parallel" continuing the KV cache
+            (softmax).
             The 64th token is not fed back.
 
 File format:
@@ -21,7 +23,11 @@ File format:
               "greedy_tokens": [64 ints],
               "state": [{"layer", "head", "S": [[hd floats] x F], "z": [F], "M": float}]}]}
   state is taken after the prompt (before decoding), layers 0 and L-1, heads 0 and H-1
-  (deduplicated), for linear kinds; an empty list for softmax.  -inf is written as "-inf".
+  (deduplicated), for every kind but softmax (an empty list).  -inf is written as "-inf".
+  The keys of a state entry depend on the kind (docs/kinds.md): linear kinds S, z, M; gated S, z
+  (no M); window "ring_k", "ring_v": [[hd floats] x W], this head's slice of every ring slot in
+  slot order (the key/value of position p is in slot p mod W, unwritten slots are 0); hybrid
+  (layout sum) S, z, M and ring_k, ring_v; hybrid (alternate) whichever parts the layer has.
 Cases: "short" b"ROMEO:\\n"; "long" 700 validation bytes (offset int(0.9 N) + 1000 of tiny
 Shakespeare, crossing chunk boundaries); "utf8" "Ünïcödé — ✓ KING HENRY:\\n" in UTF-8.
 """
@@ -88,9 +94,24 @@ def _argmax(row: torch.Tensor) -> int:
     return int(np.argmax(row.numpy()))           # numpy: first (lowest) index on ties
 
 
+def state_entry(ls: dict, layer: int, h: int) -> dict:
+    """The golden state entry of head h of one layer's state dict (see the module docstring)."""
+    e = {"layer": layer, "head": h}
+    lin, ring = ls.get("lin"), ls.get("ring")
+    if lin is not None:
+        e["S"] = [[_f(v) for v in r] for r in lin["S"][h].tolist()]
+        e["z"] = [_f(v) for v in lin["z"][h].tolist()]
+        if "M" in lin:
+            e["M"] = _f(float(lin["M"][h]))
+    if ring is not None:
+        e["ring_k"] = [[_f(v) for v in r] for r in ring["k"][:, h].tolist()]
+        e["ring_v"] = [[_f(v) for v in r] for r in ring["v"][:, h].tolist()]
+    return e
+
+
 def run_case(model, prompt: bytes) -> dict:
     cfg = model.cfg
-    linear = cfg.is_linear
+    linear = cfg.is_recurrent
     toks = torch.tensor(list(prompt), dtype=torch.long)
     with torch.no_grad():
         logits, state = model.step(toks, None, "chunked" if linear else "parallel",
@@ -104,12 +125,8 @@ def run_case(model, prompt: bytes) -> dict:
         if linear:
             L, H = cfg.num_hidden_layers, cfg.num_attention_heads
             for layer in sorted({0, L - 1}):
-                lin = state["layers"][layer]["lin"]
                 for h in sorted({0, H - 1}):
-                    st.append({"layer": layer, "head": h,
-                               "S": [[_f(v) for v in r] for r in lin["S"][h].tolist()],
-                               "z": [_f(v) for v in lin["z"][h].tolist()],
-                               "M": _f(float(lin["M"][h]))})
+                    st.append(state_entry(state["layers"][layer], layer, h))
         greedy = []
         last = logits[-1]
         mode = "recurrent" if linear else "parallel"

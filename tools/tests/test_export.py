@@ -20,8 +20,9 @@ from flatstate_ref.model import ATTENTION_KINDS, FlatstateLM, ModelConfig  # noq
 def tiny_cfg(kind, hidden=16):
     return ModelConfig(attention_kind=kind, hidden_size=hidden, num_hidden_layers=2,
                        num_attention_heads=2, intermediate_size=32, chunk_size=8,
-                       favor_num_features=12, cosformer_horizon=100,
-                       conv_kernel_size=0 if kind == "softmax" else 4)
+                       favor_num_features=12, cosformer_horizon=100, rfa_num_features=6,
+                       window_size=6,
+                       conv_kernel_size=0 if kind in ("softmax", "window") else 4)
 
 
 def tiny_model(kind, hidden=16, seed=0):
@@ -94,7 +95,7 @@ def test_safetensors_layout_and_exact_reload(kind, tmp_path):
     model.eval()
     with torch.no_grad():
         assert torch.equal(model(toks), loaded(toks))
-        mode = "chunked" if model.cfg.is_linear else "parallel"
+        mode = "chunked" if model.cfg.is_recurrent else "parallel"
         a, _ = model.step(toks[0], None, mode)
         b, _ = loaded.double().step(toks[0], None, mode)
     assert torch.equal(a, b)
@@ -192,15 +193,26 @@ def test_golden_on_tiny_model(kind, tmp_path):
             assert [(s["layer"], s["head"]) for s in c["state"]] == [(0, 0), (0, 1), (1, 0),
                                                                       (1, 1)]
             for s in c["state"]:
-                assert len(s["S"]) == cfg.feature_dim()
-                assert all(len(r) == cfg.head_dim for r in s["S"])
-                assert len(s["z"]) == cfg.feature_dim()
-                assert isinstance(s["M"], float)
-                if kind != "favor":
-                    assert s["M"] == 0.0
+                keys = {"layer", "head"}
+                if kind != "window":
+                    keys |= {"S", "z"}
+                    assert len(s["S"]) == cfg.feature_dim()
+                    assert all(len(r) == cfg.head_dim for r in s["S"])
+                    assert len(s["z"]) == cfg.feature_dim()
+                if kind not in ("gated", "window"):
+                    keys.add("M")
+                    assert isinstance(s["M"], float)
+                    if kind != "favor":
+                        assert s["M"] == 0.0
+                if kind in ("window", "hybrid"):
+                    keys |= {"ring_k", "ring_v"}
+                    for part in ("ring_k", "ring_v"):
+                        assert len(s[part]) == cfg.window_size
+                        assert all(len(r) == cfg.head_dim for r in s[part])
+                assert set(s) == keys
         # independent check: the recurrent form over prompt + greedy[:-1] reproduces everything
         seq = torch.tensor(c["prompt_bytes"] + c["greedy_tokens"][:-1])
-        mode = "recurrent" if cfg.is_linear else "parallel"
+        mode = "recurrent" if cfg.is_recurrent else "parallel"
         with torch.no_grad():
             lg, _ = ref.step(seq, None, mode)
         for p, row in zip(c["logit_positions"], c["logits"]):
