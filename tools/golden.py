@@ -24,8 +24,8 @@ File format:
               "state": [{"layer", "head", "S": [[hd floats] x F], "z": [F], "M": float}]}]}
   state is taken after the prompt (before decoding), layers 0 and L-1, heads 0 and H-1
   (deduplicated), for every kind but softmax (an empty list).  -inf is written as "-inf".
-  The keys of a state entry depend on the kind (docs/kinds.md): linear kinds S, z, M; gated S, z
-  (no M); window "ring_k", "ring_v": [[hd floats] x W], this head's slice of every ring slot in
+  The keys of a state entry depend on the kind (docs/kinds.md): linear kinds S, z, M; gated S, z,
+  "mass" (no M); window "ring_k", "ring_v": [[hd floats] x W], this head's slice of every ring slot in
   slot order (the key/value of position p is in slot p mod W, unwritten slots are 0); hybrid
   (layout sum) S, z, M and ring_k, ring_v; hybrid (alternate) whichever parts the layer has.
 Cases: "short" b"ROMEO:\\n"; "long" 700 validation bytes (offset int(0.9 N) + 1000 of tiny
@@ -103,6 +103,8 @@ def state_entry(ls: dict, layer: int, h: int) -> dict:
         e["z"] = [_f(v) for v in lin["z"][h].tolist()]
         if "M" in lin:
             e["M"] = _f(float(lin["M"][h]))
+        if "mass" in lin:
+            e["mass"] = _f(float(lin["mass"][h]))
     if ring is not None:
         e["ring_k"] = [[_f(v) for v in r] for r in ring["k"][:, h].tolist()]
         e["ring_v"] = [[_f(v) for v in r] for r in ring["v"][:, h].tolist()]

@@ -145,7 +145,7 @@ def layer_state_floats(cfg: ModelConfig, i: int) -> List[Tuple[str, int]]:
     parts = []
     if lin == "gated":
         Fd = cfg.feature_dim()
-        parts += [("S", H * Fd * hd), ("z", H * Fd)]
+        parts += [("S", H * Fd * hd), ("z", H * Fd), ("mass", H)]
     elif lin is not None:
         Fd = cfg.feature_dim() if cfg.attention_kind in LINEAR_KINDS else hd
         parts += [("S", H * Fd * hd), ("z", H * Fd), ("M", H)]

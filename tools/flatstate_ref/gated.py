@@ -10,13 +10,19 @@ Per head h and token t (x_t the layer's normalised, convolved attention input):
              kernel exp(-exp(2 l_h) |q^ - k^|^2 / 2) of the unit vectors q^, k^.
     S_t = g_t S_{t-1} + (1 - g_t) phi(k_t) v_t^T       (F x hd per head, F = 2R)
     z_t = g_t z_{t-1} + (1 - g_t) phi(k_t)
-    o_t = phi(q_t)^T S_t / max(phi(q_t) . z_t, eps)     eps = GATED_DEN_MIN
+    n_t = g_t n_{t-1} + (1 - g_t)                      the weight mass, = 1 - prod_{l<=t} g_l
+    o_t = phi(q_t)^T S_t / max(phi(q_t) . z_t, eps * n_t)      eps = GATED_DEN_MIN
 
-The random features are signed, so phi(q).z can be <= 0; the floor keeps the division finite.
+The random features are signed, so phi(q).z can be small or negative; the floor keeps the
+division finite.  It is relative to the mass n_t (the sum of the weights of all keys so far):
+phi(q).z / n_t is a weighted mean of kernel estimates in [-1, 1], whereas phi(q).z itself is as
+small as 1 - g_0 at the first token, so an absolute floor would bias every early token of a
+slowly decaying head.
 Key j is seen from query i >= j with weight (1 - g_j) prod_{l=j+1..i} g_l
 = exp(la_j + c_i - c_j), c the cumulative sum of the log gates lg = logsigmoid(a) and
 la = logsigmoid(-a): every exponent is <= 0, so the chunked form (cumulative log gates within a
-chunk, as GLA / fla chunk gated recurrences) never overflows.  State: S (H, F, hd), z (H, F).
+chunk, as GLA / fla chunk gated recurrences) never overflows.  State: S (H, F, hd), z (H, F),
+n (H,) ("mass").
 """
 from __future__ import annotations
 
@@ -44,11 +50,12 @@ def gate_logs(a):
 
 
 def gated_empty_state(H: int, Fd: int, Dv: int, dtype=torch.float32) -> Dict[str, torch.Tensor]:
-    return {"S": torch.zeros(H, Fd, Dv, dtype=dtype), "z": torch.zeros(H, Fd, dtype=dtype)}
+    return {"S": torch.zeros(H, Fd, Dv, dtype=dtype), "z": torch.zeros(H, Fd, dtype=dtype),
+            "mass": torch.zeros(H, dtype=dtype)}
 
 
-def _divide(num, den, eps):
-    return num / torch.clamp(den, min=eps)[..., None]
+def _divide(num, den, mass, eps):
+    return num / torch.maximum(den, eps * mass)[..., None]
 
 
 def gated_parallel(fq, fk, lg, la, v, eps: float):
@@ -63,7 +70,7 @@ def gated_parallel(fq, fk, lg, la, v, eps: float):
     a = torch.einsum("...ihf,...jhf->...hij", fq, fk) * w
     num = torch.einsum("...hij,...jhd->...ihd", a, v)
     den = a.sum(-1).transpose(-1, -2)                                     # (..., T, H)
-    return _divide(num, den, eps)
+    return _divide(num, den, w.sum(-1).transpose(-1, -2), eps)
 
 
 def gated_recurrent_step(state, fq, fk, lg, la, v, eps: float):
@@ -72,9 +79,10 @@ def gated_recurrent_step(state, fq, fk, lg, la, v, eps: float):
     kw = fk * og[:, None]
     state["S"] = state["S"] * g[:, None, None] + kw[:, :, None] * v[:, None, :]
     state["z"] = state["z"] * g[:, None] + kw
+    state["mass"] = state["mass"] * g + og
     num = torch.einsum("hf,hfd->hd", fq, state["S"])
     den = (fq * state["z"]).sum(-1)
-    return _divide(num, den, eps)
+    return _divide(num, den, state["mass"], eps)
 
 
 def gated_recurrent(fq, fk, lg, la, v, eps, state=None):
@@ -89,8 +97,8 @@ def gated_recurrent(fq, fk, lg, la, v, eps, state=None):
 def gated_chunked(fq, fk, lg, la, v, eps, chunk: int, state=None):
     """Chunks of `chunk` tokens: inter-chunk term from the carried state scaled by exp(c_i),
     intra-chunk masked product with weights exp(c_i - c_j + la_j), then the state update
-    S <- exp(c_L) S + sum_j exp(c_L - c_j + la_j) phi(k_j) v_j^T.  c: cumulative log gate
-    within the chunk (inclusive)."""
+    S <- exp(c_L) S + sum_j exp(c_L - c_j + la_j) phi(k_j) v_j^T (z, mass likewise).
+    c: cumulative log gate within the chunk (inclusive)."""
     T, H, Fd = fq.shape
     Dv = v.shape[2]
     if state is None:
@@ -104,15 +112,19 @@ def gated_chunked(fq, fk, lg, la, v, eps, chunk: int, state=None):
         dec = torch.exp(c)                                                # (L, H), <= 1
         num = torch.einsum("ihf,hfd->ihd", q, state["S"]) * dec[..., None]
         den = (q * state["z"][None]).sum(-1) * dec
+        mass = state["mass"][None] * dec
         expo = c.t()[:, :, None] - c.t()[:, None, :] + la[s:e].t()[:, None, :]   # (H, i, j)
         mask = torch.tril(torch.ones(L, L, dtype=torch.bool))
         w = torch.exp(torch.where(mask, expo, torch.full((), -float("inf"), dtype=fq.dtype)))
         a = torch.einsum("ihf,jhf->hij", q, k) * w
         num = num + torch.einsum("hij,jhd->ihd", a, vv)
         den = den + a.sum(-1).t()
-        outs.append(_divide(num, den, eps))
-        kw = k * torch.exp(c[-1][None, :] - c + la[s:e])[..., None]      # (L, H, F)
+        mass = mass + w.sum(-1).t()
+        outs.append(_divide(num, den, mass, eps))
+        wl = torch.exp(c[-1][None, :] - c + la[s:e])                      # (L, H)
+        kw = k * wl[..., None]                                            # (L, H, F)
         last = torch.exp(c[-1])                                           # (H,)
         state["S"] = state["S"] * last[:, None, None] + torch.einsum("jhf,jhd->hfd", kw, vv)
         state["z"] = state["z"] * last[:, None] + kw.sum(0)
+        state["mass"] = state["mass"] * last + wl.sum(0)
     return torch.cat(outs, 0), state

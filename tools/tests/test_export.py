@@ -199,6 +199,9 @@ def test_golden_on_tiny_model(kind, tmp_path):
                     assert len(s["S"]) == cfg.feature_dim()
                     assert all(len(r) == cfg.head_dim for r in s["S"])
                     assert len(s["z"]) == cfg.feature_dim()
+                if kind == "gated":
+                    keys.add("mass")
+                    assert 0.0 < s["mass"] <= 1.0
                 if kind not in ("gated", "window"):
                     keys.add("M")
                     assert isinstance(s["M"], float)

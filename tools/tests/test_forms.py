@@ -146,9 +146,11 @@ def test_gated_core_forms_agree(T):
     rec, rs = gated_recurrent(fq, fk, lg, la, v, GATED_DEN_MIN)
     chk, cs = gated_chunked(fq, fk, lg, la, v, GATED_DEN_MIN, C)
     assert _rel(par, rec) < 1e-9 and _rel(par, chk) < 1e-9
-    for key in ("S", "z"):
+    for key in ("S", "z", "mass"):
         assert torch.allclose(rs[key], cs[key], rtol=1e-9, atol=1e-12)
-    assert set(rs) == {"S", "z"}
+    assert set(rs) == {"S", "z", "mass"}
+    # the mass is 1 - prod(g): the sum of the weights of every key so far
+    assert torch.allclose(rs["mass"], -torch.expm1(lg.sum(0)), rtol=1e-9, atol=1e-12)
 
 
 @pytest.mark.parametrize("window", [W, 24])
