@@ -64,6 +64,15 @@ from .linear import (empty_state, feature_map, linear_chunked, linear_parallel, 
                      linear_recurrent, linear_recurrent_step)
 from .window import window_chunked, window_parallel, window_recurrent  # noqa: F401
 
+__all__ = [  # this module re-exports the reference's public names
+    "ATTENTION_KINDS", "CONV_KINDS", "HYBRID_LAYOUTS", "LINEAR_KINDS", "NEW_KINDS",
+    "RECURRENT_KINDS", "ModelConfig", "layer_state_floats", "load_config", "Attention", "rope",
+    "_orthogonal_features", "GATED_DEN_MIN", "gated_chunked", "gated_parallel",
+    "gated_recurrent", "rfa_features", "empty_state", "feature_map", "linear_chunked",
+    "linear_parallel", "linear_recurrent", "linear_recurrent_step", "window_chunked",
+    "window_parallel", "window_recurrent", "RMSNorm", "MLP", "Block", "FlatstateLM",
+    "state_bytes", "state_tensor_bytes", "kv_bytes_per_token"]
+
 
 class RMSNorm(nn.Module):
     def __init__(self, d: int, eps: float):
