@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Train and export the shipped tiny-Shakespeare models, sequentially, with fixed seeds.
 #
-#   scripts/train_all.sh                 # all five kinds
+#   scripts/train_all.sh                 # all eight kinds
 #   scripts/train_all.sh cosine favor    # only these kinds
 #
 # Checkpoints: build/train/<kind>.pt, logs: build/train/<kind>.log, models: models/shakespeare-*.
 # Environment: PYTHON (default /usr/bin/python3), THREADS (default 2), FORCE=1 passes --force to
 # tools/export.py (needed only when the architecture of an existing model folder changes),
-# EXPORT_ANYWAY=1 exports a model even if it misses the validation target (default: skip it).
+# EXPORT_ANYWAY=1 exports a model even if it misses the validation target (default: skip it),
+# BLAS_DIR=<dir> puts a directory holding another libblas.so.3 (e.g. OpenBLAS) first on
+# LD_LIBRARY_PATH for training (Debian's torch links libblas.so.3, which is the slow netlib
+# reference BLAS unless OpenBLAS is installed; see docs/models.md).
 # Exits non-zero if any kind failed to train/export or missed the 2.00 nats/byte target.
 set -u
 cd "$(dirname "$0")/.."
@@ -15,14 +18,15 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-/usr/bin/python3}
 THREADS=${THREADS:-2}
 OUT=build/train
-ALL_KINDS="softmax linear_elu cosformer cosine favor"
+ALL_KINDS="softmax linear_elu cosformer cosine favor gated window hybrid"
 TARGET=2.00
 
 kinds=("$@")
 [ ${#kinds[@]} -eq 0 ] && kinds=($ALL_KINDS)
 
 # Per-kind hyperparameters (seed fixed at 1234 for every kind).  Common: d=128, 4 layers,
-# 4 heads, MLP 512, conv 4 taps (linear kinds), seq_len 128, batch 32, warmup 50.
+# 4 heads, MLP 512, conv 4 taps (linear kinds, gated, hybrid), seq_len 128, batch 32, warmup 50;
+# window and hybrid: window_size 64 (train.py's default), hybrid layout "sum", gated: R = 32.
 hparams() {
   local common="--seq_len 128 --batch 32 --warmup 50 --seed 1234 --eval_every 200"
   case "$1" in
@@ -31,6 +35,9 @@ hparams() {
     cosformer)  echo "$common --steps 600 --lr 3e-3" ;;
     cosine)     echo "$common --steps 600 --lr 3e-3" ;;
     favor)      echo "$common --steps 600 --lr 3e-3" ;;
+    gated)      echo "$common --steps 600 --lr 3e-3" ;;
+    window)     echo "$common --steps 600 --lr 3e-3" ;;
+    hybrid)     echo "$common --steps 600 --lr 3e-3 --hybrid_layout sum" ;;
     *) return 1 ;;
   esac
 }
@@ -41,6 +48,11 @@ model_name() {
     *) echo "shakespeare-$1" ;;
   esac
 }
+
+if [ -n "${BLAS_DIR:-}" ]; then
+  export LD_LIBRARY_PATH="$BLAS_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export OPENBLAS_NUM_THREADS="$THREADS"
+fi
 
 mkdir -p "$OUT" models
 status=0
