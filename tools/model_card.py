@@ -123,6 +123,7 @@ def model_card(name: str, cfg: ModelConfig, record: dict, nparams: int, ntensors
             f"- seed {record.get('seed', 'n/a')}, steps {record.get('steps', 'n/a')}, batch "
             f"{record.get('batch', 'n/a')}, seq_len {record.get('seq_len', 'n/a')}",
             f"- wall time: {wall:.0f} s" if isinstance(wall, (int, float)) else "- wall time: n/a",
+        ] + ([f"- environment: {record['environment']}"] if record.get("environment") else []) + [
             f"- final train loss (EMA): {num('train_loss')} nats/byte",
             f"- final validation loss (full validation split): {num('val_loss')} nats/byte",
             f"- reproduce: `scripts/train_all.sh {kind}` (trains, then re-exports this folder; "

@@ -35,6 +35,12 @@ def load_splits(path):
     return data[:n], data[n:]
 
 
+def _rel_paths(value: str) -> str:
+    """Paths under the current directory in a PATH-like value, made relative (for the record)."""
+    return ":".join(os.path.relpath(p) if p.startswith(os.getcwd() + os.sep) else p
+                    for p in value.split(":"))
+
+
 @torch.no_grad()
 def evaluate(model, val, seq_len, max_windows=None):
     """Mean cross-entropy (nats/byte) over non-overlapping windows of the validation split."""
@@ -141,6 +147,11 @@ def main(argv=None):
               "params": nparams, "command": " ".join(["/usr/bin/python3", "tools/train.py"] +
                                                      (argv if argv is not None else sys.argv[1:])),
               "seed": a.seed, "steps": a.steps, "batch": a.batch, "seq_len": a.seq_len}
+    env = " ".join(f"{k}={_rel_paths(os.environ[k])}"
+                   for k in ("LD_LIBRARY_PATH", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")
+                   if os.environ.get(k))
+    if env:
+        record["environment"] = env
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     torch.save({"config": cfg.to_json(), "state_dict": model.state_dict(), "record": record}, a.out)
     print(json.dumps(record))
