@@ -39,8 +39,8 @@ FEATURES = {
     "gated": ("RFA-Gate (Peng et al. 2021): random Fourier features sqrt(1/R) [sin(u), cos(u)], "
               "u = exp(feature_log_scale) * feature_proj (x / |x|), R = {rfa_num_features} fixed "
               "orthogonal frequency vectors (F = 2R), per-head gate g = sigmoid(gate(x)): "
-              "S <- g S + (1-g) phi(k) v^T, z likewise, output num / max(den, 0.01) "
-              "(docs/kinds.md)"),
+              "S <- g S + (1-g) phi(k) v^T, z and the weight mass n likewise, output "
+              "num / max(den, 0.01 n) (docs/kinds.md)"),
     "window": ("sliding-window causal softmax (Longformer's local attention): each token attends "
                "to the last W = {window_size} tokens, itself included (docs/kinds.md)"),
     "hybrid": ("linear attention plus a short window, in the spirit of Based (Arora et al. 2024): "
@@ -80,8 +80,8 @@ def model_card(name: str, cfg: ModelConfig, record: dict, nparams: int, ntensors
                f"keys and values), constant in sequence length.")
     elif kind == "gated":
         mem = (f"Recurrent state per session: {_fmt_bytes(state_bytes(cfg))} fp32 "
-               f"(S {cfg.feature_dim()}x{cfg.head_dim} and z {cfg.feature_dim()} per head, plus "
-               f"the conv window), constant in sequence length.")
+               f"(S {cfg.feature_dim()}x{cfg.head_dim}, z {cfg.feature_dim()} and the weight mass n "
+               f"per head, plus the conv window), constant in sequence length.")
     elif cfg.is_linear:
         mem = (f"Recurrent state per session: {_fmt_bytes(state_bytes(cfg))} fp32 "
                f"(S {cfg.feature_dim()}x{cfg.head_dim}, z {cfg.feature_dim()}, M per head, "
