@@ -26,7 +26,8 @@ kinds=("$@")
 
 # Per-kind hyperparameters (seed fixed at 1234 for every kind).  Common: d=128, 4 layers,
 # 4 heads, MLP 512, conv 4 taps (linear kinds, gated, hybrid), seq_len 128, batch 32, warmup 50;
-# window and hybrid: window_size 64 (train.py's default), hybrid layout "sum", gated: R = 32.
+# window and hybrid: window_size 64 (train.py's default), hybrid layout "alternate" (chosen over
+# "sum" by validation loss, docs/models.md), gated: R = 32.
 hparams() {
   local common="--seq_len 128 --batch 32 --warmup 50 --seed 1234 --eval_every 200"
   case "$1" in
@@ -37,7 +38,7 @@ hparams() {
     favor)      echo "$common --steps 600 --lr 3e-3" ;;
     gated)      echo "$common --steps 600 --lr 3e-3" ;;
     window)     echo "$common --steps 600 --lr 3e-3" ;;
-    hybrid)     echo "$common --steps 600 --lr 3e-3 --hybrid_layout sum" ;;
+    hybrid)     echo "$common --steps 600 --lr 3e-3 --hybrid_layout alternate" ;;
     *) return 1 ;;
   esac
 }

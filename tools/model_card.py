@@ -44,10 +44,10 @@ FEATURES = {
     "window": ("sliding-window causal softmax (Longformer's local attention): each token attends "
                "to the last W = {window_size} tokens, itself included (docs/kinds.md)"),
     "hybrid": ("linear attention plus a short window, in the spirit of Based (Arora et al. 2024): "
-               "an elu+1 linear-attention branch over all past tokens and a sliding-window "
-               "softmax branch (RoPE) over the last W = {window_size} tokens, on shared q, k, v, "
-               "layout `{hybrid_layout}` (sum: both branches in every layer, outputs added; "
-               "alternate: window layers even, linear layers odd) (docs/kinds.md)"),
+               "elu+1 linear attention over all past tokens and sliding-window softmax (RoPE) "
+               "over the last W = {window_size} tokens, layout `{hybrid_layout}` (alternate: "
+               "window layers at even indices, linear layers at odd ones; sum: both branches "
+               "on shared q, k, v in every layer, outputs added) (docs/kinds.md)"),
 }
 
 
@@ -67,7 +67,7 @@ def model_card(name: str, cfg: ModelConfig, record: dict, nparams: int, ntensors
         pos += " Plus the per-head t^(-sigmoid(m)) value scaling."
     if kind == "hybrid":
         pos += (" Plus RoPE (rotate-half, theta = {rope_theta:g}) on q and k of the window "
-                "branch.".format(**fmt))
+                "attention.".format(**fmt))
     elif kind == "gated":
         pos += " Plus the gate's decay, which weighs recent tokens more."
     if kind == "window":
@@ -75,9 +75,13 @@ def model_card(name: str, cfg: ModelConfig, record: dict, nparams: int, ntensors
                f"the last {cfg.window_size} keys and values per layer), constant in sequence "
                f"length.")
     elif kind == "hybrid":
-        mem = (f"Recurrent state per session: {_fmt_bytes(state_bytes(cfg))} fp32 (S, z, M of "
-               f"the linear branch, the conv window and a ring of the last {cfg.window_size} "
-               f"keys and values), constant in sequence length.")
+        parts = ("window layers: the conv window and a ring of the last "
+                 f"{cfg.window_size} keys and values; linear layers: S, z, M per head and the "
+                 "conv window" if cfg.hybrid_layout == "alternate" else
+                 "S, z, M of the linear branch, the conv window and a ring of the last "
+                 f"{cfg.window_size} keys and values, per layer")
+        mem = (f"Recurrent state per session: {_fmt_bytes(state_bytes(cfg))} fp32 ({parts}), "
+               f"constant in sequence length.")
     elif kind == "gated":
         mem = (f"Recurrent state per session: {_fmt_bytes(state_bytes(cfg))} fp32 "
                f"(S {cfg.feature_dim()}x{cfg.head_dim}, z {cfg.feature_dim()} and the weight mass n "

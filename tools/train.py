@@ -75,7 +75,7 @@ def main(argv=None):
     p.add_argument("--window_size", type=int, default=64, help="window / hybrid: W")
     p.add_argument("--rfa_num_features", type=int, default=32,
                    help="gated: random frequency vectors R (feature size 2R)")
-    p.add_argument("--hybrid_layout", default="sum", help="hybrid: sum | alternate")
+    p.add_argument("--hybrid_layout", default="alternate", help="hybrid: alternate | sum")
     p.add_argument("--seq_len", type=int, default=256)
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--steps", type=int, default=2000)

@@ -41,7 +41,8 @@ class ModelConfig:
     chunk_size: int = 64
     window_size: int = 64          # W of window / hybrid: a token attends to the last W tokens
     rfa_num_features: int = 32     # R of gated: random frequency vectors; feature dim 2R
-    hybrid_layout: str = "sum"     # hybrid: "sum" (both branches in every layer) | "alternate"
+    hybrid_layout: str = "alternate"   # hybrid: "alternate" (shipped: window layers even,
+    #                                    linear layers odd) | "sum" (both branches in every layer)
 
     @property
     def head_dim(self) -> int:

@@ -33,8 +33,9 @@ The attention kind is `config.attention_kind`:
               the last `window_size` tokens, itself included; RoPE; ring-buffer state (window.py).
   hybrid      an elu+1 linear-attention branch over all past tokens plus a sliding-window
               softmax branch (RoPE) over the last `window_size` tokens, in the spirit of Based
-              (Arora et al. 2024); `hybrid_layout` "sum" puts both in every layer and adds their
-              outputs, "alternate" uses window layers (even) and linear layers (odd).
+              (Arora et al. 2024); `hybrid_layout` "alternate" (the default and the shipped
+              model) uses window layers (even) and linear layers (odd), "sum" puts both in
+              every layer and adds their outputs.
   docs/kinds.md is the exact specification of the three kinds added by issue 14.
 
 Positional information for the linear kinds: a short causal depthwise convolution

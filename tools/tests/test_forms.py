@@ -246,5 +246,5 @@ def test_new_kinds_config_checks():
         ModelConfig(attention_kind="window", conv_kernel_size=0, window_size=0).validate()
     # the older kinds' config.json does not gain the new keys
     assert "window_size" not in ModelConfig(attention_kind="favor").to_json()
-    assert ModelConfig(attention_kind="hybrid").to_json()["hybrid_layout"] == "sum"
+    assert ModelConfig(attention_kind="hybrid").to_json()["hybrid_layout"] == "alternate"
     assert "rfa_num_features" in ModelConfig(attention_kind="gated").to_json()
