@@ -16,7 +16,9 @@ config), parallel (softmax), in float32 with one thread and no autograd.
 The CSV has one row per (model, bucket) with kind, model, bucket, first and last position,
 mean loss and the number of predictions, followed by the finer bins (bucket "bin").  The plot
 is drawn with gnuplot (Debian's python3 has no matplotlib here); without gnuplot only the CSV and
-the gnuplot script are written.
+the gnuplot script are written.  A second plot, <plot>_vs_window.png, shows every curve minus the
+window model's (--reference): that model cannot see past W bytes, so the text's own difficulty
+per position cancels and what remains is what a kind gains or loses from longer context.
 """
 from __future__ import annotations
 
@@ -80,9 +82,9 @@ def summarise(losses: torch.Tensor, edges):
 
 GNUPLOT = """set terminal pngcairo size 960,600 noenhanced
 set output '{png}'
-set title 'Mean loss per byte position, tiny Shakespeare validation, 4 KiB sequences'
+set title '{title}'
 set xlabel 'byte position in the sequence (log scale; bin midpoints)'
-set ylabel 'mean cross-entropy (nats/byte)'
+set ylabel '{ylabel}'
 set logscale x 2
 set key outside right
 set grid
@@ -90,7 +92,9 @@ set grid
 """
 
 
-def write_plot(path_png: str, curves, window_sizes) -> str:
+def write_plot(path_png: str, curves, window_sizes,
+               title="Mean loss per byte position, tiny Shakespeare validation, 4 KiB sequences",
+               ylabel="mean cross-entropy (nats/byte)") -> str:
     """curves: {model: [(mid, loss)]}. Writes <png>.gp (data inline) and runs gnuplot."""
     gp = os.path.splitext(path_png)[0] + ".gp"
     plots, data = [], []
@@ -100,7 +104,8 @@ def write_plot(path_png: str, curves, window_sizes) -> str:
     vlines = "".join(f"set arrow from {w},graph 0 to {w},graph 1 nohead dt 2\n"
                      for w in sorted(set(window_sizes)))
     with open(gp, "w") as f:
-        f.write(GNUPLOT.format(png=path_png, vlines=vlines, plots=", ".join(plots)))
+        f.write(GNUPLOT.format(png=path_png, vlines=vlines, plots=", ".join(plots),
+                               title=title, ylabel=ylabel))
         f.write("\n".join(data) + "\n")
     if shutil.which("gnuplot") is None:
         return f"gnuplot not found; wrote {gp} only"
@@ -119,6 +124,8 @@ def main(argv=None) -> int:
     p.add_argument("--only", action="append", default=None, help="model names (repeatable)")
     p.add_argument("--csv", default=os.path.join("docs", "data", "long_context_curve.csv"))
     p.add_argument("--plot", default=os.path.join("docs", "img", "long_context_curve.png"))
+    p.add_argument("--reference", default="shakespeare-window",
+                   help="model whose curve is subtracted in <plot>_vs_window.png")
     a = p.parse_args(argv)
     torch.set_num_threads(1)
     if not os.path.isfile(a.data):
@@ -165,6 +172,17 @@ def main(argv=None) -> int:
     if a.plot:
         os.makedirs(os.path.dirname(os.path.abspath(a.plot)), exist_ok=True)
         print(write_plot(a.plot, curves, windows))
+        ref = [n for n in curves if n == a.reference]
+        if ref:
+            # Minus the window model, which cannot see past W bytes: the content of each bin
+            # cancels, what remains is what a kind gains (< 0) or loses from its longer context.
+            base = dict(curves[ref[0]])
+            delta = {n: [(x, y - base[x]) for x, y in pts] for n, pts in curves.items()
+                     if n != ref[0]}
+            path = os.path.splitext(a.plot)[0] + "_vs_window.png"
+            print(write_plot(path, delta, windows,
+                             title=f"Mean loss per byte position minus that of {ref[0]}",
+                             ylabel="loss difference (nats/byte)"))
     return 0
 
 
