@@ -32,11 +32,11 @@ TEST(SchedulerTest, DecodesRunFirstAndPrefillsShareTheRestOnTheChunkGrid) {
   EXPECT_EQ(plan[2].tokens, ChunkGridTokens(3, 50, 7, 16));
 }
 
-TEST(SchedulerTest, PromptThatFitsRunsWhole) {
+TEST(SchedulerTest, PromptThatFitsRunsToItsLastGridPoint) {
   Scheduler s({512, 64, 0});
   const auto plan = s.Plan(std::vector<StreamDemand>{Prefill(300, 5)}, 0);
   EXPECT_EQ(plan[0].action, StreamAction::kRun);
-  EXPECT_EQ(plan[0].tokens, 300);
+  EXPECT_EQ(plan[0].tokens, 251);  // up to its last grid point (256); the rest next step
 }
 
 TEST(SchedulerTest, SpentBudgetLeavesPrefillsForLater) {

@@ -26,25 +26,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
-#define SKIP_UNLESS_DEVICE(d)                                                      \
-  do {                                                                             \
-    const absl::Status fs_dev_st_ = CheckDevice(d);                                \
-    if (!fs_dev_st_.ok()) GTEST_SKIP() << "no CUDA GPU visible: " << fs_dev_st_.message(); \
-  } while (0)
-
 std::unique_ptr<Engine> MakeEngineOn(const std::string& dir, Device d, int threads = 2,
                                      int kv_blocks = 512, bool batch_invariant = false) {
-  auto model = Model::Load(dir);
-  EXPECT_TRUE(model.ok()) << model.status();
-  if (!model.ok()) return nullptr;
   EngineOptions o;
   o.device = d;
   o.threads = threads;
   o.kv_blocks = kv_blocks;
   o.batch_invariant = batch_invariant;
-  auto e = Engine::Create(std::move(*model), o);
-  EXPECT_TRUE(e.ok()) << e.status();
-  return e.ok() ? std::move(*e) : nullptr;
+  return MakeEngineWith(dir, o);
 }
 
 double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
