@@ -102,14 +102,40 @@ int StreamThenDisconnect(int port, const std::string& session, int chunks) {
 TEST_F(HttpTest, DisconnectMidStreamCancelsAndTheSessionStaysUsable) {
   const std::string id = NewSession(kLinear);
   EXPECT_GE(StreamThenDisconnect(server_->http_port(), id, 3), 3);
-  // The loop notices at the next write and ends the stream; the session stops generating.
+  // The loop sees the closed socket before its next step (http_peer_test checks that directly)
+  // and ends the stream; the session stops generating long before max_tokens.
   HttpReply s;
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
   do {
     s = GetJson(*http_, "/v1/sessions/" + id);
   } while (s.body.value("generating", true) && absl::Now() < deadline);
   EXPECT_FALSE(s.body["generating"].get<bool>()) << s.raw;
-  EXPECT_LT(s.body["context_tokens"].get<uint64_t>(), 1000u);
+  EXPECT_LT(s.body["context_tokens"].get<uint64_t>(), 30000u);
+  HttpReply next =
+      Post("/v1/completions", {{"session_id", id}, {"prompt", "more"}, {"max_tokens", 4}});
+  EXPECT_EQ(next.status, 200) << next.raw;
+  EXPECT_EQ(next.body["usage"]["completion_tokens"], 4);
+}
+
+// A client of a non-streamed completion that gives up (here: a 200 ms read timeout) closes its
+// connection; nothing is written to it until the end, so only the socket watch can see it go.
+TEST_F(HttpTest, NonStreamedClientThatLeavesCancelsItsGeneration) {
+  const std::string id = NewSession(kLinear);
+  {
+    httplib::Client c("127.0.0.1", server_->http_port());
+    c.set_read_timeout(0, 200000);
+    const auto res = c.Post("/v1/completions",
+                            json{{"session_id", id}, {"prompt", "go"}, {"max_tokens", 60000}}.dump(),
+                            "application/json");
+    EXPECT_FALSE(res) << "finished 60000 tokens within the 200 ms timeout?";
+  }
+  HttpReply s;
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  do {
+    s = GetJson(*http_, "/v1/sessions/" + id);
+  } while (s.body.value("generating", true) && absl::Now() < deadline);
+  EXPECT_FALSE(s.body["generating"].get<bool>()) << s.raw;
+  EXPECT_LT(s.body["context_tokens"].get<uint64_t>(), 60000u);
   HttpReply next =
       Post("/v1/completions", {{"session_id", id}, {"prompt", "more"}, {"max_tokens", 4}});
   EXPECT_EQ(next.status, 200) << next.raw;
