@@ -178,7 +178,8 @@ absl::Status EngineLoop::PrepareSession(const GenerateJob& job, Session* session
   absl::StatusOr<int64_t> cached =
       session->model->engine->AppendPrompt(&session->state, job.prompt);
   if (!cached.ok()) {
-    return absl::Status(cached.status().code(), absl::StrCat("prompt: ", cached.status().message()));
+    return absl::Status(cached.status().code(),
+                        absl::StrCat("prompt: ", cached.status().message()));
   }
   *cached_tokens = static_cast<uint64_t>(*cached);
   return absl::OkStatus();

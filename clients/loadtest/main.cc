@@ -47,7 +47,8 @@ ABSL_FLAG(std::string, target, "",
           "migration mode: the replica sessions move to (shares --server's session store); "
           "multiturn mode: a second server to run the same conversations on (e.g. without the "
           "prefix cache)");
-ABSL_FLAG(std::vector<std::string>, multiturn_labels, std::vector<std::string>({"server", "target"}),
+ABSL_FLAG(std::vector<std::string>, multiturn_labels,
+          std::vector<std::string>({"server", "target"}),
           "multiturn mode: names of --server and --target in the report");
 ABSL_FLAG(int, conversations, 8, "multiturn mode: concurrent conversations");
 ABSL_FLAG(int, turns, 10, "multiturn mode: turns per conversation");
@@ -288,8 +289,8 @@ int main(int argc, char** argv) {
     mt.reply_tokens = static_cast<uint32_t>(std::max(1, absl::GetFlag(FLAGS_reply_tokens)));
     std::vector<std::string> labels = absl::GetFlag(FLAGS_multiturn_labels);
     labels.resize(2, "target");
-    std::vector<fl::MultiturnRow> rows = fl::RunMultiturn(**client, labels[0], mt, &progress,
-                                                          &checks);
+    std::vector<fl::MultiturnRow> rows =
+        fl::RunMultiturn(**client, labels[0], mt, &progress, &checks);
     if (!absl::GetFlag(FLAGS_target).empty()) {
       fl::ClientOptions to = co;
       to.server = absl::GetFlag(FLAGS_target);
@@ -303,8 +304,9 @@ int main(int argc, char** argv) {
       rows.insert(rows.end(), more.begin(), more.end());
     }
     fl::PrintMultiturnTable(rows);
-    Emit(dir, plots, &checks, [&] { return fl::WriteMultiturnCsv(dir, rows); },
-         [&] { return fl::PlotMultiturn(dir, rows); });
+    Emit(
+        dir, plots, &checks, [&] { return fl::WriteMultiturnCsv(dir, rows); },
+        [&] { return fl::PlotMultiturn(dir, rows); });
   }
   if (mode == "soak") {
     fl::SoakOptions so;

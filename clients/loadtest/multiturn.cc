@@ -49,7 +49,8 @@ void Converse(const Client& client, const MultiturnOptions& o, const std::string
     if (!r.ok()) {
       absl::MutexLock lock(mu);
       if (first_error->empty()) {
-        *first_error = absl::StrCat(CodeName(r.status.error_code()), ": ", r.status.error_message());
+        *first_error =
+            absl::StrCat(CodeName(r.status.error_code()), ": ", r.status.error_message());
       }
       done->fetch_add(o.turns - t - 1);
       return;
@@ -66,7 +67,8 @@ std::vector<MultiturnRow> RunMultiturn(const Client& client, const std::string& 
   std::vector<MultiturnRow> rows;
   for (const std::string& model : o.models) {
     std::vector<std::vector<TurnSample>> samples(
-        static_cast<size_t>(o.conversations), std::vector<TurnSample>(static_cast<size_t>(o.turns)));
+        static_cast<size_t>(o.conversations),
+        std::vector<TurnSample>(static_cast<size_t>(o.turns)));
     absl::Mutex mu;
     std::string first_error;
     std::atomic<int> done{0};
@@ -149,10 +151,10 @@ absl::Status WriteMultiturnCsv(const std::string& dir, const std::vector<Multitu
       "label,model,turn,requests,ok,prompt_tokens,cached_tokens,prefill_tokens,ttft_p50_ms,"
       "ttft_mean_ms,ttft_p99_ms\n";
   for (const MultiturnRow& r : rows) {
-    absl::StrAppend(&csv, absl::StrFormat("%s,%s,%d,%d,%d,%.1f,%.1f,%.1f,%.3f,%.3f,%.3f\n",
-                                          r.label, r.model, r.turn, r.requests, r.ok,
-                                          r.prompt_tokens, r.cached_tokens, r.prefill_tokens,
-                                          r.ttft_p50_ms, r.ttft_mean_ms, r.ttft_p99_ms));
+    absl::StrAppend(
+        &csv, absl::StrFormat("%s,%s,%d,%d,%d,%.1f,%.1f,%.1f,%.3f,%.3f,%.3f\n", r.label, r.model,
+                              r.turn, r.requests, r.ok, r.prompt_tokens, r.cached_tokens,
+                              r.prefill_tokens, r.ttft_p50_ms, r.ttft_mean_ms, r.ttft_p99_ms));
   }
   return WriteFile(dir + "/multiturn.csv", csv);
 }

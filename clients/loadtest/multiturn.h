@@ -25,9 +25,9 @@ namespace flatstate::loadtest {
 
 struct MultiturnOptions {
   std::vector<std::string> models;
-  int conversations = 8;      // concurrent
+  int conversations = 8;  // concurrent
   int turns = 10;
-  int message_tokens = 200;   // user message per turn
+  int message_tokens = 200;    // user message per turn
   uint32_t reply_tokens = 64;  // max_new_tokens per turn
 };
 

@@ -194,10 +194,20 @@ absl::StatusOr<std::vector<std::string>> PlotMigration(const std::string& dir,
 
 absl::StatusOr<std::vector<std::string>> PlotMultiturn(const std::string& dir,
                                                        const std::vector<MultiturnRow>& rows) {
-  Chart ttft{"multiturn_ttft.png", "Multi-turn chat, stateless clients: time to first token",
-             "turn", "mean ms", false, false, {}};
-  Chart prefill{"multiturn_prefill.png", "Multi-turn chat: prompt tokens prefilled per turn",
-                "turn", "tokens (mean)", false, false, {}};
+  Chart ttft{"multiturn_ttft.png",
+             "Multi-turn chat, stateless clients: time to first token",
+             "turn",
+             "mean ms",
+             false,
+             false,
+             {}};
+  Chart prefill{"multiturn_prefill.png",
+                "Multi-turn chat: prompt tokens prefilled per turn",
+                "turn",
+                "tokens (mean)",
+                false,
+                false,
+                {}};
   std::map<std::string, size_t> index;  // "label model" -> series
   for (const MultiturnRow& r : rows) {
     const std::string k = absl::StrCat(r.model, " [", r.label, "]");

@@ -124,9 +124,9 @@ TEST_F(HttpTest, NonStreamedClientThatLeavesCancelsItsGeneration) {
   {
     httplib::Client c("127.0.0.1", server_->http_port());
     c.set_read_timeout(0, 200000);
-    const auto res = c.Post("/v1/completions",
-                            json{{"session_id", id}, {"prompt", "go"}, {"max_tokens", 60000}}.dump(),
-                            "application/json");
+    const auto res = c.Post(
+        "/v1/completions", json{{"session_id", id}, {"prompt", "go"}, {"max_tokens", 60000}}.dump(),
+        "application/json");
     EXPECT_FALSE(res) << "finished 60000 tokens within the 200 ms timeout?";
   }
   HttpReply s;
