@@ -329,16 +329,7 @@ StatsInfo EngineLoop::Stats() const {
   st.tokens_generated_total = tokens_generated_;
   for (const auto& m : models_.models()) {
     st.device_state_bytes += m->engine->DeviceStateBytes();
-    const PrefixCacheStats c = m->engine->prefix_cache_stats();
-    st.prefix_cache.lookups += c.lookups;
-    st.prefix_cache.hits += c.hits;
-    st.prefix_cache.misses += c.misses;
-    st.prefix_cache.tokens_saved += c.tokens_saved;
-    st.prefix_cache.insertions += c.insertions;
-    st.prefix_cache.evictions += c.evictions;
-    st.prefix_cache.bytes += c.bytes;
-    st.prefix_cache.entries += c.entries;
-    st.prefix_cache.budget += c.budget;
+    st.prefix_cache += m->engine->prefix_cache_stats();
   }
   return st;
 }

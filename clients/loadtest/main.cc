@@ -262,14 +262,19 @@ int main(int argc, char** argv) {
     Emit(dir, plots, &checks, [&] { return fl::WriteConcurrencyCsv(dir, rows); },
          [&] { return fl::PlotConcurrency(dir, rows); });
   }
-  if (mode == "migration") {
+  // The client of --target (migration and multiturn modes); prints why it cannot be made.
+  auto connect_target = [&co]() {
     fl::ClientOptions to = co;
     to.server = absl::GetFlag(FLAGS_target);
     absl::StatusOr<std::unique_ptr<fl::Client>> target = fl::Client::Connect(to);
     if (!target.ok()) {
       std::fprintf(stderr, "error: --target: %s\n", target.status().ToString().c_str());
-      return 2;
     }
+    return target;
+  };
+  if (mode == "migration") {
+    absl::StatusOr<std::unique_ptr<fl::Client>> target = connect_target();
+    if (!target.ok()) return 2;
     fl::MigrationOptions mg;
     mg.models = mo.models;
     mg.contexts = mo.contexts;
@@ -292,13 +297,8 @@ int main(int argc, char** argv) {
     std::vector<fl::MultiturnRow> rows =
         fl::RunMultiturn(**client, labels[0], mt, &progress, &checks);
     if (!absl::GetFlag(FLAGS_target).empty()) {
-      fl::ClientOptions to = co;
-      to.server = absl::GetFlag(FLAGS_target);
-      absl::StatusOr<std::unique_ptr<fl::Client>> target = fl::Client::Connect(to);
-      if (!target.ok()) {
-        std::fprintf(stderr, "error: --target: %s\n", target.status().ToString().c_str());
-        return 2;
-      }
+      absl::StatusOr<std::unique_ptr<fl::Client>> target = connect_target();
+      if (!target.ok()) return 2;
       const std::vector<fl::MultiturnRow> more =
           fl::RunMultiturn(**target, labels[1], mt, &progress, &checks);
       rows.insert(rows.end(), more.begin(), more.end());

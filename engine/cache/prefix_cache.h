@@ -41,6 +41,20 @@ struct PrefixCacheStats {
   size_t bytes = 0;        // held now (see the top of the file)
   size_t entries = 0;
   size_t budget = 0;
+
+  // Adds every field of `o` (the server sums its models' caches).
+  PrefixCacheStats& operator+=(const PrefixCacheStats& o) {
+    lookups += o.lookups;
+    hits += o.hits;
+    misses += o.misses;
+    tokens_saved += o.tokens_saved;
+    insertions += o.insertions;
+    evictions += o.evictions;
+    bytes += o.bytes;
+    entries += o.entries;
+    budget += o.budget;
+    return *this;
+  }
 };
 
 class PrefixCache {

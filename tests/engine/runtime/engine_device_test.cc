@@ -47,12 +47,7 @@ double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
 
 const SamplingParams kGreedy{0.f, 0, 1.f, 0};
 
-using Param = std::tuple<Device, AttentionKind>;
-
-std::string ParamName(const ::testing::TestParamInfo<Param>& info) {
-  return std::string(DeviceName(std::get<0>(info.param))) + "_" +
-         std::string(AttentionKindName(std::get<1>(info.param)));
-}
+using Param = DeviceKind;
 
 class EngineDevice : public ::testing::TestWithParam<Param> {
  protected:
@@ -264,10 +259,10 @@ TEST_P(EngineDevice, DeviceMemoryIsReported) {
   e->ReleaseSession(&s);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    DevicesAndKinds, EngineDevice,
-    ::testing::Combine(::testing::Values(Device::kCpu, Device::kCuda), ::testing::ValuesIn(AllKinds())),
-    ParamName);
+INSTANTIATE_TEST_SUITE_P(DevicesAndKinds, EngineDevice,
+                         ::testing::Combine(::testing::Values(Device::kCpu, Device::kCuda),
+                                            ::testing::ValuesIn(AllKinds())),
+                         DeviceKindName);
 
 // Shipped models: the device against the CPU on a real prompt.
 std::vector<std::string> ShippedModels() {

@@ -18,12 +18,7 @@
 namespace flatstate::testing {
 namespace {
 
-using Param = std::tuple<Device, AttentionKind>;
-
-std::string ParamName(const ::testing::TestParamInfo<Param>& info) {
-  return std::string(DeviceName(std::get<0>(info.param))) + "_" +
-         std::string(AttentionKindName(std::get<1>(info.param)));
-}
+using Param = DeviceKind;
 
 struct Turn {
   int64_t prompt_tokens = 0;
@@ -201,7 +196,7 @@ TEST_P(EnginePrefixCache, ABadTokenChangesNothing) {
 INSTANTIATE_TEST_SUITE_P(DevicesAndKinds, EnginePrefixCache,
                          ::testing::Combine(::testing::Values(Device::kCpu, Device::kCuda),
                                             ::testing::ValuesIn(AllKinds())),
-                         ParamName);
+                         DeviceKindName);
 
 }  // namespace
 }  // namespace flatstate::testing

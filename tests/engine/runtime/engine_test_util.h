@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "engine/runtime/engine.h"
@@ -111,6 +112,13 @@ inline const std::vector<AttentionKind>& AllKinds() {
 
 inline std::string KindName(const ::testing::TestParamInfo<AttentionKind>& info) {
   return std::string(AttentionKindName(info.param));
+}
+
+// The parameter of tests instantiated for every (device, attention kind), and its test name.
+using DeviceKind = std::tuple<Device, AttentionKind>;
+inline std::string DeviceKindName(const ::testing::TestParamInfo<DeviceKind>& info) {
+  return std::string(DeviceName(std::get<0>(info.param))) + "_" +
+         std::string(AttentionKindName(std::get<1>(info.param)));
 }
 
 }  // namespace flatstate::testing
