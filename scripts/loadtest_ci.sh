@@ -2,7 +2,9 @@
 # Short load test for CI (docs/loadtest.md): starts a flatstate-server on a free loopback port
 # with two small random-weight models (linear_elu, and softmax with a 512-block KV pool so the
 # pool fills at 8k tokens), runs flatstate-loadtest's memory sweep (1k..64k tokens; softmax until
-# RESOURCE_EXHAUSTED) and a short concurrency sweep (1, 4, 16), and fails if any check fails.
+# RESOURCE_EXHAUSTED), a short concurrency sweep (1, 4, 16) and a short multi-turn chat run (3
+# stateless conversations of 4 turns per model: the prefix cache keeps prefill per turn flat),
+# and fails if any check fails.
 # The server is killed on exit. About a minute on 2 cores.
 #
 #   bash scripts/loadtest_ci.sh [SERVER_BIN] [LOADTEST_BIN] [WORK_DIR]
@@ -39,5 +41,11 @@ echo "== concurrency sweep"
 timeout 90 nice "$LOADTEST" "${COMMON[@]}" --mode concurrency --models ci-linear-elu \
   --concurrency 1,4,16 --requests_per_session 2 --prompt_tokens 32 --new_tokens 32 \
   --csv_dir "$FS_WORK/out"
+echo "== multi-turn chat (prefix cache)"
+timeout 120 nice "$LOADTEST" "${COMMON[@]}" --mode multiturn --models ci-linear-elu,ci-softmax \
+  --conversations 3 --turns 4 --message_tokens 100 --reply_tokens 16 --csv_dir "$FS_WORK/out" |
+  tee "$FS_WORK/multiturn.txt"
+grep -q "PASS multiturn server ci-linear-elu: prefix cache keeps prefill per turn flat" \
+  "$FS_WORK/multiturn.txt" || { echo "error: no cached prompt tokens reported" >&2; exit 1; }
 kill -0 "$FS_SERVER_PID" || { echo "error: the server died" >&2; exit 1; }
 echo "loadtest_ci: PASS (results in $FS_WORK/out)"

@@ -131,7 +131,8 @@ void EngineLoop::AdmitStream(GenerateJob job, std::shared_ptr<TokenSink> sink) {
                        " which uses model '", session->model->name, "'")));
     }
   }
-  if (absl::Status s = PrepareSession(job, session); !s.ok()) {
+  uint64_t cached_tokens = 0;
+  if (absl::Status s = PrepareSession(job, session, &cached_tokens); !s.ok()) {
     if (session->throwaway) sessions_.Erase(session);
     lease.Release();
     return reject(s);
@@ -143,6 +144,7 @@ void EngineLoop::AdmitStream(GenerateJob job, std::shared_ptr<TokenSink> sink) {
   st->sink = std::move(sink);
   st->max_new_tokens = job.max_new_tokens;
   st->prompt_tokens = job.prompt.size();
+  st->cached_prompt_tokens = cached_tokens;
   st->logprobs = job.logprobs;
   st->text = StreamText(std::move(job.stop));
   st->arrival = job.arrival;
@@ -156,7 +158,8 @@ void EngineLoop::AdmitStream(GenerateJob job, std::shared_ptr<TokenSink> sink) {
   streams_.push_back(std::move(st));
 }
 
-absl::Status EngineLoop::PrepareSession(const GenerateJob& job, Session* session) {
+absl::Status EngineLoop::PrepareSession(const GenerateJob& job, Session* session,
+                                        uint64_t* cached_tokens) {
   if (job.prompt.empty() && session->state.pending.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("prompt: empty input, and session ", session->id,
                                                    " has no context to continue from"));
@@ -172,8 +175,13 @@ absl::Status EngineLoop::PrepareSession(const GenerateJob& job, Session* session
           " exceeds the model's max_position_embeddings ", cfg.max_position_embeddings));
     }
   }
-  absl::Status s = session->model->engine->Append(&session->state, job.prompt);
-  if (!s.ok()) return absl::Status(s.code(), absl::StrCat("prompt: ", s.message()));
+  absl::StatusOr<int64_t> cached =
+      session->model->engine->AppendPrompt(&session->state, job.prompt);
+  if (!cached.ok()) {
+    return absl::Status(cached.status().code(),
+                        absl::StrCat("prompt: ", cached.status().message()));
+  }
+  *cached_tokens = static_cast<uint64_t>(*cached);
   return absl::OkStatus();
 }
 
@@ -198,7 +206,8 @@ void EngineLoop::StepModel(LoadedModel* model) {
   KvBlockPool* pool = engine->kv_pool();
   const Scheduler scheduler(SchedulerLimits{options_.step_token_budget, engine->chunk_size(),
                                             pool != nullptr ? pool->block_size() : 0});
-  const int64_t free_blocks = pool != nullptr ? pool->blocks_free() : 0;
+  // Blocks only the prefix cache holds count as free: admission takes them back (engine.h).
+  const int64_t free_blocks = engine->KvBlocksAvailable();
   const std::vector<StreamStep> plan = scheduler.Plan(demand, free_blocks);
   std::vector<StepRequest> reqs;
   std::vector<Stream*> owners;
@@ -280,6 +289,7 @@ void EngineLoop::FinishStream(Stream* st, FinishReason reason, const absl::Statu
                             session->model->name,
                             reason,
                             st->prompt_tokens,
+                            st->cached_prompt_tokens,
                             st->generated,
                             static_cast<uint64_t>(session->state.context_tokens()),
                             session->model->engine->SessionBytes(session->state)};
@@ -309,13 +319,18 @@ StatsInfo EngineLoop::Stats() const {
   st.state_bytes_total = c.state_bytes;
   for (const auto& m : models_.models()) {
     if (const KvBlockPool* pool = m->engine->kv_pool(); pool != nullptr) {
-      st.kv_blocks_used += pool->blocks_used();
+      // Blocks only the prefix cache holds are free on demand (vLLM counts its cached free
+      // blocks so too); the cache's share is prefix_cache.bytes.
+      st.kv_blocks_used += pool->blocks_used() - pool->blocks_cache_only();
       st.kv_blocks_total += pool->blocks_total();
     }
   }
   for (const auto& s : streams_) st.active_streams += s->done ? 0 : 1;
   st.tokens_generated_total = tokens_generated_;
-  for (const auto& m : models_.models()) st.device_state_bytes += m->engine->DeviceStateBytes();
+  for (const auto& m : models_.models()) {
+    st.device_state_bytes += m->engine->DeviceStateBytes();
+    st.prefix_cache += m->engine->prefix_cache_stats();
+  }
   return st;
 }
 
@@ -334,6 +349,12 @@ void EngineLoop::PublishGauges() {
   metrics_->kv_blocks_free = st.kv_blocks_total - st.kv_blocks_used;
   metrics_->active_streams = st.active_streams;
   metrics_->device_state_bytes = st.device_state_bytes;
+  metrics_->prefix_cache_hits = st.prefix_cache.hits;
+  metrics_->prefix_cache_misses = st.prefix_cache.misses;
+  metrics_->prefix_cache_tokens_saved = st.prefix_cache.tokens_saved;
+  metrics_->prefix_cache_evictions = st.prefix_cache.evictions;
+  metrics_->prefix_cache_bytes = st.prefix_cache.bytes;
+  metrics_->prefix_cache_entries = st.prefix_cache.entries;
   // The driver query is not free: at most once a second, not once per step.
   if (const absl::Time now = absl::Now(); now - device_memory_published_ >= absl::Seconds(1)) {
     device_memory_published_ = now;

@@ -90,6 +90,7 @@ class EngineLoop {
     uint32_t max_new_tokens = 0;
     uint32_t generated = 0;
     uint64_t prompt_tokens = 0;
+    uint64_t cached_prompt_tokens = 0;  // of those, restored from the prefix cache
     int logprobs = -1;  // GenerateJob::logprobs
     StreamText text;
     SamplingOverride sampling;
@@ -111,8 +112,10 @@ class EngineLoop {
   // Ends (ABORTED) the streams whose lease keeper_ could not renew. Nothing without a shared
   // store. (A stream's lease is tracked by keeper_ from admission to FinishStream.)
   void EndStreamsThatLostTheirLease();
-  // Checks the job against `session` and appends its prompt; a status to reject it with.
-  absl::Status PrepareSession(const GenerateJob& job, Session* session);
+  // Checks the job against `session` and appends its prompt (Engine::AppendPrompt: a fresh session
+  // may start from the prefix cache; `cached_tokens` gets how many tokens it restored); a status
+  // to reject it with.
+  absl::Status PrepareSession(const GenerateJob& job, Session* session, uint64_t* cached_tokens);
   void StepModel(LoadedModel* model);
   void EmitToken(Stream* st, const StepResult& r);
   // Ends `st` (restores sampling, reports, frees a throwaway session); `st` is erased later.

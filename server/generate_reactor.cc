@@ -71,6 +71,7 @@ void GenerateReactor::OnFinish(const GenerateSummary& summary, const absl::Statu
     }
     pb::Usage* u = final_.mutable_usage();
     u->set_prompt_tokens(summary.prompt_tokens);
+    u->set_cached_prompt_tokens(summary.cached_prompt_tokens);
     u->set_generated_tokens(summary.generated_tokens);
     u->set_context_tokens(summary.context_tokens);
     u->set_state_bytes(summary.state_bytes);

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "server/http_peer.h"
 #include "server/http_server.h"
 #include "server/http_stream_sink.h"
 #include "server/loop_await.h"
@@ -70,6 +71,16 @@ void HttpApiServer::Completion(const httplib::Request& req, httplib::Response& r
   CompletionMeta meta = NewCompletionMeta(chat);
   meta.model = model_name;
   auto sink = std::make_shared<HttpStreamSink>(job->stop);
+  // The loop notices a client that closes its connection within one step (http_peer.h). The watch
+  // ends when this handler returns, or, for a stream, when the response is released.
+  sink->WatchSocket(FindPeerSocket(req.remote_addr, req.remote_port, req.local_port));
+  struct StopWatch {
+    HttpStreamSink* sink;
+    bool handed_off = false;
+    ~StopWatch() {
+      if (!handed_off) sink->StopWatchingSocket();
+    }
+  } stop_watch{sink.get()};
   const int logprobs = job->logprobs;
   loop_->Generate(std::move(*job), sink);
 
@@ -144,7 +155,12 @@ void HttpApiServer::Completion(const httplib::Request& req, httplib::Response& r
         if (!write("data: [DONE]\n\n")) return false;
         out.done();
         return true;
+      },
+      [sink](bool success) {  // before the server closes the connection
+        if (!success) sink->Cancel();
+        sink->StopWatchingSocket();
       });
+  stop_watch.handed_off = true;
 }
 
 }  // namespace flatstate::server

@@ -3,8 +3,16 @@
 #include <algorithm>
 
 #include "absl/strings/match.h"
+#include "server/http_peer.h"
 
 namespace flatstate::server {
+
+bool HttpStreamSink::Cancelled() const {
+  if (cancelled_.load(std::memory_order_acquire)) return true;
+  if (!PeerClosed(socket_.load(std::memory_order_acquire))) return false;
+  cancelled_.store(true, std::memory_order_release);
+  return true;
+}
 
 void HttpStreamSink::OnTokens(std::vector<int32_t> token_ids, std::string text) {
   absl::MutexLock lock(&mu_);

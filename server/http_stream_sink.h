@@ -5,7 +5,10 @@
 //
 // Thread-safety: all methods are thread-safe (one mutex); only Next waits. Shared by the handler
 // and the engine loop (shared_ptr). Cancel (client gone) makes the loop end the stream before its
-// next step.
+// next step. With WatchSocket, Cancelled (asked by the loop before every step) also peeks at the
+// request's socket (http_peer.h), so a client that closed its connection is noticed within one
+// engine step, before any write fails; the handler stops the watch (StopWatchingSocket) before
+// the HTTP server may close that descriptor.
 #ifndef FLATSTATE_SERVER_HTTP_STREAM_SINK_H_
 #define FLATSTATE_SERVER_HTTP_STREAM_SINK_H_
 
@@ -39,8 +42,11 @@ class HttpStreamSink final : public TokenSink {
   // Waits up to `timeout` for output or the end; returns at once when some is there.
   Batch Next(absl::Duration timeout);
   void Cancel() { cancelled_.store(true, std::memory_order_release); }
+  // Watch connected socket `fd` (-1: none) for the peer closing it; stop watching.
+  void WatchSocket(int fd) { socket_.store(fd, std::memory_order_release); }
+  void StopWatchingSocket() { socket_.store(-1, std::memory_order_release); }
 
-  bool Cancelled() const override { return cancelled_.load(std::memory_order_acquire); }
+  bool Cancelled() const override;
   void OnTokens(std::vector<int32_t> token_ids, std::string text) override;
   void OnLogprobs(const TokenLogprobs& logprobs) override;
   void OnFinish(const GenerateSummary& summary, const absl::Status& status) override;
@@ -51,7 +57,8 @@ class HttpStreamSink final : public TokenSink {
   size_t SafeEndLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::vector<std::string> stop_;
-  std::atomic<bool> cancelled_{false};
+  mutable std::atomic<bool> cancelled_{false};
+  std::atomic<int> socket_{-1};
   absl::Mutex mu_;
   std::string text_ ABSL_GUARDED_BY(mu_);  // all text generated
   size_t shown_ ABSL_GUARDED_BY(mu_) = 0;  // bytes of text_ handed out

@@ -235,6 +235,12 @@ grpc::ServerUnaryReactor* InferenceService::GetStats(grpc::CallbackServerContext
       resp->set_device_memory_used_bytes(st->device_memory_used_bytes);
       resp->set_device_memory_total_bytes(st->device_memory_total_bytes);
       resp->set_device_state_bytes(st->device_state_bytes);
+      resp->set_prefix_cache_hits_total(st->prefix_cache.hits);
+      resp->set_prefix_cache_misses_total(st->prefix_cache.misses);
+      resp->set_prefix_cache_tokens_saved_total(st->prefix_cache.tokens_saved);
+      resp->set_prefix_cache_bytes(st->prefix_cache.bytes);
+      resp->set_prefix_cache_entries(st->prefix_cache.entries);
+      resp->set_prefix_cache_evictions_total(st->prefix_cache.evictions);
       resp->set_device(device_);
       resp->set_uptime_seconds(static_cast<uint64_t>(absl::ToInt64Seconds(absl::Now() - started_)));
       resp->set_requests_total(metrics_->requests_total());

@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "engine/cache/prefix_cache.h"
 #include "engine/sampling/logprobs.h"
 #include "engine/sampling/sampler.h"
 
@@ -34,6 +35,7 @@ struct GenerateSummary {
   std::string model;
   FinishReason reason = FinishReason::kLength;
   uint64_t prompt_tokens = 0;
+  uint64_t cached_prompt_tokens = 0;  // of those, restored from the prefix cache, not prefilled
   uint64_t generated_tokens = 0;
   uint64_t context_tokens = 0;
   uint64_t state_bytes = 0;
@@ -93,7 +95,7 @@ struct StatsInfo {
   uint64_t evicted_sessions = 0;
   uint64_t active_streams = 0;
   uint64_t state_bytes_total = 0;
-  uint64_t kv_blocks_used = 0;
+  uint64_t kv_blocks_used = 0;  // held by sessions: not those only the prefix cache holds
   uint64_t kv_blocks_total = 0;
   uint64_t tokens_generated_total = 0;
   // The device's memory as its driver reports it (Engine::DeviceMemory; 0 on the CPU or when the
@@ -101,6 +103,8 @@ struct StatsInfo {
   uint64_t device_memory_used_bytes = 0;
   uint64_t device_memory_total_bytes = 0;
   uint64_t device_state_bytes = 0;
+  // Prefix cache, summed over the models (Engine::prefix_cache_stats).
+  PrefixCacheStats prefix_cache;
 };
 
 }  // namespace flatstate::server

@@ -44,6 +44,10 @@ ABSL_FLAG(int, kv_blocks, kDefaults.kv_blocks,
 ABSL_FLAG(bool, batch_invariant, kDefaults.batch_invariant,
           "--device=cuda: GEMMs in a fixed order, so a session's outputs are the same bits "
           "whatever shares its step (slower; docs/gpu.md). The CPU always is");
+ABSL_FLAG(uint64_t, prefix_cache_bytes, kDefaults.prefix_cache_bytes,
+          "per model: bytes of prompt-prefix state snapshots (linear) or KV blocks (softmax) kept "
+          "so that a request resending a known prefix prefills only the rest; 0: off "
+          "(docs/http-api.md, \"Prefix cache\")");
 ABSL_FLAG(
     int64_t, step_token_budget, kDefaults.step_token_budget,
     "tokens one engine step may run per model (decodes first, prefill chunks share the rest)");
@@ -97,6 +101,7 @@ int main(int argc, char** argv) {
   o.max_new_tokens_limit = absl::GetFlag(FLAGS_max_new_tokens_limit);
   o.kv_blocks = absl::GetFlag(FLAGS_kv_blocks);
   o.batch_invariant = absl::GetFlag(FLAGS_batch_invariant);
+  o.prefix_cache_bytes = absl::GetFlag(FLAGS_prefix_cache_bytes);
   o.step_token_budget = absl::GetFlag(FLAGS_step_token_budget);
   o.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   o.session_store = absl::GetFlag(FLAGS_session_store);

@@ -139,9 +139,12 @@ std::string Metrics::Render() const {
          &out);
   Scalar("flatstate_state_bytes", "gauge", "Per-session state bytes held in memory, all sessions.",
          state_bytes.load(), &out);
-  Scalar("flatstate_kv_blocks_used", "gauge", "KV blocks in use (softmax models).",
+  Scalar("flatstate_kv_blocks_used", "gauge",
+         "KV blocks held by sessions (softmax models; blocks only the prefix cache holds count as "
+         "free).",
          kv_blocks_used.load(), &out);
-  Scalar("flatstate_kv_blocks_free", "gauge", "KV blocks free (softmax models).",
+  Scalar("flatstate_kv_blocks_free", "gauge",
+         "KV blocks free, or held only by the prefix cache and freed on demand (softmax models).",
          kv_blocks_free.load(), &out);
   Scalar("flatstate_device_memory_used_bytes", "gauge",
          "Memory in use on the GPU (cudaMemGetInfo: every process, the CUDA context included); "
@@ -153,6 +156,23 @@ std::string Metrics::Render() const {
   Scalar("flatstate_device_state_bytes", "gauge",
          "GPU memory held for linear session states (slot pages); 0 with --device=cpu.",
          device_state_bytes.load(), &out);
+  Scalar("flatstate_prefix_cache_hits_total", "counter",
+         "Prompts restored from a cached prefix state instead of prefilled from token 0.",
+         prefix_cache_hits.load(), &out);
+  Scalar("flatstate_prefix_cache_misses_total", "counter",
+         "Prompts that looked for a cached prefix and found none.", prefix_cache_misses.load(),
+         &out);
+  Scalar("flatstate_prefix_cache_tokens_saved_total", "counter",
+         "Prompt tokens restored from the prefix cache instead of prefilled.",
+         prefix_cache_tokens_saved.load(), &out);
+  Scalar("flatstate_prefix_cache_evictions_total", "counter",
+         "Prefix cache entries dropped (byte budget, or KV blocks needed by admission).",
+         prefix_cache_evictions.load(), &out);
+  Scalar("flatstate_prefix_cache_bytes", "gauge",
+         "Bytes the prefix cache holds (linear states; softmax: its distinct KV blocks).",
+         prefix_cache_bytes.load(), &out);
+  Scalar("flatstate_prefix_cache_entries", "gauge", "Prefix cache entries.",
+         prefix_cache_entries.load(), &out);
   Scalar("flatstate_rss_bytes", "gauge", "Resident set size of the server process.", ReadRssBytes(),
          &out);
   time_to_first_token.Render("flatstate_time_to_first_token_seconds",

@@ -71,6 +71,13 @@ class Metrics {
   std::atomic<uint64_t> device_memory_used_bytes{0};  // whole device, all processes; 0 on CPU
   std::atomic<uint64_t> device_memory_total_bytes{0};
   std::atomic<uint64_t> device_state_bytes{0};  // linear states' device slot pages
+  // Prefix cache, all models (the engines' cumulative counts, copied by the loop).
+  std::atomic<uint64_t> prefix_cache_hits{0};
+  std::atomic<uint64_t> prefix_cache_misses{0};
+  std::atomic<uint64_t> prefix_cache_tokens_saved{0};
+  std::atomic<uint64_t> prefix_cache_evictions{0};
+  std::atomic<uint64_t> prefix_cache_bytes{0};
+  std::atomic<uint64_t> prefix_cache_entries{0};
 
   Histogram time_to_first_token;  // seconds
   Histogram inter_token_latency;  // seconds

@@ -35,6 +35,7 @@ const char* OpenAiFinishReason(FinishReason r) {
 
 json UsageJson(const GenerateSummary& s) {
   return json{{"prompt_tokens", s.prompt_tokens},
+              {"prompt_tokens_details", {{"cached_tokens", s.cached_prompt_tokens}}},
               {"completion_tokens", s.generated_tokens},
               {"total_tokens", s.prompt_tokens + s.generated_tokens},
               {"context_tokens", s.context_tokens},

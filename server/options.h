@@ -24,6 +24,9 @@ struct ServerOptions {
   uint32_t max_new_tokens_limit = 65536;
   int kv_blocks = kDefaultKvBlocks;  // per softmax model (engine/runtime/engine.h)
   bool batch_invariant = false;      // CUDA: fixed-order GEMMs (EngineOptions::batch_invariant)
+  // Per model: bytes of prompt-prefix snapshots kept for stateless requests (engine.h, "Prefix
+  // cache"); 0: no cache.
+  size_t prefix_cache_bytes = size_t{256} << 20;
   int64_t step_token_budget = 512;   // tokens per engine step per model (prefill + decode)
   std::string checkpoint_dir = "/tmp/flatstate-checkpoints";
   // Session store (docs/cluster.md): "dir:PATH" or "redis://HOST:PORT[/DB]"; empty: dir:

@@ -107,6 +107,7 @@ GenerateResult Client::Generate(const pb::GenerateRequest& request) const {
         r.itl_s.push_back(i == 0 ? Seconds(last, now) : 0.0);
       }
       ++r.tokens;
+      r.token_ids.push_back(msg.token_ids(i));
     }
     if (n > 0) last = now;
     if (msg.has_usage()) r.usage = msg.usage();

@@ -36,6 +36,7 @@ struct ClientOptions {
 struct GenerateResult {
   grpc::Status status;
   uint64_t tokens = 0;          // generated token ids received
+  std::vector<int32_t> token_ids;  // those ids, in order
   double ttft_s = -1;           // call start to the first token (-1: none arrived)
   double total_s = 0;           // call start to the end of the stream
   double decode_s = 0;          // first token to last token

@@ -6,6 +6,7 @@
 //   flatstate-loadtest --mode health --deadline 3s      # exit 0 iff the server is SERVING
 //   flatstate-loadtest --mode soak --duration 10m --streams 64   # docs/reliability.md
 //   flatstate-loadtest --mode migration --server A --target B --contexts 1k,16k,64k
+//   flatstate-loadtest --mode multiturn --server A [--target B] --conversations 8 --turns 10
 //       # two replicas sharing a session store (docs/cluster.md)
 //
 // Prints one PASS/FAIL line per check; exits 0 when all pass, 1 when one fails, 2 on bad usage
@@ -33,15 +34,26 @@
 #include "clients/loadtest/concurrency_sweep.h"
 #include "clients/loadtest/memory_sweep.h"
 #include "clients/loadtest/migration.h"
+#include "clients/loadtest/multiturn.h"
 #include "clients/loadtest/plots.h"
 #include "clients/loadtest/progress.h"
 #include "clients/loadtest/report.h"
 #include "clients/loadtest/soak.h"
 
 ABSL_FLAG(std::string, server, "localhost:50051", "flatstate-server address (host:port)");
-ABSL_FLAG(std::string, mode, "memory", "memory | concurrency | all | health | soak | migration");
+ABSL_FLAG(std::string, mode, "memory",
+          "memory | concurrency | all | health | soak | migration | multiturn");
 ABSL_FLAG(std::string, target, "",
-          "migration mode: the replica sessions move to (shares --server's session store)");
+          "migration mode: the replica sessions move to (shares --server's session store); "
+          "multiturn mode: a second server to run the same conversations on (e.g. without the "
+          "prefix cache)");
+ABSL_FLAG(std::vector<std::string>, multiturn_labels,
+          std::vector<std::string>({"server", "target"}),
+          "multiturn mode: names of --server and --target in the report");
+ABSL_FLAG(int, conversations, 8, "multiturn mode: concurrent conversations");
+ABSL_FLAG(int, turns, 10, "multiturn mode: turns per conversation");
+ABSL_FLAG(int, message_tokens, 200, "multiturn mode: user message tokens per turn");
+ABSL_FLAG(int, reply_tokens, 64, "multiturn mode: max_new_tokens per turn");
 ABSL_FLAG(std::string, auth_token, "", "bearer token (the server's --auth_token)");
 ABSL_FLAG(absl::Duration, deadline, absl::Minutes(10), "deadline of every RPC");
 ABSL_FLAG(bool, tls, false, "connect with TLS (system roots, or --tls_ca)");
@@ -152,14 +164,15 @@ void Emit(const std::string& dir, bool plots, fl::CheckList* checks,
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "flatstate-loadtest --server HOST:PORT --mode memory|concurrency|all|health|soak|migration "
-      "[flags]");
+      "flatstate-loadtest --server HOST:PORT "
+      "--mode memory|concurrency|all|health|soak|migration|multiturn [flags]");
   absl::ParseCommandLine(argc, argv);
   const std::string mode = absl::GetFlag(FLAGS_mode);
   if (mode != "memory" && mode != "concurrency" && mode != "all" && mode != "health" &&
-      mode != "soak" && mode != "migration") {
+      mode != "soak" && mode != "migration" && mode != "multiturn") {
     std::fprintf(stderr,
-                 "error: --mode must be memory, concurrency, all, health, soak or migration\n");
+                 "error: --mode must be memory, concurrency, all, health, soak, migration or "
+                 "multiturn\n");
     return 2;
   }
   if (mode == "migration" && absl::GetFlag(FLAGS_target).empty()) {
@@ -249,14 +262,19 @@ int main(int argc, char** argv) {
     Emit(dir, plots, &checks, [&] { return fl::WriteConcurrencyCsv(dir, rows); },
          [&] { return fl::PlotConcurrency(dir, rows); });
   }
-  if (mode == "migration") {
+  // The client of --target (migration and multiturn modes); prints why it cannot be made.
+  auto connect_target = [&co]() {
     fl::ClientOptions to = co;
     to.server = absl::GetFlag(FLAGS_target);
     absl::StatusOr<std::unique_ptr<fl::Client>> target = fl::Client::Connect(to);
     if (!target.ok()) {
       std::fprintf(stderr, "error: --target: %s\n", target.status().ToString().c_str());
-      return 2;
     }
+    return target;
+  };
+  if (mode == "migration") {
+    absl::StatusOr<std::unique_ptr<fl::Client>> target = connect_target();
+    if (!target.ok()) return 2;
     fl::MigrationOptions mg;
     mg.models = mo.models;
     mg.contexts = mo.contexts;
@@ -266,6 +284,29 @@ int main(int argc, char** argv) {
     fl::PrintMigrationTable(rows);
     Emit(dir, plots, &checks, [&] { return fl::WriteMigrationCsv(dir, rows); },
          [&] { return fl::PlotMigration(dir, rows); });
+  }
+  if (mode == "multiturn") {
+    fl::MultiturnOptions mt;
+    mt.models = mo.models;
+    mt.conversations = std::max(1, absl::GetFlag(FLAGS_conversations));
+    mt.turns = std::max(1, absl::GetFlag(FLAGS_turns));
+    mt.message_tokens = std::max(1, absl::GetFlag(FLAGS_message_tokens));
+    mt.reply_tokens = static_cast<uint32_t>(std::max(1, absl::GetFlag(FLAGS_reply_tokens)));
+    std::vector<std::string> labels = absl::GetFlag(FLAGS_multiturn_labels);
+    labels.resize(2, "target");
+    std::vector<fl::MultiturnRow> rows =
+        fl::RunMultiturn(**client, labels[0], mt, &progress, &checks);
+    if (!absl::GetFlag(FLAGS_target).empty()) {
+      absl::StatusOr<std::unique_ptr<fl::Client>> target = connect_target();
+      if (!target.ok()) return 2;
+      const std::vector<fl::MultiturnRow> more =
+          fl::RunMultiturn(**target, labels[1], mt, &progress, &checks);
+      rows.insert(rows.end(), more.begin(), more.end());
+    }
+    fl::PrintMultiturnTable(rows);
+    Emit(
+        dir, plots, &checks, [&] { return fl::WriteMultiturnCsv(dir, rows); },
+        [&] { return fl::PlotMultiturn(dir, rows); });
   }
   if (mode == "soak") {
     fl::SoakOptions so;

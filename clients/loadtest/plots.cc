@@ -192,4 +192,35 @@ absl::StatusOr<std::vector<std::string>> PlotMigration(const std::string& dir,
   return DrawAll(dir, {bytes, lat});
 }
 
+absl::StatusOr<std::vector<std::string>> PlotMultiturn(const std::string& dir,
+                                                       const std::vector<MultiturnRow>& rows) {
+  Chart ttft{"multiturn_ttft.png",
+             "Multi-turn chat, stateless clients: time to first token",
+             "turn",
+             "mean ms",
+             false,
+             false,
+             {}};
+  Chart prefill{"multiturn_prefill.png",
+                "Multi-turn chat: prompt tokens prefilled per turn",
+                "turn",
+                "tokens (mean)",
+                false,
+                false,
+                {}};
+  std::map<std::string, size_t> index;  // "label model" -> series
+  for (const MultiturnRow& r : rows) {
+    const std::string k = absl::StrCat(r.model, " [", r.label, "]");
+    auto [it, added] = index.emplace(k, ttft.series.size());
+    if (added) {
+      ttft.series.push_back(Series{k, {}});
+      prefill.series.push_back(Series{k, {}});
+    }
+    if (r.ok == 0) continue;
+    ttft.series[it->second].xy.emplace_back(r.turn, r.ttft_mean_ms);
+    prefill.series[it->second].xy.emplace_back(r.turn, r.prefill_tokens);
+  }
+  return DrawAll(dir, {ttft, prefill});
+}
+
 }  // namespace flatstate::loadtest

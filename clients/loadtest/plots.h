@@ -12,6 +12,8 @@
 //   migration_bytes.png        bytes moved per migration and write-through bytes per turn vs
 //                              context (log y)
 //   migration_latency.png      first token after the move (resume), back on A, resident
+//   multiturn_ttft.png         multi-turn chat: mean time to first token vs turn number
+//   multiturn_prefill.png      multi-turn chat: prompt tokens prefilled vs turn number
 #ifndef FLATSTATE_CLIENTS_LOADTEST_PLOTS_H_
 #define FLATSTATE_CLIENTS_LOADTEST_PLOTS_H_
 
@@ -22,6 +24,7 @@
 #include "clients/loadtest/concurrency_sweep.h"
 #include "clients/loadtest/memory_sweep.h"
 #include "clients/loadtest/migration.h"
+#include "clients/loadtest/multiturn.h"
 
 namespace flatstate::loadtest {
 
@@ -29,6 +32,8 @@ absl::StatusOr<std::vector<std::string>> PlotMemory(const std::string& dir,
                                                     const std::vector<MemoryModelResult>& results);
 absl::StatusOr<std::vector<std::string>> PlotConcurrency(const std::string& dir,
                                                          const std::vector<ConcurrencyRow>& rows);
+absl::StatusOr<std::vector<std::string>> PlotMultiturn(const std::string& dir,
+                                                       const std::vector<MultiturnRow>& rows);
 absl::StatusOr<std::vector<std::string>> PlotMigration(const std::string& dir,
                                                        const std::vector<MigrationRow>& rows);
 

@@ -19,6 +19,29 @@ KvBlockPool::KvBlockPool(int num_blocks, int block_size, int num_layers, int hid
   data_.reset(new float[floats]);
   free_.reserve(num_blocks_);
   for (int32_t b = num_blocks_ - 1; b >= 0; --b) free_.push_back(b);
+  refs_.assign(num_blocks_, 0);
+  cache_refs_.assign(num_blocks_, 0);
+}
+
+int KvBlockPool::refs(int32_t block) const { return Valid(block) ? refs_[block] : 0; }
+
+bool KvBlockPool::Adjust(int32_t b, int table_delta, int cache_delta) {
+  const bool cached_before = cache_refs_[b] > 0;
+  const bool only_before = cached_before && refs_[b] == cache_refs_[b];
+  cache_refs_[b] = std::max(cache_refs_[b] + cache_delta, 0);
+  refs_[b] = std::max(refs_[b] + table_delta + cache_delta, cache_refs_[b]);
+  const bool cached_after = cache_refs_[b] > 0;
+  const bool only_after = cached_after && refs_[b] == cache_refs_[b];
+  blocks_cached_ += static_cast<int>(cached_after) - static_cast<int>(cached_before);
+  blocks_cache_only_ += static_cast<int>(only_after) - static_cast<int>(only_before);
+  if (refs_[b] > 0) return false;
+  free_.push_back(b);
+  return true;
+}
+
+void KvBlockPool::SortFree() {
+  // Keep the stack sorted (highest id at the bottom) so the lowest free ids go out first.
+  std::sort(free_.begin(), free_.end(), std::greater<int32_t>());
 }
 
 size_t KvBlockPool::bytes_per_block() const {
@@ -54,6 +77,7 @@ absl::Status KvBlockPool::Reserve(std::vector<int32_t>* table, int64_t tokens) {
   table->reserve(table->size() + need);
   for (int64_t i = 0; i < need; ++i) {
     table->push_back(free_.back());
+    refs_[free_.back()] = 1;
     free_.pop_back();
   }
   return absl::OkStatus();
@@ -61,12 +85,35 @@ absl::Status KvBlockPool::Reserve(std::vector<int32_t>* table, int64_t tokens) {
 
 void KvBlockPool::Release(std::vector<int32_t>* table) {
   if (table->empty()) return;
+  bool freed = false;
   for (int32_t b : *table) {
-    if (b >= 0 && b < num_blocks_) free_.push_back(b);
+    if (Valid(b) && refs_[b] > cache_refs_[b]) freed |= Adjust(b, -1, 0);
   }
   table->clear();
-  // Keep the stack sorted (highest id at the bottom) so the lowest free ids go out first.
-  std::sort(free_.begin(), free_.end(), std::greater<int32_t>());
+  if (freed) SortFree();
+}
+
+void KvBlockPool::Share(std::span<const int32_t> blocks, std::vector<int32_t>* table) {
+  table->reserve(table->size() + blocks.size());
+  for (int32_t b : blocks) {
+    if (!Valid(b) || refs_[b] == 0) continue;
+    Adjust(b, +1, 0);
+    table->push_back(b);
+  }
+}
+
+void KvBlockPool::CacheRetain(std::span<const int32_t> blocks) {
+  for (int32_t b : blocks) {
+    if (Valid(b) && refs_[b] > 0) Adjust(b, 0, +1);
+  }
+}
+
+void KvBlockPool::CacheRelease(std::span<const int32_t> blocks) {
+  bool freed = false;
+  for (int32_t b : blocks) {
+    if (Valid(b) && cache_refs_[b] > 0) freed |= Adjust(b, 0, -1);
+  }
+  if (freed) SortFree();
 }
 
 void KvBlockPool::Truncate(std::vector<int32_t>* table, size_t size) {

@@ -9,6 +9,14 @@
 // The block arithmetic (how many blocks cover n tokens, how many more a table needs) lives here
 // only: the engine and the server's scheduler call BlocksFor / BlocksNeeded.
 //
+// Blocks are reference-counted so that sessions and the prefix cache (engine/cache/
+// prefix_cache.h) can share the blocks of a common prefix (vLLM's automatic prefix caching):
+// Reserve hands out blocks with one reference, Share adds a session's reference to blocks it did
+// not write, CacheRetain / CacheRelease the cache's own, and a block goes back to the free list
+// when its last reference goes. Sharing is only ever of full blocks of tokens before the sharer's
+// position, which no owner writes again, so copy-on-write never has to copy (docs/http-api.md,
+// "Prefix cache").
+//
 // Not thread-safe: owned and used by the single engine loop. Failures are statuses, never crashes:
 // Reserve returns ResourceExhausted (naming blocks needed/free) and leaves the table unchanged when
 // the pool cannot cover the request.
@@ -18,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -38,9 +47,17 @@ class KvBlockPool {
   // Grows `table` so that it covers `tokens` token slots (BlocksFor blocks); never shrinks it.
   // InvalidArgument for tokens < 0.
   absl::Status Reserve(std::vector<int32_t>* table, int64_t tokens);
-  // Returns every block of `table` to the free list and clears it. Ids outside the pool are
-  // ignored; releasing the same block twice is a caller bug (it would be handed out twice).
+  // Drops the table's reference to each of its blocks (a block with no reference left goes back
+  // to the free list) and clears it. Ids outside the pool and blocks with no reference are
+  // ignored.
   void Release(std::vector<int32_t>* table);
+  // Appends `blocks` (ids in the pool, each with a reference) to `table`, adding a reference to
+  // each: the table now shares them. The caller must not write them (see the top of the file).
+  void Share(std::span<const int32_t> blocks, std::vector<int32_t>* table);
+  // The prefix cache's references: CacheRetain adds one to each block, CacheRelease drops one
+  // (a block with no reference left goes back to the free list). Invalid ids are ignored.
+  void CacheRetain(std::span<const int32_t> blocks);
+  void CacheRelease(std::span<const int32_t> blocks);
   // Returns the blocks of `table` past its first `size` to the free list (undoing a Reserve);
   // a table of `size` blocks or fewer is left as it is.
   void Truncate(std::vector<int32_t>* table, size_t size);
@@ -57,15 +74,31 @@ class KvBlockPool {
   int blocks_total() const { return num_blocks_; }
   int blocks_free() const { return static_cast<int>(free_.size()); }
   int blocks_used() const { return num_blocks_ - blocks_free(); }
+  // Blocks the prefix cache holds a reference to, and those of them only the cache holds (what
+  // dropping every cache entry would free).
+  int blocks_cached() const { return blocks_cached_; }
+  int blocks_cache_only() const { return blocks_cache_only_; }
+  // References to `block` (sessions' and the cache's); 0 for a free block or an invalid id.
+  int refs(int32_t block) const;
   size_t bytes_per_block() const;
   size_t bytes_used() const { return bytes_per_block() * blocks_used(); }
   size_t bytes_total() const { return bytes_per_block() * num_blocks_; }
 
  private:
   size_t Offset(int32_t block, int layer, int kv, int slot) const;
+  bool Valid(int32_t b) const { return b >= 0 && b < num_blocks_; }
+  // Adds `table_delta` table references and `cache_delta` cache references to block `b` (refs
+  // never go below 0), keeps the cache counters, and frees the block when its refs reach 0.
+  // Returns true when it was freed.
+  bool Adjust(int32_t b, int table_delta, int cache_delta);
+  void SortFree();
+
   int num_blocks_, block_size_, num_layers_, hidden_;
   std::unique_ptr<float[]> data_;
-  std::vector<int32_t> free_;  // stack; lowest ids handed out first
+  std::vector<int32_t> free_;        // stack; lowest ids handed out first
+  std::vector<int32_t> refs_;        // per block: every reference (tables and cache)
+  std::vector<int32_t> cache_refs_;  // per block: the prefix cache's references
+  int blocks_cached_ = 0, blocks_cache_only_ = 0;
 };
 
 }  // namespace flatstate

@@ -1,6 +1,7 @@
 #include "engine/runtime/engine.h"
 
 #include <algorithm>
+#include <numeric>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -48,6 +49,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<Model> mo
                                                     e->parallel_.get(), options.chunk_size,
                                                     options.batch_invariant));
   e->ckpt_model_ = CheckpointModel{e->model_->fingerprint(), c};
+  e->prefix_grid_ = e->forward_->chunk_size();
+  if (e->kv_ != nullptr) e->prefix_grid_ = std::lcm(e->prefix_grid_, options.kv_block_size);
+  if (options.prefix_cache_bytes > 0) {
+    e->cache_ = std::make_unique<PrefixCache>(options.prefix_cache_bytes, e->kv_.get());
+  }
   return e;
 }
 
@@ -56,6 +62,15 @@ Engine::~Engine() = default;
 size_t Engine::SessionBytes(const SessionState& s) const {
   if (config().is_linear()) return s.linear.size() * sizeof(float);
   return s.kv_blocks.size() * kv_->bytes_per_block();
+}
+
+int64_t Engine::KvBlocksAvailable() const {
+  if (kv_ == nullptr) return 0;
+  return kv_->blocks_free() + (cache_ != nullptr ? kv_->blocks_cache_only() : 0);
+}
+
+PrefixCacheStats Engine::prefix_cache_stats() const {
+  return cache_ != nullptr ? cache_->stats() : PrefixCacheStats{};
 }
 
 SessionState Engine::NewSession(const SamplingParams& sampling) const {
@@ -96,15 +111,68 @@ absl::StatusOr<const SessionState*> Engine::HostView(const SessionState& s) {
   return &host_view_;
 }
 
-absl::Status Engine::Append(SessionState* s, std::span<const int32_t> tokens) const {
+absl::Status Engine::ValidateTokens(std::span<const int32_t> tokens) const {
   for (size_t i = 0; i < tokens.size(); ++i) {
     if (tokens[i] < 0 || tokens[i] >= config().vocab_size) {
       return absl::InvalidArgumentError(absl::StrCat(
           "token ", tokens[i], " at index ", i, " is out of range [0, ", config().vocab_size, ")"));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status Engine::Append(SessionState* s, std::span<const int32_t> tokens) const {
+  RETURN_IF_ERROR(ValidateTokens(tokens));
   s->pending.insert(s->pending.end(), tokens.begin(), tokens.end());
   return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> Engine::AppendPrompt(SessionState* s, std::span<const int32_t> prompt) {
+  const bool fresh = s->position == 0 && s->pending.empty() && s->kv_blocks.empty();
+  const int64_t n = static_cast<int64_t>(prompt.size());
+  const int64_t grid = prefix_grid_;
+  const int64_t last = LastGridPoint(n, grid);
+  if (cache_ == nullptr || !fresh || last == 0) {
+    RETURN_IF_ERROR(Append(s, prompt));
+    return 0;
+  }
+  RETURN_IF_ERROR(ValidateTokens(prompt));
+  const std::vector<PrefixKey> keys = PrefixKeys(prompt, grid, last);
+  int64_t hit = 0;
+  for (int64_t g = LastGridPoint(n - 1, grid); g >= grid && hit == 0; g -= grid) {
+    const PrefixCache::Entry* e = cache_->Find(keys[static_cast<size_t>(g / grid - 1)]);
+    if (e == nullptr) continue;
+    if (kv_ != nullptr) {
+      kv_->Share(e->blocks, &s->kv_blocks);
+    } else {
+      s->linear = e->state;
+    }
+    s->position = g;
+    hit = g;
+  }
+  cache_->CountLookup(hit > 0, hit);
+  s->pending.assign(prompt.begin() + hit, prompt.end());
+  s->prefix_marks.clear();
+  for (int64_t g = hit + grid; g <= last; g += grid) {
+    if (kv_ == nullptr && g != last) continue;  // linear: the last grid point only
+    s->prefix_marks.emplace_back(g, keys[static_cast<size_t>(g / grid - 1)]);
+  }
+  return hit;
+}
+
+void Engine::MaybeSnapshot(SessionState* s) {
+  if (s->prefix_marks.empty() || s->position != s->prefix_marks.back().first) return;
+  if (cache_ != nullptr) {
+    if (kv_ != nullptr) {
+      for (const auto& [tokens, key] : s->prefix_marks) {
+        const size_t blocks = static_cast<size_t>(tokens / kv_->block_size());
+        cache_->InsertBlocks(key, tokens, std::span<const int32_t>(s->kv_blocks).first(blocks));
+      }
+    } else if (SyncToHost(s).ok()) {  // CUDA: the state is in the session's device slot
+      cache_->InsertState(s->prefix_marks.back().second, s->position, s->linear);
+    }
+  }
+  s->prefix_marks.clear();
 }
 
 int64_t Engine::PlanTokens(const SessionState& s, int64_t budget) const {
@@ -114,12 +182,18 @@ int64_t Engine::PlanTokens(const SessionState& s, int64_t budget) const {
 absl::Status Engine::Admit(SessionState* s, int64_t tokens) {
   const int64_t end = s->position + tokens;
   if (kv_ == nullptr) return forward_->AcquireState(s);  // linear: its device slot, if any
-  if (end > config().max_position_embeddings) {
-    return absl::OutOfRangeError(absl::StrCat("context of ", end,
+  // The whole context, not only this run: a prompt that cannot fit is refused at its first piece.
+  const int64_t context = s->context_tokens();
+  if (context > config().max_position_embeddings) {
+    return absl::OutOfRangeError(absl::StrCat("context of ", context,
                                               " tokens would exceed max_position_embeddings ",
                                               config().max_position_embeddings));
   }
   absl::Status st = kv_->Reserve(&s->kv_blocks, end);
+  // Blocks only the prefix cache holds are free on demand: drop its oldest entries until it fits.
+  while (!st.ok() && cache_ != nullptr && kv_->blocks_cache_only() > 0 && cache_->EvictOldest()) {
+    st = kv_->Reserve(&s->kv_blocks, end);
+  }
   if (!st.ok()) return absl::ResourceExhaustedError(st.message());
   return absl::OkStatus();
 }
@@ -161,6 +235,7 @@ absl::Status Engine::Step(std::span<const StepRequest> requests, std::vector<Ste
     StepResult& res = (*results)[i];
     res.consumed = static_cast<int64_t>(runs_[r].tokens.size());
     s->pending.erase(s->pending.begin(), s->pending.begin() + res.consumed);
+    MaybeSnapshot(s);
     if (s->pending.empty() && requests[i].sample) {
       const float* logits = logits_.data() + r * V;
       res.token = SampleToken(logits, V, s->sampling, &s->rng, &scratch_);

@@ -15,10 +15,27 @@
 //
 // Admission is per request (vLLM's allocate_slots answers per request too): Step reserves each
 // softmax request's KV blocks (CUDA linear: its device state slot) in request order; a request
-// that cannot get them, or whose run would pass max_position_embeddings, gets its own status and
+// that cannot get them, or whose context (run and still pending) would pass
+// max_position_embeddings, gets its own status and
 // does not run, the others do. If the forward pass fails, every block this step reserved goes
 // back to the pool (each table back to its old size) and every request that was to run carries
 // that error, its session unchanged (save after a device fault; see forward_device.h).
+//
+// Prefix cache (EngineOptions::prefix_cache_bytes > 0; engine/cache/prefix_cache.h). Stateless
+// clients resend a whole conversation every turn; AppendPrompt on a fresh session looks up the
+// longest prefix of the prompt, ending on the cache grid and leaving at least one token to run,
+// that an earlier prompt snapshotted, restores it (linear: the state; softmax: shares its KV
+// blocks) and leaves only the rest pending. When the session then reaches its own prompt's last
+// grid point, Step snapshots it (linear: that point only; softmax: every grid point of the
+// prompt, which costs only block references). The grid is the chunk size (softmax: the least
+// common multiple of chunk and KV block size). Snapshots are only ever taken where a prefill
+// step ends on the grid (ChunkGridTokens, step_plan.h, stops a prompt's run at its last grid
+// point), so a restored state is bit for bit the state a prefill from token 0 computes, and the
+// outputs are the same bits with and without the cache. The end of the generated reply is not
+// snapshotted: decoded tokens' state differs in rounding from the prefill of the same tokens
+// that a cache-less run does when the client resends them. Softmax: the scheduler may count the
+// blocks only the cache holds as free (KvBlocksAvailable); admission drops cache entries, least
+// recently used first, when it needs them.
 #ifndef FLATSTATE_ENGINE_RUNTIME_ENGINE_H_
 #define FLATSTATE_ENGINE_RUNTIME_ENGINE_H_
 
@@ -30,6 +47,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/cache/prefix_cache.h"
 #include "engine/kv/kv_block_pool.h"
 #include "engine/model/model.h"
 #include "engine/runtime/forward.h"
@@ -53,6 +71,8 @@ struct EngineOptions {
   // CUDA: GEMMs by the fixed-order kernel (kernels/gemm.h), so a session's outputs are the same
   // bits whatever shares its step, at some speed (docs/gpu.md). The CPU is always so.
   bool batch_invariant = false;
+  // Bytes the prefix cache may hold (see above); 0: no cache.
+  size_t prefix_cache_bytes = 0;
 };
 
 // One session's part of a step. A session may appear in at most one request of a step.
@@ -86,6 +106,13 @@ class Engine {
   Device device() const { return options_.device; }
   int chunk_size() const { return forward_->chunk_size(); }
   KvBlockPool* kv_pool() { return kv_.get(); }  // null for linear kinds
+  // Free KV blocks plus those only the prefix cache holds (admission frees them on demand): what
+  // a scheduler may plan with. 0 for linear kinds.
+  int64_t KvBlocksAvailable() const;
+  // The prefix cache's counters; all zero (budget 0) without a cache.
+  PrefixCacheStats prefix_cache_stats() const;
+  // Tokens per prefix-cache grid step (see above).
+  int64_t prefix_grid() const { return prefix_grid_; }
 
   // Bytes of per-session state: the recurrent state (linear) or KV bytes in use (softmax).
   size_t SessionBytes(const SessionState& s) const;
@@ -109,6 +136,10 @@ class Engine {
   // Validates token ids and appends them to the session's pending input. InvalidArgument like
   // "token 300 at index 3 is out of range [0, 256)" (nothing appended) otherwise.
   absl::Status Append(SessionState* s, std::span<const int32_t> tokens) const;
+  // Append for a turn's prompt, using the prefix cache (see above) when there is one and `s` is
+  // fresh (nothing run, nothing pending). Returns the prompt tokens restored from the cache
+  // (0 otherwise); those are counted as run. Fails like Append, with `s` unchanged.
+  absl::StatusOr<int64_t> AppendPrompt(SessionState* s, std::span<const int32_t> prompt);
 
   // How many pending tokens of `s` a step with budget `budget` runs: ChunkGridTokens
   // (step_plan.h) with this engine's chunk size.
@@ -136,6 +167,9 @@ class Engine {
   // Per-request admission of a run of `tokens` for `s`: max_position_embeddings (softmax), then
   // its KV blocks. On failure the session is unchanged.
   absl::Status Admit(SessionState* s, int64_t tokens);
+  absl::Status ValidateTokens(std::span<const int32_t> tokens) const;
+  // Stores the prefix-cache snapshots `s` is marked for, if it has reached them.
+  void MaybeSnapshot(SessionState* s);
   // `s` with a current host copy: `s` itself, or (CUDA linear, slot newer than `linear`) a copy
   // in host_view_ refreshed from the slot, valid until the next call.
   absl::StatusOr<const SessionState*> HostView(const SessionState& s);
@@ -145,6 +179,8 @@ class Engine {
   std::unique_ptr<ThreadPool> threads_;
   std::unique_ptr<Parallel> parallel_;
   std::unique_ptr<KvBlockPool> kv_;
+  std::unique_ptr<PrefixCache> cache_;  // after kv_: destroyed first, dropping its references
+  int64_t prefix_grid_ = 0;
   std::unique_ptr<ForwardPass> forward_;
   CheckpointModel ckpt_model_;
   std::vector<float> logits_;

@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/cache/prefix_key.h"
 #include "engine/model/config.h"
 #include "engine/sampling/sampler.h"
 
@@ -69,6 +70,10 @@ struct SessionState {
   // restored session's text continues exactly too.
   std::string text_tail;
   DeviceSlot device;  // linear kinds off the host only; see above
+  // Set by Engine::AppendPrompt: when the session has run marks.back().first tokens, the engine
+  // stores prefix-cache snapshots for these (prefix length, key) pairs, ascending, then clears
+  // them. Transient: not in checkpoints, which lose nothing by it but a cache entry.
+  std::vector<std::pair<int64_t, PrefixKey>> prefix_marks;
 
   int64_t context_tokens() const { return position + static_cast<int64_t>(pending.size()); }
 };

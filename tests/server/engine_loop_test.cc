@@ -141,14 +141,15 @@ std::string CreateSession(EngineLoop* loop) {
   return id;
 }
 
-// 8 blocks (128 tokens) cannot hold all three at their peak (3 + 3 + 7 blocks). Posted before
+// 8 blocks (128 tokens) cannot hold all three at their peak (1 + 1 + 7 blocks). Posted before
 // Start, the three are admitted in the first iteration and share every step; the big one takes
-// blocks first, then has to wait for blocks that the two small throwaway streams hand back when
-// they end. Every stream produces exactly its solo tokens.
+// 6 blocks (to its last grid point, 96, step_plan.h), then its last piece needs a 7th and has to
+// wait for a block that one of the two small throwaway streams (16 tokens each at most) hands
+// back when it ends. Every stream produces exactly its solo tokens.
 TEST(EngineLoopTest, StreamWaitsForBlocksThatThrowawayStreamsHandBack) {
-  const GenerateJob a = Job(10, 1, 30), b = Job(11, 2, 30), big = Job(100, 3, 5);
+  const GenerateJob a = Job(10, 1, 6), b = Job(11, 2, 5), big = Job(100, 3, 5);
   const std::vector<int32_t> solo_a = Solo(a), solo_b = Solo(b), solo_big = Solo(big);
-  ASSERT_EQ(solo_a.size(), 30u);
+  ASSERT_EQ(solo_a.size(), 6u);
 
   Metrics metrics;
   auto loop = MakeLoop(/*kv_blocks=*/8, &metrics);

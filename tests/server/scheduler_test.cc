@@ -32,11 +32,11 @@ TEST(SchedulerTest, DecodesRunFirstAndPrefillsShareTheRestOnTheChunkGrid) {
   EXPECT_EQ(plan[2].tokens, ChunkGridTokens(3, 50, 7, 16));
 }
 
-TEST(SchedulerTest, PromptThatFitsRunsWhole) {
+TEST(SchedulerTest, PromptThatFitsRunsToItsLastGridPoint) {
   Scheduler s({512, 64, 0});
   const auto plan = s.Plan(std::vector<StreamDemand>{Prefill(300, 5)}, 0);
   EXPECT_EQ(plan[0].action, StreamAction::kRun);
-  EXPECT_EQ(plan[0].tokens, 300);
+  EXPECT_EQ(plan[0].tokens, 251);  // up to its last grid point (256); the rest next step
 }
 
 TEST(SchedulerTest, SpentBudgetLeavesPrefillsForLater) {
@@ -79,8 +79,8 @@ TEST(SchedulerTest, PiecesEndOnTheGridWhateverTheBudget) {
 
 TEST(SchedulerTest, KvBlocksAreTakenInOrder) {
   Scheduler s({512, 16, /*kv_block_size=*/16});
-  // Decode at position 16 holding 1 block needs 1 more; the prefill of 20 needs 2.
-  const auto plan = s.Plan(std::vector<StreamDemand>{Decode(16, 1), Prefill(20)}, 3);
+  // Decode at position 16 holding 1 block needs 1 more; the prefill of 32 needs 2.
+  const auto plan = s.Plan(std::vector<StreamDemand>{Decode(16, 1), Prefill(32)}, 3);
   EXPECT_EQ(plan[0].action, StreamAction::kRun);
   EXPECT_EQ(plan[0].kv_blocks, 1);
   EXPECT_EQ(plan[1].action, StreamAction::kRun);
@@ -91,14 +91,14 @@ TEST(SchedulerTest, KvBlocksAreTakenInOrder) {
 
 TEST(SchedulerTest, StreamThatCannotGetBlocksEndsAloneIfNothingWillFreeThem) {
   Scheduler s({512, 16, 16});
-  // Two decodes of named sessions (their blocks stay held) and a prompt needing 7 blocks with 2
-  // free: the prompt is exhausted, the decodes run.
+  // Two decodes of named sessions (their blocks stay held) and a prompt whose first piece (to its
+  // last grid point, 96) needs 6 blocks with 2 free: the prompt is exhausted, the decodes run.
   const std::vector<StreamDemand> in = {Decode(40, 3), Prefill(100), Decode(8, 1)};
   const auto plan = s.Plan(in, 2);
   EXPECT_EQ(plan[0].action, StreamAction::kRun);
   EXPECT_EQ(plan[2].action, StreamAction::kRun);
   EXPECT_EQ(plan[1].action, StreamAction::kKvExhausted);
-  EXPECT_EQ(plan[1].kv_blocks, 7);
+  EXPECT_EQ(plan[1].kv_blocks, 6);
   EXPECT_EQ(plan[1].tokens, 0);
 }
 
@@ -109,7 +109,7 @@ TEST(SchedulerTest, StreamWaitsForBlocksThatThrowawayStreamsWillFree) {
   const auto plan = s.Plan(in, 2);
   EXPECT_EQ(plan[0].action, StreamAction::kRun);
   EXPECT_EQ(plan[1].action, StreamAction::kWaitForKv);
-  EXPECT_EQ(plan[1].kv_blocks, 7);
+  EXPECT_EQ(plan[1].kv_blocks, 6);
   // More than could ever come back: exhausted.
   const std::vector<StreamDemand> big = {Decode(70, 5, true), Prefill(200)};
   EXPECT_EQ(s.Plan(big, 2)[1].action, StreamAction::kKvExhausted);

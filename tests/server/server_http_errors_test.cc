@@ -99,21 +99,44 @@ int StreamThenDisconnect(int port, const std::string& session, int chunks) {
   return seen;
 }
 
-TEST_F(HttpTest, DisconnectMidStreamCancelsAndTheSessionStaysUsable) {
-  const std::string id = NewSession(kLinear);
-  EXPECT_GE(StreamThenDisconnect(server_->http_port(), id, 3), 3);
-  // The loop notices at the next write and ends the stream; the session stops generating.
+// Waits (up to 10 s) until session `id` no longer generates, expects its context below
+// `max_context` tokens, and that it then runs a 4-token completion.
+void ExpectStoppedBeforeAndUsable(httplib::Client& http, const std::string& id,
+                                  uint64_t max_context) {
   HttpReply s;
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
   do {
-    s = GetJson(*http_, "/v1/sessions/" + id);
+    s = GetJson(http, "/v1/sessions/" + id);
   } while (s.body.value("generating", true) && absl::Now() < deadline);
   EXPECT_FALSE(s.body["generating"].get<bool>()) << s.raw;
-  EXPECT_LT(s.body["context_tokens"].get<uint64_t>(), 1000u);
-  HttpReply next =
-      Post("/v1/completions", {{"session_id", id}, {"prompt", "more"}, {"max_tokens", 4}});
+  EXPECT_LT(s.body["context_tokens"].get<uint64_t>(), max_context);
+  HttpReply next = PostJson(http, "/v1/completions",
+                            json{{"session_id", id}, {"prompt", "more"}, {"max_tokens", 4}}.dump());
   EXPECT_EQ(next.status, 200) << next.raw;
   EXPECT_EQ(next.body["usage"]["completion_tokens"], 4);
+}
+
+TEST_F(HttpTest, DisconnectMidStreamCancelsAndTheSessionStaysUsable) {
+  const std::string id = NewSession(kLinear);
+  EXPECT_GE(StreamThenDisconnect(server_->http_port(), id, 3), 3);
+  // The loop sees the closed socket before its next step (http_peer_test checks that directly)
+  // and ends the stream; the session stops generating long before max_tokens.
+  ExpectStoppedBeforeAndUsable(*http_, id, 30000u);
+}
+
+// A client of a non-streamed completion that gives up (here: a 200 ms read timeout) closes its
+// connection; nothing is written to it until the end, so only the socket watch can see it go.
+TEST_F(HttpTest, NonStreamedClientThatLeavesCancelsItsGeneration) {
+  const std::string id = NewSession(kLinear);
+  {
+    httplib::Client c("127.0.0.1", server_->http_port());
+    c.set_read_timeout(0, 200000);
+    const auto res = c.Post(
+        "/v1/completions", json{{"session_id", id}, {"prompt", "go"}, {"max_tokens", 60000}}.dump(),
+        "application/json");
+    EXPECT_FALSE(res) << "finished 60000 tokens within the 200 ms timeout?";
+  }
+  ExpectStoppedBeforeAndUsable(*http_, id, 60000u);
 }
 
 TEST_F(HttpTest, BusySessionIs409) {

@@ -26,25 +26,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
-#define SKIP_UNLESS_DEVICE(d)                                                      \
-  do {                                                                             \
-    const absl::Status fs_dev_st_ = CheckDevice(d);                                \
-    if (!fs_dev_st_.ok()) GTEST_SKIP() << "no CUDA GPU visible: " << fs_dev_st_.message(); \
-  } while (0)
-
 std::unique_ptr<Engine> MakeEngineOn(const std::string& dir, Device d, int threads = 2,
                                      int kv_blocks = 512, bool batch_invariant = false) {
-  auto model = Model::Load(dir);
-  EXPECT_TRUE(model.ok()) << model.status();
-  if (!model.ok()) return nullptr;
   EngineOptions o;
   o.device = d;
   o.threads = threads;
   o.kv_blocks = kv_blocks;
   o.batch_invariant = batch_invariant;
-  auto e = Engine::Create(std::move(*model), o);
-  EXPECT_TRUE(e.ok()) << e.status();
-  return e.ok() ? std::move(*e) : nullptr;
+  return MakeEngineWith(dir, o);
 }
 
 double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
@@ -58,12 +47,7 @@ double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
 
 const SamplingParams kGreedy{0.f, 0, 1.f, 0};
 
-using Param = std::tuple<Device, AttentionKind>;
-
-std::string ParamName(const ::testing::TestParamInfo<Param>& info) {
-  return std::string(DeviceName(std::get<0>(info.param))) + "_" +
-         std::string(AttentionKindName(std::get<1>(info.param)));
-}
+using Param = DeviceKind;
 
 class EngineDevice : public ::testing::TestWithParam<Param> {
  protected:
@@ -275,10 +259,10 @@ TEST_P(EngineDevice, DeviceMemoryIsReported) {
   e->ReleaseSession(&s);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    DevicesAndKinds, EngineDevice,
-    ::testing::Combine(::testing::Values(Device::kCpu, Device::kCuda), ::testing::ValuesIn(AllKinds())),
-    ParamName);
+INSTANTIATE_TEST_SUITE_P(DevicesAndKinds, EngineDevice,
+                         ::testing::Combine(::testing::Values(Device::kCpu, Device::kCuda),
+                                            ::testing::ValuesIn(AllKinds())),
+                         DeviceKindName);
 
 // Shipped models: the device against the CPU on a real prompt.
 std::vector<std::string> ShippedModels() {

@@ -143,8 +143,8 @@ TEST(EngineState, SoftmaxKvBlocksAreCeilOfTokens) {
   // Exhaustion is a status, the failing request's own; the session that fits keeps working (it
   // runs in the same step).
   SessionState big = e->NewSession({}), small = e->NewSession({});
-  ASSERT_TRUE(e->Append(&small, Tokens(20, 1)).ok());
-  ASSERT_TRUE(e->Append(&big, Tokens(64 * 16 + 1, 2)).ok());
+  ASSERT_TRUE(e->Append(&small, Tokens(12, 1)).ok());
+  ASSERT_TRUE(e->Append(&big, Tokens(64 * 16 + 1, 2)).ok());  // first piece: 1024 tokens
   std::vector<StepResult> res;
   StepRequest both[2] = {{&small, 1 << 30, true}, {&big, 1 << 30, true}};
   absl::Status st = e->Step(both, &res);
@@ -155,8 +155,8 @@ TEST(EngineState, SoftmaxKvBlocksAreCeilOfTokens) {
   EXPECT_EQ(res[1].consumed, 0);
   ASSERT_TRUE(res[0].status.ok()) << res[0].status;
   EXPECT_TRUE(res[0].sampled);
-  EXPECT_EQ(small.position, 20);
-  EXPECT_EQ(pool->blocks_used(), 2);
+  EXPECT_EQ(small.position, 12);
+  EXPECT_EQ(pool->blocks_used(), 1);
   e->ReleaseSession(&small);
   e->ReleaseSession(&big);
 }
@@ -178,7 +178,8 @@ TEST(EngineStep, KvFailureIsPerRequestAndOthersAreUnaffected) {
   SessionState hog = e->NewSession({});
   ASSERT_TRUE(e->Append(&a, Tokens(10, 50)).ok());
   ASSERT_TRUE(e->Append(&b, Tokens(11, 51)).ok());
-  ASSERT_TRUE(e->Append(&hog, Tokens(7 * 16 + 1, 9)).ok());  // 8 blocks: never all free
+  // Its first piece (128 tokens, step_plan.h) needs all 8 blocks: never all free.
+  ASSERT_TRUE(e->Append(&hog, Tokens(8 * 16 + 1, 9)).ok());
   std::vector<std::vector<int32_t>> got(2);
   std::vector<StepResult> res;
   int hog_failures = 0;
@@ -207,7 +208,7 @@ TEST(EngineStep, KvFailureIsPerRequestAndOthersAreUnaffected) {
 TEST(EngineStep, ForwardFailureRollsBackReservations) {
   auto e = MakeEngine(RandomModelDir(AttentionKind::kSoftmax), 2, /*kv_blocks=*/16);
   SessionState a = e->NewSession({}), bad = e->NewSession({});
-  ASSERT_TRUE(e->Append(&a, Tokens(20, 1)).ok());
+  ASSERT_TRUE(e->Append(&a, Tokens(12, 1)).ok());
   ASSERT_TRUE(e->Score(&bad, Tokens(3, 2)).ok());  // holds one block already
   bad.pending = {1, 2, 300};  // bypasses Append: the forward pass rejects token 300
   StepRequest reqs[2] = {{&a, 1 << 30, true}, {&bad, 1 << 30, true}};
@@ -222,12 +223,12 @@ TEST(EngineStep, ForwardFailureRollsBackReservations) {
   EXPECT_TRUE(a.kv_blocks.empty());
   EXPECT_EQ(bad.kv_blocks.size(), 1u);
   EXPECT_EQ(a.position, 0);
-  EXPECT_EQ(a.pending.size(), 20u);
+  EXPECT_EQ(a.pending.size(), 12u);
   EXPECT_EQ(bad.position, 3);
   EXPECT_EQ(bad.pending.size(), 3u);
   // Without the bad request the same step runs.
   ASSERT_TRUE(e->Step(std::span<const StepRequest>(reqs, 1), &res).ok());
-  EXPECT_EQ(a.position, 20);
+  EXPECT_EQ(a.position, 12);
   e->ReleaseSession(&a);
   e->ReleaseSession(&bad);
 }

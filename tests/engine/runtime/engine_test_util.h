@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "engine/runtime/engine.h"
@@ -19,16 +20,29 @@ inline std::string RandomModelDir(AttentionKind kind, uint64_t seed = 7) {
   return dir;
 }
 
-inline std::unique_ptr<Engine> MakeEngine(const std::string& dir, int threads = 2,
-                                          int kv_blocks = 512) {
+// Skips the test, naming CheckDevice's reason, when device `d` is not usable here.
+#define SKIP_UNLESS_DEVICE(d)                                                              \
+  do {                                                                                     \
+    const absl::Status fs_dev_st_ = CheckDevice(d);                                        \
+    if (!fs_dev_st_.ok()) GTEST_SKIP() << "no CUDA GPU visible: " << fs_dev_st_.message(); \
+  } while (0)
+
+// The engine of the model in `dir` with options `o`; null (and a test failure) if it fails.
+inline std::unique_ptr<Engine> MakeEngineWith(const std::string& dir, const EngineOptions& o) {
   auto model = Model::Load(dir);
   EXPECT_TRUE(model.ok()) << model.status();
+  if (!model.ok()) return nullptr;
+  auto e = Engine::Create(std::move(*model), o);
+  EXPECT_TRUE(e.ok()) << e.status();
+  return e.ok() ? std::move(*e) : nullptr;
+}
+
+inline std::unique_ptr<Engine> MakeEngine(const std::string& dir, int threads = 2,
+                                          int kv_blocks = 512) {
   EngineOptions o;
   o.threads = threads;
   o.kv_blocks = kv_blocks;
-  auto e = Engine::Create(std::move(*model), o);
-  EXPECT_TRUE(e.ok()) << e.status();
-  return std::move(*e);
+  return MakeEngineWith(dir, o);
 }
 
 inline std::vector<int32_t> Tokens(size_t n, uint32_t seed) {
@@ -98,6 +112,13 @@ inline const std::vector<AttentionKind>& AllKinds() {
 
 inline std::string KindName(const ::testing::TestParamInfo<AttentionKind>& info) {
   return std::string(AttentionKindName(info.param));
+}
+
+// The parameter of tests instantiated for every (device, attention kind), and its test name.
+using DeviceKind = std::tuple<Device, AttentionKind>;
+inline std::string DeviceKindName(const ::testing::TestParamInfo<DeviceKind>& info) {
+  return std::string(DeviceName(std::get<0>(info.param))) + "_" +
+         std::string(AttentionKindName(std::get<1>(info.param)));
 }
 
 }  // namespace flatstate::testing
