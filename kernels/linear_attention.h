@@ -41,7 +41,9 @@ struct LinearHead {
   bool use_den = true;            // false for cosine
   double cosformer_step = 0;      // pi / (2 * horizon)
   double cosine_exponent = 0;     // sigmoid(m_h): values scaled by t^-exponent, t = pos + 1
-  const float* favor_proj = nullptr;  // [F, hd], in the op's device memory
+  const float* feature_proj = nullptr;  // favor: [F, hd]; gated: [F/2, hd]; device memory
+  float rfa_scale = 1.f;                // gated: exp(feature_log_scale[h])
+  float gate_bias = 0.f;                // gated: gate.bias[h]
 };
 
 // The element-wise feature maps, written once for the CPU and CUDA bodies: they fill elements
@@ -101,6 +103,9 @@ struct LinearBatch {
   int64_t out_stride = 0;
   int64_t layer_offset = 0;  // floats from LinearSeq::state to this layer's slice
   int64_t s_off = 0, z_off = 0, m_off = 0;  // S [H][F][hd], z [H][F], M [H] inside the slice
+  // GatedAttention only: row r's gate logit of head h (before gate_bias) at gate + r*in_stride
+  // + h.
+  const float* gate = nullptr;
   int chunk = 64;
   const LinearSeq* decode = nullptr;  // [num_decode] sequences with T == 1
   int num_decode = 0;

@@ -58,7 +58,7 @@ void Features(const LinearHead& h, const float* q, const float* k, const float* 
       }
       float mq = kNegInf, mk = kNegInf;
       for (int f = 0; f < F; ++f) {
-        const float* w = h.favor_proj + static_cast<int64_t>(f) * hd;
+        const float* w = h.feature_proj + static_cast<int64_t>(f) * hd;
         fq[f] = Dot(w, qs, hd) - 0.5f * q2;
         fk[f] = Dot(w, ks, hd) - 0.5f * k2;
         mq = std::max(mq, fq[f]);

@@ -112,7 +112,7 @@ __device__ __noinline__ float FeaturesBlock(const LinearHead* hp, const float* q
       const float k2 = BlockSum(pk, red);
       float mq = -INFINITY, mk = -INFINITY;
       for (int f = tid; f < F; f += kT) {
-        const float* w = h.favor_proj + static_cast<int64_t>(f) * hd;
+        const float* w = h.feature_proj + static_cast<int64_t>(f) * hd;
         float dq = 0.f, dk = 0.f;
         for (int i = 0; i < hd; ++i) {
           dq += w[i] * qs[i];

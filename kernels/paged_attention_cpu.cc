@@ -5,6 +5,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/cpu/attention_math.h"
 #include "kernels/cpu/dot.h"
 #include "kernels/paged_attention.h"
 
@@ -12,21 +13,9 @@ namespace flatstate {
 namespace {
 
 using cpu::Dot;
-
-// sc[t] = exp(sc[t] - max) in place; returns 1 / sum, the sum taken in double over 4 lanes.
-inline float ExpNormaliser(float* sc, int64_t ctx) {
-  float mx = -std::numeric_limits<float>::infinity();
-  for (int64_t t = 0; t < ctx; ++t) mx = std::max(mx, sc[t]);
-  for (int64_t t = 0; t < ctx; ++t) sc[t] = std::exp(sc[t] - mx);
-  double l[4] = {};
-  int64_t t = 0;
-  for (; t + 4 <= ctx; t += 4) {
-    for (int j = 0; j < 4; ++j) l[j] += sc[t + j];
-  }
-  double sum = (l[0] + l[2]) + (l[1] + l[3]);
-  for (; t < ctx; ++t) sum += sc[t];
-  return static_cast<float>(1.0 / sum);
-}
+using cpu::ExpNormaliser;
+using cpu::RopeAngles;
+using cpu::RopeRow;
 
 // All heads of one query row at once: q and out hold heads * head_dim floats. Reads each K and V
 // row once (a per-head loop would stream the whole cache once per head). scratch holds
@@ -51,31 +40,6 @@ void AttendAllHeads(const PagedKv& kv, const int32_t* table, int layer, int head
       const float* vh = v + static_cast<int64_t>(h) * head_dim;
       float* oh = out + static_cast<int64_t>(h) * head_dim;
       for (int d = 0; d < head_dim; ++d) oh[d] += p * vh[d];
-    }
-  }
-}
-
-// RoPE's rotation at absolute position `pos`: c[i], s[i] = cos, sin of pos * theta^(-2i/head_dim)
-// for i < head_dim / 2.
-void RopeAngles(int64_t pos, int head_dim, float theta, float* c, float* s) {
-  const int half = head_dim / 2;
-  const double p = static_cast<double>(pos);
-  for (int i = 0; i < half; ++i) {
-    const double inv = std::pow(static_cast<double>(theta), -2.0 * i / head_dim);
-    c[i] = static_cast<float>(std::cos(p * inv));
-    s[i] = static_cast<float>(std::sin(p * inv));
-  }
-}
-
-// Rotate-half RoPE in place on one row of `heads` heads, with RopeAngles' c and s.
-void RopeRow(float* x, int heads, int head_dim, const float* c, const float* s) {
-  const int half = head_dim / 2;
-  for (int h = 0; h < heads; ++h) {
-    float* v = x + h * head_dim;
-    for (int i = 0; i < half; ++i) {
-      const float x1 = v[i], x2 = v[i + half];
-      v[i] = x1 * c[i] - x2 * s[i];
-      v[i + half] = x2 * c[i] + x1 * s[i];
     }
   }
 }

@@ -53,6 +53,9 @@ absl::string_view AttentionKindName(AttentionKind kind) {
     case AttentionKind::kCosformer: return "cosformer";
     case AttentionKind::kCosine: return "cosine";
     case AttentionKind::kFavor: return "favor";
+    case AttentionKind::kGated: return "gated";
+    case AttentionKind::kWindow: return "window";
+    case AttentionKind::kHybrid: return "hybrid";
   }
   return "unknown";
 }
@@ -60,32 +63,56 @@ absl::string_view AttentionKindName(AttentionKind kind) {
 absl::StatusOr<AttentionKind> AttentionKindFromName(absl::string_view name) {
   for (AttentionKind k : {AttentionKind::kSoftmax, AttentionKind::kLinearElu,
                           AttentionKind::kCosformer, AttentionKind::kCosine,
-                          AttentionKind::kFavor}) {
+                          AttentionKind::kFavor, AttentionKind::kGated, AttentionKind::kWindow,
+                          AttentionKind::kHybrid}) {
     if (AttentionKindName(k) == name) return k;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown attention_kind '", name,
-      "' (expected softmax, linear_elu, cosformer, cosine or favor)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown attention_kind '", name,
+                   "' (expected softmax, linear_elu, cosformer, cosine, favor, gated, window or "
+                   "hybrid)"));
+}
+
+bool ModelConfig::has_conv() const {
+  return conv_kernel_size > 0 && attention_kind != AttentionKind::kSoftmax &&
+         attention_kind != AttentionKind::kWindow;
+}
+
+LayerAttention ModelConfig::layer_attention(int layer) const {
+  switch (attention_kind) {
+    case AttentionKind::kSoftmax: return {};
+    case AttentionKind::kWindow: return {.linear = false, .window = true};
+    case AttentionKind::kHybrid:
+      if (hybrid_layout == HybridLayout::kSum) return {.linear = true, .window = true};
+      return {.linear = layer % 2 == 1, .window = layer % 2 == 0};
+    default: return {.linear = true, .window = false};
+  }
 }
 
 int ModelConfig::feature_dim() const {
   switch (attention_kind) {
+    case AttentionKind::kSoftmax:
+    case AttentionKind::kWindow: return 0;
     case AttentionKind::kCosformer: return 2 * head_dim;
     case AttentionKind::kFavor: return favor_num_features;
+    case AttentionKind::kGated: return 2 * rfa_num_features;
     default: return head_dim;
   }
 }
 
-size_t ModelConfig::state_floats_per_layer() const {
+size_t ModelConfig::state_floats() const {
   if (!is_linear()) return 0;
-  const size_t h = num_attention_heads, f = feature_dim(), d = head_dim;
-  const size_t conv = conv_kernel_size > 1 ? size_t(conv_kernel_size - 1) * hidden_size : 0;
-  return h * (f * d + f + 1) + conv;
+  const size_t h = num_attention_heads, f = feature_dim(), d = head_dim, D = hidden_size;
+  const size_t conv = has_conv() && conv_kernel_size > 1 ? size_t(conv_kernel_size - 1) * D : 0;
+  size_t total = 0;
+  for (int l = 0; l < num_hidden_layers; ++l) {
+    const LayerAttention a = layer_attention(l);
+    total += (a.linear ? h * (f * d + f + 1) : 0) + conv + (a.window ? 2 * size_t(window_size) * D : 0);
+  }
+  return total;
 }
 
-size_t ModelConfig::state_bytes() const {
-  return sizeof(float) * state_floats_per_layer() * num_hidden_layers;
-}
+size_t ModelConfig::state_bytes() const { return sizeof(float) * state_floats(); }
 
 size_t ModelConfig::kv_bytes_per_token() const {
   return is_linear() ? 0 : 2 * size_t(num_hidden_layers) * hidden_size * sizeof(float);
@@ -160,7 +187,9 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text, absl::
                          read("cosformer_horizon", false, 1, INT32_MAX,
                               &c.cosformer_horizon),
                          read("favor_num_features", false, 1, kBig, &c.favor_num_features),
-                         read("chunk_size", false, 1, 1 << 16, &c.chunk_size)}) {
+                         read("chunk_size", false, 1, 1 << 16, &c.chunk_size),
+                         read("window_size", false, 1, kBig, &c.window_size),
+                         read("rfa_num_features", false, 1, kBig, &c.rfa_num_features)}) {
     if (!s.ok()) return s;
   }
   for (absl::Status s : {ReadFloat(j, path, "rms_norm_eps", &c.rms_norm_eps),
@@ -182,6 +211,26 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text, absl::
   }
   if (c.attention_kind == AttentionKind::kSoftmax && c.conv_kernel_size != 0) {
     return Bad(path, "conv_kernel_size", "must be 0 for softmax (it uses RoPE)");
+  }
+  if (c.attention_kind == AttentionKind::kWindow && c.conv_kernel_size != 0) {
+    return Bad(path, "conv_kernel_size", "must be 0 for window (it uses RoPE)");
+  }
+  for (auto [key, kind] : {std::pair<const char*, AttentionKind>{"window_size",
+                                                                 AttentionKind::kWindow},
+                           {"rfa_num_features", AttentionKind::kGated}}) {
+    const bool needed = c.attention_kind == kind ||
+                        (kind == AttentionKind::kWindow &&
+                         c.attention_kind == AttentionKind::kHybrid);
+    if (needed && !j.contains(key)) {
+      return Bad(path, key, absl::StrCat("is missing (attention_kind ",
+                                         AttentionKindName(c.attention_kind), " needs it)"));
+    }
+  }
+  if (auto hl = j.find("hybrid_layout"); hl != j.end()) {
+    if (!hl->is_string() || (*hl != "alternate" && *hl != "sum")) {
+      return Bad(path, "hybrid_layout", "must be \"alternate\" or \"sum\"");
+    }
+    c.hybrid_layout = *hl == "sum" ? HybridLayout::kSum : HybridLayout::kAlternate;
   }
   if (auto ct = j.find("chat_template"); ct != j.end()) {
     if (absl::Status st = ReadChatTemplate(*ct, path, &c.chat_template); !st.ok()) return st;

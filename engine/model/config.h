@@ -17,9 +17,19 @@
 
 namespace flatstate {
 
-enum class AttentionKind { kSoftmax, kLinearElu, kCosformer, kCosine, kFavor };
+// The numeric values are stored in checkpoints: append, never renumber.
+enum class AttentionKind {
+  kSoftmax,
+  kLinearElu,
+  kCosformer,
+  kCosine,
+  kFavor,
+  kGated,   // RFA with a gate (docs/kinds.md)
+  kWindow,  // sliding-window softmax over the last window_size tokens
+  kHybrid,  // elu+1 linear attention and window attention, per hybrid_layout
+};
 
-// "softmax", "linear_elu", "cosformer", "cosine", "favor".
+// "softmax", "linear_elu", "cosformer", "cosine", "favor", "gated", "window", "hybrid".
 absl::string_view AttentionKindName(AttentionKind kind);
 absl::StatusOr<AttentionKind> AttentionKindFromName(absl::string_view name);
 
@@ -32,6 +42,18 @@ struct ChatTemplate {
   std::string assistant = "JULIET:\n";       // before an assistant message and the reply
   std::string separator = "\n\n";            // after each message's content
   std::vector<std::string> stop = {"\n\n"};  // always ends a chat reply
+};
+
+// hybrid_layout (docs/kinds.md): window layers even and linear layers odd, or both branches
+// summed in every layer.
+enum class HybridLayout { kAlternate, kSum };
+
+// The attention branches of one layer (ModelConfig::layer_attention). A linear branch keeps
+// S, z, M (gated: S, z, n) and runs the kind's feature map (elu+1 for hybrid); a window branch
+// keeps a ring of the last window_size rotated keys and values. Softmax layers have neither.
+struct LayerAttention {
+  bool linear = false;
+  bool window = false;
 };
 
 struct ModelConfig {
@@ -50,14 +72,22 @@ struct ModelConfig {
   int cosformer_horizon = 1024;
   int favor_num_features = 64;
   int chunk_size = 64;  // default prefill chunk
+  int window_size = 64;       // W: window, hybrid
+  int rfa_num_features = 32;  // R: gated (feature size 2R)
+  HybridLayout hybrid_layout = HybridLayout::kAlternate;
   ChatTemplate chat_template;
 
+  // Every kind but softmax: a session's whole memory is the fixed-size SessionState::linear
+  // (recurrent state, conv window, ring), whatever the context length.
   bool is_linear() const { return attention_kind != AttentionKind::kSoftmax; }
-  // Size of phi(q) / phi(k) per head (first dimension of S).
+  // Whether layers run the token-shift convolution (K > 0 and a kind that has it).
+  bool has_conv() const;
+  LayerAttention layer_attention(int layer) const;
+  // Size of phi(q) / phi(k) per head (first dimension of S); 0 for kinds without S.
   int feature_dim() const;
-  // Floats of recurrent state per layer: H*(F*hd + F + 1) + (K-1)*D.
-  size_t state_floats_per_layer() const;
-  // Recurrent state bytes per session (linear kinds; 0 for softmax).
+  // Floats of fixed-size state per session (engine/session/session_state.h: StateLayout).
+  size_t state_floats() const;
+  // Fixed-size state bytes per session (0 for softmax).
   size_t state_bytes() const;
   // fp32 KV bytes per token (softmax): 2 * layers * hidden * 4.
   size_t kv_bytes_per_token() const;

@@ -55,7 +55,7 @@ std::vector<Expected> ExpectedTensors(const ModelConfig& c, ModelWeights* w) {
     LayerWeights& l = w->layers[i];
     const std::string p = absl::StrCat("layers.", i, ".");
     e.push_back({p + "attn_norm.weight", {D}, &l.attn_norm});
-    if (c.is_linear() && K > 0) e.push_back({p + "attn.conv", {D, K}, &l.conv});
+    if (c.has_conv()) e.push_back({p + "attn.conv", {D, K}, &l.conv});
     e.push_back({p + "attn.wqkv.weight", {3 * D, D}, &l.wqkv});
     e.push_back({p + "attn.wo.weight", {D, D}, &l.wo});
     if (c.attention_kind == AttentionKind::kCosine) {
@@ -63,6 +63,12 @@ std::vector<Expected> ExpectedTensors(const ModelConfig& c, ModelWeights* w) {
     }
     if (c.attention_kind == AttentionKind::kFavor) {
       e.push_back({p + "attn.feature_proj", {c.favor_num_features, hd}, &l.feature_proj});
+    }
+    if (c.attention_kind == AttentionKind::kGated) {
+      e.push_back({p + "attn.feature_proj", {c.rfa_num_features, hd}, &l.feature_proj});
+      e.push_back({p + "attn.feature_log_scale", {H}, &l.feature_log_scale});
+      e.push_back({p + "attn.gate.weight", {H, D}, &l.gate_weight});
+      e.push_back({p + "attn.gate.bias", {H}, &l.gate_bias});
     }
     e.push_back({p + "mlp_norm.weight", {D}, &l.mlp_norm});
     e.push_back({p + "mlp.w1.weight", {F, D}, &l.w1});

@@ -20,14 +20,18 @@ namespace flatstate {
 class SafetensorsFile;
 
 // Tensor names (and shapes) in model.safetensors, D = hidden, H = heads, hd = head_dim,
-// F = intermediate, K = conv_kernel_size, NF = favor_num_features:
+// F = intermediate, K = conv_kernel_size, NF = favor_num_features, R = rfa_num_features
+// (docs/kinds.md for gated, window and hybrid):
 //   embed.weight                      [256, D]
 //   layers.{i}.attn_norm.weight       [D]
-//   layers.{i}.attn.conv              [D, K]        (linear kinds with K > 0)
+//   layers.{i}.attn.conv              [D, K]        (ModelConfig::has_conv)
 //   layers.{i}.attn.wqkv.weight       [3D, D]       rows: q (D), k (D), v (D); head h = rows h*hd..
 //   layers.{i}.attn.wo.weight         [D, D]
 //   layers.{i}.attn.decay_logit       [H]           (cosine)
-//   layers.{i}.attn.feature_proj      [NF, hd]      (favor)
+//   layers.{i}.attn.feature_proj      [NF, hd]      (favor; gated: [R, hd])
+//   layers.{i}.attn.feature_log_scale [H]           (gated)
+//   layers.{i}.attn.gate.weight       [H, D]        (gated)
+//   layers.{i}.attn.gate.bias         [H]           (gated)
 //   layers.{i}.mlp_norm.weight        [D]
 //   layers.{i}.mlp.w1.weight          [F, D]
 //   layers.{i}.mlp.w2.weight          [D, F]
@@ -40,6 +44,9 @@ struct LayerWeights {
   const float* wo = nullptr;
   const float* decay_logit = nullptr;
   const float* feature_proj = nullptr;
+  const float* feature_log_scale = nullptr;
+  const float* gate_weight = nullptr;
+  const float* gate_bias = nullptr;
   const float* mlp_norm = nullptr;
   const float* w1 = nullptr;
   const float* w2 = nullptr;

@@ -15,7 +15,7 @@ FeatureMap MapFor(AttentionKind k) {
     case AttentionKind::kCosformer: return FeatureMap::kCosformer;
     case AttentionKind::kCosine: return FeatureMap::kCosine;
     case AttentionKind::kFavor: return FeatureMap::kFavor;
-    default: return FeatureMap::kEluPlusOne;
+    default: return FeatureMap::kEluPlusOne;  // linear_elu, hybrid's linear layers; gated: unused
   }
 }
 
@@ -39,11 +39,12 @@ absl::StatusOr<std::unique_ptr<ForwardPass>> ForwardPass::Create(const Model* mo
   fp->cfg_ = &model->config();
   fp->kv_ = kv;
   fp->chunk_size_ = chunk_size;
-  fp->layout_ = LinearLayout(c);
+  fp->state_floats_ = c.state_floats();
   std::vector<LinearHead> heads;  // [layer * H + h]
   if (c.is_linear()) {
     for (int l = 0; l < c.num_hidden_layers; ++l) {
       const LayerWeights& lw = model->weights().layers[l];
+      // Descriptors for every layer (indexed layer * H + h); only linear branches read them.
       for (int h = 0; h < c.num_attention_heads; ++h) {
         LinearHead head;
         head.map = MapFor(c.attention_kind);
@@ -55,7 +56,9 @@ absl::StatusOr<std::unique_ptr<ForwardPass>> ForwardPass::Create(const Model* mo
         if (lw.decay_logit != nullptr) {
           head.cosine_exponent = 1.0 / (1.0 + std::exp(-static_cast<double>(lw.decay_logit[h])));
         }
-        head.favor_proj = lw.feature_proj;
+        head.feature_proj = lw.feature_proj;
+        if (lw.feature_log_scale != nullptr) head.rfa_scale = std::exp(lw.feature_log_scale[h]);
+        if (lw.gate_bias != nullptr) head.gate_bias = lw.gate_bias[h];
         heads.push_back(head);
       }
     }
@@ -107,7 +110,7 @@ absl::Status ForwardPass::Run(std::span<const SequenceRun> batch, std::vector<fl
     }
     const int64_t end = r.state->position + static_cast<int64_t>(r.tokens.size());
     if (c.is_linear()) {
-      if (r.state->linear.size() != layout_.per_layer * c.num_hidden_layers) {
+      if (r.state->linear.size() != state_floats_) {
         return absl::FailedPreconditionError("session state does not match the model");
       }
     } else {

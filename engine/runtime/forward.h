@@ -77,7 +77,7 @@ class ForwardPass {
   const ModelConfig* cfg_ = nullptr;
   KvBlockPool* kv_ = nullptr;
   int chunk_size_ = 64;
-  LinearStateLayout layout_;
+  size_t state_floats_ = 0;
   std::unique_ptr<StepRunner> runner_;
 };
 

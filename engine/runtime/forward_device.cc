@@ -13,11 +13,16 @@ absl::StatusOr<std::unique_ptr<DeviceForward<D>>> DeviceForward<D>::Create(
     const Model* model, KvBlockPool* kv, const Parallel* par, int chunk_size,
     std::span<const LinearHead> heads, bool batch_invariant) {
   const ModelConfig& c = model->config();
-  if (c.is_linear()) {
-    RETURN_IF_ERROR(CheckLinearAttentionShape<D>(c.head_dim, c.feature_dim(), chunk_size));
-  } else {
-    RETURN_IF_ERROR(CheckPagedAttentionShape<D>(c.head_dim));
+  const StateLayout layout = MakeStateLayout(c);
+  for (const LayerStateLayout& l : layout.layers) {
+    if (l.attention.linear && c.attention_kind == AttentionKind::kGated) {
+      RETURN_IF_ERROR(CheckGatedAttentionShape<D>(c.head_dim, c.feature_dim()));
+    } else if (l.attention.linear) {
+      RETURN_IF_ERROR(CheckLinearAttentionShape<D>(c.head_dim, c.feature_dim(), chunk_size));
+    }
+    if (l.attention.window) RETURN_IF_ERROR(CheckWindowAttentionShape<D>(c.head_dim, c.window_size));
   }
+  if (!c.is_linear()) RETURN_IF_ERROR(CheckPagedAttentionShape<D>(c.head_dim));
   auto f = std::unique_ptr<DeviceForward>(new DeviceForward());
   f->model_ = model;
   f->cfg_ = &c;
@@ -25,8 +30,10 @@ absl::StatusOr<std::unique_ptr<DeviceForward<D>>> DeviceForward<D>::Create(
   f->par_ = par;
   f->chunk_ = chunk_size;
   f->batch_invariant_ = batch_invariant;
-  f->layout_ = LinearLayout(c);
-  f->state_floats_ = f->layout_.per_layer * static_cast<size_t>(c.num_hidden_layers);
+  f->layout_ = layout;
+  f->state_floats_ = layout.floats;
+  f->qkv_width_ = 3 * int64_t{c.hidden_size} +
+                  (c.attention_kind == AttentionKind::kGated ? c.num_attention_heads : 0);
   if (f->state_floats_ > 0) {
     // Pages of about 64 MiB (1 to 256 slots): few allocations, little memory held unused.
     const size_t per_page = (size_t{64} << 20) / (sizeof(float) * f->state_floats_);
@@ -69,9 +76,10 @@ absl::Status DeviceForward<D>::BindWeights(std::span<const LinearHead> heads) {
   const ModelWeights& w = model_->weights();
   const int64_t hidden = c.hidden_size, V = c.vocab_size, FF = c.intermediate_size;
   const int64_t conv = static_cast<int64_t>(c.conv_kernel_size) * hidden;
-  const int64_t proj = c.attention_kind == AttentionKind::kFavor
-                           ? static_cast<int64_t>(c.favor_num_features) * c.head_dim
-                           : 0;
+  const int64_t proj =
+      c.attention_kind == AttentionKind::kFavor   ? int64_t{c.favor_num_features} * c.head_dim
+      : c.attention_kind == AttentionKind::kGated ? int64_t{c.rfa_num_features} * c.head_dim
+                                                  : 0;
   const int H = c.num_attention_heads;
   auto prepare = [this](const float* host, int64_t n, int64_t k) -> absl::StatusOr<GemmWeight<D>> {
     ASSIGN_OR_RETURN(GemmWeight<D> gw, PrepareGemmWeight<D>(host, n, k));
@@ -89,13 +97,21 @@ absl::Status DeviceForward<D>::BindWeights(std::span<const LinearHead> heads) {
     ASSIGN_OR_RETURN(out.attn_norm, Place(lw.attn_norm, hidden));
     ASSIGN_OR_RETURN(out.conv, Place(lw.conv, conv));
     ASSIGN_OR_RETURN(out.mlp_norm, Place(lw.mlp_norm, hidden));
-    ASSIGN_OR_RETURN(out.wqkv, prepare(lw.wqkv, 3 * hidden, hidden));
+    if (lw.gate_weight != nullptr) {
+      // gated: one GEMM for q|k|v and the H gate logits (an output element's chain does not
+      // depend on the other rows, so q, k, v are the bits of the plain wqkv GEMM).
+      std::vector<float> fused(lw.wqkv, lw.wqkv + 3 * hidden * hidden);
+      fused.insert(fused.end(), lw.gate_weight, lw.gate_weight + H * hidden);
+      ASSIGN_OR_RETURN(out.wqkv, prepare(fused.data(), qkv_width_, hidden));
+    } else {
+      ASSIGN_OR_RETURN(out.wqkv, prepare(lw.wqkv, 3 * hidden, hidden));
+    }
     ASSIGN_OR_RETURN(out.wo, prepare(lw.wo, hidden, hidden));
     ASSIGN_OR_RETURN(out.w1, prepare(lw.w1, FF, hidden));
     ASSIGN_OR_RETURN(out.w2, prepare(lw.w2, hidden, FF));
     ASSIGN_OR_RETURN(const float* feature_proj, Place(lw.feature_proj, proj));
     for (size_t i = l * H; i < heads_host_.size() && i < (l + 1) * H; ++i) {
-      heads_host_[i].favor_proj = feature_proj;
+      heads_host_[i].feature_proj = feature_proj;
     }
   }
   ASSIGN_OR_RETURN(heads_, OnDevice<D>(&heads_buf_, heads_host_));
@@ -136,11 +152,9 @@ absl::Status DeviceForward<D>::Stage(std::span<const SequenceRun> batch,
   decode_.host.clear();
   prefill_.host.clear();
   conv_.host.clear();
+  window_.host.clear();
   row_seq_.host.clear();
   row_t_.host.clear();
-  LinearHead shape;  // the scratch size depends on head_dim and feature_dim only
-  shape.head_dim = c.head_dim;
-  shape.feature_dim = c.feature_dim();
   int64_t workspace = 0;
   for (int s = 0; s < B; ++s) {
     LinearSeq q;
@@ -152,12 +166,18 @@ absl::Status DeviceForward<D>::Stage(std::span<const SequenceRun> batch,
     } else {
       q.state = SlotPtr(batch[s].state->device.id);
     }
-    conv_.host.push_back(ConvSeq{q.row, q.T, q.state + layout_.conv});
+    conv_.host.push_back(ConvSeq{q.row, q.T, q.state});
+    window_.host.push_back(WindowSeq{q.row, q.T, q.pos0, q.state});
     if (q.T == 1) {
       decode_.host.push_back(q);
       continue;
     }
-    q.head_scratch = static_cast<int64_t>(LinearAttentionScratch(shape, q.T, chunk_));
+    if (c.feature_dim() > 0) {
+      LinearHead shape;  // the scratch size depends on head_dim and feature_dim only
+      shape.head_dim = c.head_dim;
+      shape.feature_dim = c.feature_dim();
+      q.head_scratch = static_cast<int64_t>(LinearAttentionScratch(shape, q.T, chunk_));
+    }
     q.scratch = workspace;
     workspace += q.head_scratch * c.num_attention_heads;
     for (int64_t t = 0; t < q.T; ++t) {
@@ -172,6 +192,7 @@ absl::Status DeviceForward<D>::Stage(std::span<const SequenceRun> batch,
   RETURN_IF_ERROR(decode_.Stage());
   RETURN_IF_ERROR(prefill_.Stage());
   RETURN_IF_ERROR(conv_.Stage());
+  RETURN_IF_ERROR(window_.Stage());
   RETURN_IF_ERROR(row_seq_.Stage());
   return row_t_.Stage();
 }
@@ -182,7 +203,18 @@ void DeviceForward<D>::Attention(int layer, int64_t rows) {
   const int H = c.num_attention_heads, hd = c.head_dim, hidden = c.hidden_size;
   float* qkv = qkv_.template as<float>();
   float* att = att_.template as<float>();
-  if (c.is_linear()) {
+  if (!c.is_linear()) {
+    int64_t attended = 0;  // (query row, key row) pairs
+    for (const PagedRow& r : paged_.host) attended += r.ctx;
+    const Parallel& par = PoolFor(attended * hidden);
+    RopeAndWriteKv<D>(pool_, tables_.on, paged_.on, rows, qkv, qkv_width_, layer, H, hd,
+                      c.rope_theta, par);
+    PagedAttention<D>(pool_, tables_.on, paged_.on, rows, qkv, qkv_width_, att, hidden, layer, H,
+                      hd, par);
+    return;
+  }
+  const LayerStateLayout& lay = layout_.layers[layer];
+  if (lay.attention.linear) {
     LinearBatch b;
     b.heads = heads_ + static_cast<int64_t>(layer) * H;
     b.H = H;
@@ -191,13 +223,14 @@ void DeviceForward<D>::Attention(int layer, int64_t rows) {
     b.q = qkv;
     b.k = qkv + hidden;
     b.v = qkv + 2 * hidden;
-    b.in_stride = 3 * hidden;
+    b.gate = qkv + 3 * hidden;  // read by GatedAttention only
+    b.in_stride = qkv_width_;
     b.out = att;
     b.out_stride = hidden;
-    b.layer_offset = static_cast<int64_t>(layout_.per_layer) * layer;
-    b.s_off = static_cast<int64_t>(layout_.s);
-    b.z_off = static_cast<int64_t>(layout_.z);
-    b.m_off = static_cast<int64_t>(layout_.m);
+    b.layer_offset = static_cast<int64_t>(lay.begin);
+    b.s_off = static_cast<int64_t>(lay.s);
+    b.z_off = static_cast<int64_t>(lay.z);
+    b.m_off = static_cast<int64_t>(lay.m);
     b.chunk = chunk_;
     b.decode = decode_.on;
     b.num_decode = static_cast<int>(decode_.host.size());
@@ -207,16 +240,34 @@ void DeviceForward<D>::Attention(int layer, int64_t rows) {
     b.row_t = row_t_.on;
     b.prefill_rows = static_cast<int64_t>(row_t_.host.size());
     b.workspace = workspace_.template as<float>();
-    LinearAttention<D>(b, PoolFor(rows * H * c.feature_dim() * hd));
-    return;
+    const Parallel& par = PoolFor(rows * H * c.feature_dim() * hd);
+    if (c.attention_kind == AttentionKind::kGated) {
+      GatedAttention<D>(b, par);
+    } else {
+      LinearAttention<D>(b, par);
+    }
   }
-  int64_t attended = 0;  // (query row, key row) pairs
-  for (const PagedRow& r : paged_.host) attended += r.ctx;
-  const Parallel& par = PoolFor(attended * hidden);
-  RopeAndWriteKv<D>(pool_, tables_.on, paged_.on, rows, qkv, 3 * hidden, layer, H, hd, c.rope_theta,
-                    par);
-  PagedAttention<D>(pool_, tables_.on, paged_.on, rows, qkv, 3 * hidden, att, hidden, layer, H, hd,
-                    par);
+  if (lay.attention.window) {
+    // After the linear branch: this rotates q and k in place.
+    float* out = lay.attention.linear ? att2_.template as<float>() : att;
+    WindowBatch w;
+    w.seqs = window_.on;
+    w.num = static_cast<int>(window_.host.size());
+    w.H = H;
+    w.head_dim = hd;
+    w.window = c.window_size;
+    w.rope_theta = c.rope_theta;
+    w.q = qkv;
+    w.k = qkv + hidden;
+    w.v = qkv + 2 * hidden;
+    w.in_stride = qkv_width_;
+    w.out = out;
+    w.out_stride = hidden;
+    w.ring_k = static_cast<int64_t>(lay.begin + lay.ring_k);
+    w.ring_v = static_cast<int64_t>(lay.begin + lay.ring_v);
+    WindowAttention<D>(w, PoolFor(rows * std::min<int64_t>(rows, c.window_size) * hidden));
+    if (lay.attention.linear) AddInPlace<D>(att, out, rows * hidden);
+  }
 }
 
 template <Device D>
@@ -230,8 +281,11 @@ absl::Status DeviceForward<D>::RunLayers(std::span<const SequenceRun> batch,
   RETURN_IF_ERROR(x_.Reserve(sizeof(float) * N * hidden));
   RETURN_IF_ERROR(h_.Reserve(sizeof(float) * N * hidden));
   RETURN_IF_ERROR(h2_.Reserve(sizeof(float) * N * hidden));
-  RETURN_IF_ERROR(qkv_.Reserve(sizeof(float) * N * 3 * hidden));
+  RETURN_IF_ERROR(qkv_.Reserve(sizeof(float) * N * qkv_width_));
   RETURN_IF_ERROR(att_.Reserve(sizeof(float) * N * hidden));
+  if (c.attention_kind == AttentionKind::kHybrid && c.hybrid_layout == HybridLayout::kSum) {
+    RETURN_IF_ERROR(att2_.Reserve(sizeof(float) * N * hidden));
+  }
   RETURN_IF_ERROR(mlp_.Reserve(sizeof(float) * N * FF));
   RETURN_IF_ERROR(Stage(batch, row_start));
   const int64_t R = static_cast<int64_t>(out_rows_.host.size());
@@ -262,9 +316,10 @@ absl::Status DeviceForward<D>::RunLayers(std::span<const SequenceRun> batch,
     RmsNorm<D>(x, lw.attn_norm, N, hidden, eps, h);
     const float* attn_in = h;
     if (lw.conv != nullptr) {
+      const LayerStateLayout& lay = layout_.layers[l];
       CausalConv<D>(h, hidden, c.conv_kernel_size, lw.conv, conv_.on,
                     static_cast<int>(conv_.host.size()),
-                    static_cast<int64_t>(layout_.per_layer) * l, h2);
+                    static_cast<int64_t>(lay.begin + lay.conv), h2);
       attn_in = h2;
     }
     Gemm<D>(attn_in, N, lw.wqkv, qkv_.template as<float>(), false, *par_);

@@ -17,9 +17,12 @@
 // Softmax K/V live in a device pool with exactly the host pool's geometry and block ids (the host
 // pool keeps the accounting and stages checkpoints through SyncKvToHost / SyncKvToDevice).
 //
-// One step: gather embeddings; per layer RMSNorm, causal conv (linear kinds), GEMM q|k|v,
-// attention (linear: LinearAttention over the step's decode and prefill sequences; softmax:
-// RopeAndWriteKv then PagedAttention), GEMM wo (+= residual), RMSNorm, GEMM w1, GELU, GEMM w2
+// One step: gather embeddings; per layer RMSNorm, causal conv (ModelConfig::has_conv), GEMM
+// q|k|v (gated: q|k|v|gate logits, the gate rows appended to wqkv at bind time), attention by the
+// layer's branches (ModelConfig::layer_attention): linear branch LinearAttention (GatedAttention
+// for gated) over the step's decode and prefill sequences, window branch WindowAttention (after
+// the linear branch, which must see q and k unrotated; both: the outputs are summed), softmax
+// RopeAndWriteKv then PagedAttention; GEMM wo (+= residual), RMSNorm, GEMM w1, GELU, GEMM w2
 // (+= residual); final RMSNorm and the output head over the returned rows.
 //
 // Owns its weights' device copies and its workspace; not thread-safe (the engine loop owns it).
@@ -44,11 +47,13 @@
 #include "engine/session/session_state.h"
 #include "kernels/device.h"
 #include "kernels/elementwise.h"
+#include "kernels/gated_attention.h"
 #include "kernels/gemm.h"
 #include "kernels/linear_attention.h"
 #include "kernels/memory.h"
 #include "kernels/paged_attention.h"
 #include "kernels/parallel.h"
+#include "kernels/window_attention.h"
 
 namespace flatstate {
 
@@ -77,7 +82,7 @@ class StepRunner {
 
 // DeviceForward<d> for a runtime device: FailedPrecondition / Unavailable when `d` is not
 // compiled in or not usable (CheckDevice). `heads` are the per-(layer, head) descriptors with
-// host favor_proj pointers; `kv` (softmax) and `par` must outlive the result.
+// host feature_proj pointers; `kv` (softmax) and `par` must outlive the result.
 // `batch_invariant`: every GEMM weight's GemmWeight::batch_invariant (kernels/gemm.h).
 absl::StatusOr<std::unique_ptr<StepRunner>> CreateStepRunner(Device d, const Model* model,
                                                              KvBlockPool* kv, const Parallel* par,
@@ -135,7 +140,8 @@ class DeviceForward final : public StepRunner {
   SerialParallel serial_;
   int chunk_ = 64;
   bool batch_invariant_ = false;  // GemmWeight::batch_invariant of every GEMM weight
-  LinearStateLayout layout_;
+  StateLayout layout_;
+  int64_t qkv_width_ = 0;  // floats per row of the q|k|v(|gate) GEMM's output
 
   // Weights, bound by name.
   std::vector<Buffer<D>> placed_;  // device copies made by Place (none where memory is host)
@@ -143,7 +149,7 @@ class DeviceForward final : public StepRunner {
   const float* norm_ = nullptr;
   GemmWeight<D> lm_head_;
   std::vector<Layer> layers_;
-  std::vector<LinearHead> heads_host_;  // [layer * H + h], favor_proj in D's memory
+  std::vector<LinearHead> heads_host_;  // [layer * H + h], feature_proj in D's memory
   Buffer<D> heads_buf_;
   const LinearHead* heads_ = nullptr;
   Buffer<D> kv_mirror_;  // softmax off the host: the device K/V pool
@@ -180,9 +186,10 @@ class DeviceForward final : public StepRunner {
   std::vector<int32_t> free_slots_;
   Staged<LinearSeq> decode_, prefill_;
   Staged<ConvSeq> conv_;
+  Staged<WindowSeq> window_;
   Staged<PagedRow> paged_;
   // Workspace, grown as needed.
-  Buffer<D> x_, h_, h2_, qkv_, att_, mlp_, last_, logits_, workspace_;
+  Buffer<D> x_, h_, h2_, qkv_, att_, att2_, mlp_, last_, logits_, workspace_;
   std::vector<float> host_logits_;  // off the host: logits copied back
 };
 

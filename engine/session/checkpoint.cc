@@ -70,7 +70,7 @@ absl::Status CheckPoolShape(const char* caller, const KvBlockPool& pool,
 // Floats of payload a checkpoint of `config` must carry; false when it would overflow.
 bool ExpectedPayloadFloats(const ModelConfig& config, int64_t position, uint64_t* floats) {
   if (config.is_linear()) {
-    *floats = uint64_t{config.state_floats_per_layer()} * config.num_hidden_layers;
+    *floats = uint64_t{config.state_floats()};
     return true;
   }
   const uint64_t per_token = 2 * uint64_t(config.num_hidden_layers) * uint64_t(config.hidden_size);

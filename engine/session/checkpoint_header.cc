@@ -16,7 +16,7 @@ namespace flatstate {
 namespace checkpoint_internal {
 namespace {
 
-constexpr int kMaxKind = static_cast<int>(AttentionKind::kFavor);
+constexpr int kMaxKind = static_cast<int>(AttentionKind::kHybrid);
 
 // Checks, in this order, the length, the magic, the trailing CRC-32C and only then the version,
 // so that no header field is trusted before the checksum: a flipped version word is corruption

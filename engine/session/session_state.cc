@@ -5,17 +5,35 @@
 
 namespace flatstate {
 
-LinearStateLayout LinearLayout(const ModelConfig& config) {
-  LinearStateLayout l;
-  if (!config.is_linear()) return l;  // softmax: no recurrent state
+StateLayout MakeStateLayout(const ModelConfig& config) {
+  StateLayout out;
+  if (!config.is_linear()) return out;  // softmax: KV blocks, no fixed-size state
   const size_t h = config.num_attention_heads, f = config.feature_dim(), hd = config.head_dim;
-  const size_t k = config.conv_kernel_size, d = config.hidden_size;
-  l.s = 0;
-  l.z = h * f * hd;
-  l.m = l.z + h * f;
-  l.conv = l.m + h;
-  l.per_layer = l.conv + (k > 1 ? (k - 1) * d : 0);
-  return l;
+  const size_t k = config.has_conv() ? config.conv_kernel_size : 0, d = config.hidden_size;
+  const size_t w = config.window_size;
+  for (int layer = 0; layer < config.num_hidden_layers; ++layer) {
+    LayerStateLayout l;
+    l.attention = config.layer_attention(layer);
+    l.begin = out.floats;
+    size_t at = 0;
+    if (l.attention.linear) {
+      l.s = at;
+      l.z = l.s + h * f * hd;
+      l.m = l.z + h * f;
+      at = l.m + h;
+    }
+    l.conv = at;
+    at += k > 1 ? (k - 1) * d : 0;
+    if (l.attention.window) {
+      l.ring_k = at;
+      l.ring_v = l.ring_k + w * d;
+      at = l.ring_v + w * d;
+    }
+    l.floats = at;
+    out.floats += at;
+    out.layers.push_back(l);
+  }
+  return out;
 }
 
 SessionState NewSessionState(const ModelConfig& config, const SamplingParams& sampling) {
@@ -23,12 +41,12 @@ SessionState NewSessionState(const ModelConfig& config, const SamplingParams& sa
   st.sampling = sampling;
   st.rng.Seed(sampling.seed);
   if (!config.is_linear()) return st;
-  const LinearStateLayout l = LinearLayout(config);
-  st.linear.assign(l.per_layer * config.num_hidden_layers, 0.f);
+  const StateLayout layout = MakeStateLayout(config);
+  st.linear.assign(layout.floats, 0.f);
   if (config.attention_kind == AttentionKind::kFavor) {
     const size_t h = config.num_attention_heads;
-    for (int layer = 0; layer < config.num_hidden_layers; ++layer) {
-      float* m = st.linear.data() + layer * l.per_layer + l.m;
+    for (const LayerStateLayout& l : layout.layers) {
+      float* m = st.linear.data() + l.begin + l.m;
       std::fill(m, m + h, -std::numeric_limits<float>::infinity());
     }
   }

@@ -5,12 +5,16 @@
 // context but not yet run (typically the last sampled token). No logits are stored: running the
 // pending tokens reproduces them exactly.
 //
-// Linear kinds: `linear` holds, for each layer in order,
-//   S [H][F][hd]  (F = feature_dim; relative to the running stabiliser M)
-//   z [H][F]
-//   M [H]         (favor's running log-stabiliser; -inf before the first token; 0 for others)
-//   conv [K-1][D] (last K-1 normalised attention inputs, oldest first; absent when K == 0)
-// i.e. ModelConfig::state_floats_per_layer() floats per layer.
+// Every kind but softmax: `linear` holds, for each layer in order, the parts that layer has
+// (StateLayout below; docs/kinds.md), in this order:
+//   S [H][F][hd]  (F = feature_dim; relative to the running stabiliser M)    linear branch
+//   z [H][F]                                                                 linear branch
+//   M [H]         (favor's running log-stabiliser, -inf before the first token, 0 for the other
+//                 maps; gated: the weight mass n = 1 - prod g)               linear branch
+//   conv [K-1][D] (last K-1 normalised attention inputs, oldest first)      ModelConfig::has_conv
+//   ring_k [W][D], ring_v [W][D] (rotated key and value of position p in slot p mod W; slots
+//                 never written are zero)                                    window branch
+// i.e. ModelConfig::state_floats() floats, constant in the context length.
 // Where the forward pass keeps linear states in device memory (CUDA), `device` names the slot of
 // the step runner's pool holding this session's state; from its first step on, that slot is the
 // truth and `linear` is only as new as the last Engine::SyncToHost (Checkpoint and
@@ -78,15 +82,25 @@ struct SessionState {
   int64_t context_tokens() const { return position + static_cast<int64_t>(pending.size()); }
 };
 
-// Fresh state for `config`: position 0, linear state zeroed with M = -inf (or 0 for non-favor
-// kinds), rng seeded from `sampling.seed`.
+// Fresh state for `config`: position 0, state zeroed except favor's M = -inf, rng seeded from
+// `sampling.seed`.
 SessionState NewSessionState(const ModelConfig& config, const SamplingParams& sampling);
 
-// Offsets (in floats) inside one layer's slice of SessionState::linear.
-struct LinearStateLayout {
-  size_t s = 0, z = 0, m = 0, conv = 0, per_layer = 0;
+// Where one layer's parts sit in SessionState::linear, in floats from the start of the layer's
+// slice (`begin` from the start of the state). A part the layer lacks has no meaningful offset.
+struct LayerStateLayout {
+  size_t begin = 0;
+  size_t s = 0, z = 0, m = 0;      // linear branch
+  size_t conv = 0;                 // when ModelConfig::has_conv()
+  size_t ring_k = 0, ring_v = 0;   // window branch
+  size_t floats = 0;               // the slice's length
+  LayerAttention attention;
 };
-LinearStateLayout LinearLayout(const ModelConfig& config);
+struct StateLayout {
+  std::vector<LayerStateLayout> layers;  // empty for softmax
+  size_t floats = 0;                     // ModelConfig::state_floats()
+};
+StateLayout MakeStateLayout(const ModelConfig& config);
 
 }  // namespace flatstate
 

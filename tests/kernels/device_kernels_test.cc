@@ -62,7 +62,7 @@ LinearHead MakeHead(FeatureMap map, const float* proj) {
   h.use_den = map != FeatureMap::kCosine;
   h.cosformer_step = M_PI / (2.0 * 100);
   h.cosine_exponent = 0.6;
-  h.favor_proj = proj;
+  h.feature_proj = proj;
   return h;
 }
 

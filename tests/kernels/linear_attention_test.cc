@@ -29,7 +29,7 @@ LinearHead MakeHead(FeatureMap map, const std::vector<float>& proj) {
   h.use_den = map != FeatureMap::kCosine;
   h.cosformer_step = M_PI / (2.0 * 100);
   h.cosine_exponent = 0.6;
-  h.favor_proj = proj.data();
+  h.feature_proj = proj.data();
   return h;
 }
 
@@ -101,8 +101,8 @@ std::vector<double> Reference(const LinearHead& h, const std::vector<float>& qkv
         for (int f = 0; f < F; ++f) {
           double a = 0, b = 0;
           for (int d = 0; d < kHd; ++d) {
-            a += h.favor_proj[f * kHd + d] * q[d] * s;
-            b += h.favor_proj[f * kHd + d] * k[d] * s;
+            a += h.feature_proj[f * kHd + d] * q[d] * s;
+            b += h.feature_proj[f * kHd + d] * k[d] * s;
           }
           lq[f] = a - 0.5 * q2, lk[f] = b - 0.5 * k2;
           mq = std::max(mq, lq[f]), mk = std::max(mk, lk[f]);

@@ -42,7 +42,8 @@ TEST(ModelConfigTest, ParsesWriterOutput) {
 TEST(ModelConfigTest, AttentionKindNames) {
   for (AttentionKind k : {AttentionKind::kSoftmax, AttentionKind::kLinearElu,
                           AttentionKind::kCosformer, AttentionKind::kCosine,
-                          AttentionKind::kFavor}) {
+                          AttentionKind::kFavor, AttentionKind::kGated, AttentionKind::kWindow,
+                          AttentionKind::kHybrid}) {
     auto back = AttentionKindFromName(AttentionKindName(k));
     ASSERT_TRUE(back.ok());
     EXPECT_EQ(*back, k);
@@ -78,6 +79,27 @@ TEST(ModelConfigTest, RejectsBadConfigs) {
       {"softmax with conv", [](ojson& j) { j["attention_kind"] = "softmax"; },
        "conv_kernel_size", "softmax"},
       {"dtype", [](ojson& j) { j["torch_dtype"] = "bfloat16"; }, "torch_dtype", "float32"},
+      {"window with conv", [](ojson& j) {
+         j["attention_kind"] = "window";
+         j["window_size"] = 64;
+       }, "conv_kernel_size", "window"},
+      {"window without W", [](ojson& j) {
+         j["attention_kind"] = "window";
+         j["conv_kernel_size"] = 0;
+       }, "window_size", "missing"},
+      {"hybrid without W", [](ojson& j) { j["attention_kind"] = "hybrid"; }, "window_size",
+       "missing"},
+      {"zero W", [](ojson& j) {
+         j["attention_kind"] = "hybrid";
+         j["window_size"] = 0;
+       }, "window_size", "out of range"},
+      {"gated without R", [](ojson& j) { j["attention_kind"] = "gated"; }, "rfa_num_features",
+       "missing"},
+      {"bad layout", [](ojson& j) {
+         j["attention_kind"] = "hybrid";
+         j["window_size"] = 8;
+         j["hybrid_layout"] = "stack";
+       }, "hybrid_layout", "alternate"},
   };
   for (const BadCase& c : cases) {
     SCOPED_TRACE(c.what);

@@ -83,11 +83,31 @@ TEST_P(GoldenParity, LogitsGreedyAndState) {
     RecordProperty("max_logit_diff_" + c["name"].get<std::string>(), std::to_string(worst));
 
     // Recurrent state after the prompt.
-    const LinearStateLayout lay = LinearLayout(engine->config());
+    const StateLayout layout = MakeStateLayout(engine->config());
     const int F = engine->config().feature_dim(), hd = engine->config().head_dim;
+    const int D = engine->config().hidden_size;
     for (const json& st : c["state"]) {
       const int layer = st["layer"], head = st["head"];
-      const float* base = s.linear.data() + lay.per_layer * layer;
+      const LayerStateLayout& lay = layout.layers[layer];
+      const float* base = s.linear.data() + lay.begin;
+      // The ring (window kinds): slot j of this head, keys rotated, within 1e-4 of the reference.
+      for (const auto& [key, off] : {std::pair<const char*, size_t>{"ring_k", lay.ring_k},
+                                     {"ring_v", lay.ring_v}}) {
+        if (!st.contains(key)) continue;
+        ASSERT_TRUE(lay.attention.window) << key << " for a layer without a window branch";
+        const auto& ring = st[key];
+        ASSERT_EQ(static_cast<int>(ring.size()), engine->config().window_size);
+        for (size_t j = 0; j < ring.size(); ++j) {
+          for (int d = 0; d < hd; ++d) {
+            const double ref = ring[j][d].get<double>();
+            ASSERT_NEAR(base[off + j * D + static_cast<size_t>(head) * hd + d], ref,
+                        1e-4 * (1 + std::abs(ref)))
+                << key << " layer " << layer << " head " << head << " slot " << j << " [" << d
+                << "]";
+          }
+        }
+      }
+      if (!st.contains("S")) continue;
       const auto& S = st["S"];
       ASSERT_EQ(static_cast<int>(S.size()), F);
       // S is a sum over the whole prompt of signed terms: its fp32 error scales with the largest
@@ -108,6 +128,11 @@ TEST_P(GoldenParity, LogitsGreedyAndState) {
         const double ref = st["z"][f].get<double>();
         ASSERT_NEAR(base[lay.z + static_cast<size_t>(head) * F + f], ref,
                     1e-4 * (1 + std::abs(ref)));
+      }
+      if (st.contains("mass")) {  // gated: the weight mass sits in M's slot
+        const double ref = st["mass"].get<double>();
+        EXPECT_NEAR(base[lay.m + head], ref, 1e-4 * (1 + std::abs(ref)));
+        continue;
       }
       const float M = JsonFloat(st["M"]);
       if (std::isinf(M)) {

@@ -26,7 +26,9 @@ void ExpectSameState(const SessionState& a, const SessionState& b) {
 
 TEST(CheckpointTest, LinearRoundTrip) {
   for (AttentionKind kind : {AttentionKind::kFavor, AttentionKind::kLinearElu,
-                             AttentionKind::kCosformer, AttentionKind::kCosine}) {
+                             AttentionKind::kCosformer, AttentionKind::kCosine,
+                             AttentionKind::kGated, AttentionKind::kWindow,
+                             AttentionKind::kHybrid}) {
     const CheckpointModel m = LinearModel(kind);
     const SessionState st = RandomLinearState(m);
     absl::StatusOr<std::string> blob = SerializeSession(m, st, nullptr);
@@ -62,7 +64,7 @@ TEST(CheckpointTest, FavorKeepsMinusInfinityStabiliser) {
   const SessionState st = RandomLinearState(m);
   SessionState out;
   ASSERT_TRUE(RestoreSession(m, *SerializeSession(m, st, nullptr), nullptr, &out).ok());
-  const LinearStateLayout l = LinearLayout(m.config);
+  const LayerStateLayout l = MakeStateLayout(m.config).layers[0];
   for (size_t i = l.m; i < l.conv; ++i) {
     EXPECT_TRUE(std::isinf(out.linear[i]) && out.linear[i] < 0) << i;
   }

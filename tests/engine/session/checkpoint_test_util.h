@@ -52,11 +52,10 @@ inline SamplingParams Sampling() {
 // A linear state with random contents; layer 0 keeps M = -inf (favor), layer 1 gets finite M.
 inline SessionState RandomLinearState(const CheckpointModel& m) {
   SessionState st = NewSessionState(m.config, Sampling());
-  const LinearStateLayout l = LinearLayout(m.config);
+  const LayerStateLayout l = MakeStateLayout(m.config).layers[0];
   Rng fill(99);
   for (size_t i = 0; i < st.linear.size(); ++i) {
-    const size_t off = i % l.per_layer;
-    const bool layer0_m = i < l.per_layer && off >= l.m && off < l.conv;
+    const bool layer0_m = l.attention.linear && i >= l.m && i < l.conv;
     if (!layer0_m) st.linear[i] = 4.f * fill.Uniform() - 2.f;
   }
   st.position = 37;
