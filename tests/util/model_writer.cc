@@ -96,10 +96,12 @@ ModelConfig SmallConfig(AttentionKind kind) {
   c.num_attention_heads = 4;
   c.head_dim = 16;
   c.intermediate_size = 128;
-  c.conv_kernel_size = kind == AttentionKind::kSoftmax ? 0 : 4;
+  c.conv_kernel_size = kind == AttentionKind::kSoftmax || kind == AttentionKind::kWindow ? 0 : 4;
   c.favor_num_features = 24;
   c.cosformer_horizon = 512;
   c.chunk_size = 16;
+  c.window_size = 8;  // shorter than a chunk: prefill chunks run past the window
+  c.rfa_num_features = 12;
   return c;
 }
 
@@ -111,8 +113,10 @@ ModelConfig Gpt2SmallConfig(AttentionKind kind) {
   c.num_attention_heads = 12;
   c.head_dim = 64;
   c.intermediate_size = 3072;
-  c.conv_kernel_size = kind == AttentionKind::kSoftmax ? 0 : 4;
+  c.conv_kernel_size = kind == AttentionKind::kSoftmax || kind == AttentionKind::kWindow ? 0 : 4;
   c.chunk_size = 64;
+  c.window_size = 64;
+  c.rfa_num_features = 32;
   return c;
 }
 
@@ -125,7 +129,7 @@ std::vector<NamedTensor> RandomModelTensors(const ModelConfig& cfg, uint64_t see
   for (int i = 0; i < cfg.num_hidden_layers; ++i) {
     const std::string p = absl::StrCat("layers.", i, ".");
     t.push_back(Filled(p + "attn_norm.weight", {D}, 1.f));
-    if (cfg.is_linear() && K > 0) {
+    if (cfg.has_conv()) {
       NamedTensor conv = Normal(p + "attn.conv", {D, K}, 0.f, scale * 0.1f, rng);
       for (int64_t d = 0; d < D; ++d) conv.data[d * K + K - 1] += 1.f;
       t.push_back(std::move(conv));
@@ -137,6 +141,12 @@ std::vector<NamedTensor> RandomModelTensors(const ModelConfig& cfg, uint64_t see
     }
     if (cfg.attention_kind == AttentionKind::kFavor) {
       t.push_back(Normal(p + "attn.feature_proj", {cfg.favor_num_features, hd}, 0.f, 1.f, rng));
+    }
+    if (cfg.attention_kind == AttentionKind::kGated) {
+      t.push_back(Normal(p + "attn.feature_proj", {cfg.rfa_num_features, hd}, 0.f, 1.f, rng));
+      t.push_back(Normal(p + "attn.feature_log_scale", {H}, 0.f, 0.1f, rng));
+      t.push_back(Normal(p + "attn.gate.weight", {H, D}, 0.f, scale, rng));
+      t.push_back(Normal(p + "attn.gate.bias", {H}, 1.f, 0.5f, rng));
     }
     t.push_back(Filled(p + "mlp_norm.weight", {D}, 1.f));
     t.push_back(Normal(p + "mlp.w1.weight", {F, D}, 0.f, scale, rng));
@@ -168,6 +178,13 @@ std::string ConfigJson(const ModelConfig& c) {
       {"head_dim", c.hidden_size / c.num_attention_heads},
       {"torch_dtype", "float32"},
   };
+  if (c.attention_kind == AttentionKind::kWindow || c.attention_kind == AttentionKind::kHybrid) {
+    j["window_size"] = c.window_size;
+  }
+  if (c.attention_kind == AttentionKind::kHybrid) {
+    j["hybrid_layout"] = c.hybrid_layout == HybridLayout::kSum ? "sum" : "alternate";
+  }
+  if (c.attention_kind == AttentionKind::kGated) j["rfa_num_features"] = c.rfa_num_features;
   return j.dump(2) + "\n";
 }
 

@@ -34,12 +34,14 @@ std::string WriteSafetensors(const std::string& path, const std::vector<NamedTen
 // Every tensor of the model.h naming table for `cfg`, in file order, filled with deterministic
 // pseudo-random values: matrices ~ N(0, scale^2); norm weights 1; conv kernel last tap 1 and
 // the others ~ N(0, (scale/10)^2) plus the same small noise on the last tap; decay_logit
-// 0.5 + small noise; feature_proj ~ N(0, 1).
+// 0.5 + small noise; feature_proj ~ N(0, 1); gated: feature_log_scale ~ N(0, 0.01), gate rows
+// ~ N(0, scale^2), gate bias ~ N(1, 0.25).
 std::vector<NamedTensor> RandomModelTensors(const ModelConfig& cfg, uint64_t seed,
                                             float scale = 0.05f);
 // The shapes random-weight models use. Small: 2 layers, d_model 64, 4 heads of 16, MLP 128,
 // chunk 16 (the engine and server tests). Gpt2Small: 12 layers, d_model 768, 12 heads of 64,
-// MLP 3072, chunk 64 (the benchmarks). Both: token-shift conv of 4 taps for the linear kinds.
+// MLP 3072, chunk 64 (the benchmarks). Both: token-shift conv of 4 taps where the kind has it;
+// window 8 (Small) or 64, rfa_num_features 12 or 32, hybrid_layout alternate.
 ModelConfig SmallConfig(AttentionKind kind);
 ModelConfig Gpt2SmallConfig(AttentionKind kind);
 

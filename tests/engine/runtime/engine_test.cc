@@ -104,7 +104,8 @@ INSTANTIATE_TEST_SUITE_P(AllKinds, EngineTest, ::testing::ValuesIn(AllKinds()), 
 
 TEST(EngineState, LinearStateBytesFlatFrom10To100kTokens) {
   for (AttentionKind kind : {AttentionKind::kLinearElu, AttentionKind::kCosformer,
-                             AttentionKind::kCosine, AttentionKind::kFavor}) {
+                             AttentionKind::kCosine, AttentionKind::kFavor, AttentionKind::kGated,
+                             AttentionKind::kWindow, AttentionKind::kHybrid}) {
     auto e = MakeEngine(RandomModelDir(kind));
     SessionState s = e->NewSession({});
     ASSERT_TRUE(e->Append(&s, Tokens(10, 1)).ok());

@@ -106,7 +106,8 @@ inline std::vector<int32_t> GenerateInCrowd(Engine* e, SessionState* s, int n, i
 inline const std::vector<AttentionKind>& AllKinds() {
   static const std::vector<AttentionKind> k = {AttentionKind::kSoftmax, AttentionKind::kLinearElu,
                                                AttentionKind::kCosformer, AttentionKind::kCosine,
-                                               AttentionKind::kFavor};
+                                               AttentionKind::kFavor,   AttentionKind::kGated,
+                                               AttentionKind::kWindow,  AttentionKind::kHybrid};
   return k;
 }
 
