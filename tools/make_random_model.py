@@ -28,7 +28,11 @@ def main(argv=None) -> int:
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--intermediate_size", type=int, default=None, help="default 4 * hidden")
-    p.add_argument("--conv_kernel_size", type=int, default=4, help="ignored (0) for softmax")
+    p.add_argument("--conv_kernel_size", type=int, default=4,
+                   help="ignored (0) for softmax and window")
+    p.add_argument("--window_size", type=int, default=64, help="window, hybrid")
+    p.add_argument("--rfa_num_features", type=int, default=32, help="gated")
+    p.add_argument("--hybrid_layout", default="alternate", help="hybrid: alternate | sum")
     p.add_argument("--cosformer_horizon", type=int, default=1024)
     p.add_argument("--favor_num_features", type=int, default=64)
     p.add_argument("--chunk_size", type=int, default=64)
@@ -40,9 +44,12 @@ def main(argv=None) -> int:
     cfg = ModelConfig(attention_kind=a.kind, hidden_size=a.hidden_size,
                       num_hidden_layers=a.layers, num_attention_heads=a.heads,
                       intermediate_size=a.intermediate_size or 4 * a.hidden_size,
-                      conv_kernel_size=0 if a.kind == "softmax" else a.conv_kernel_size,
+                      conv_kernel_size=0 if a.kind in ("softmax", "window")
+                      else a.conv_kernel_size,
                       cosformer_horizon=a.cosformer_horizon,
-                      favor_num_features=a.favor_num_features, chunk_size=a.chunk_size)
+                      favor_num_features=a.favor_num_features, chunk_size=a.chunk_size,
+                      window_size=a.window_size, rfa_num_features=a.rfa_num_features,
+                      hybrid_layout=a.hybrid_layout)
     try:
         cfg.validate()
     except ValueError as e:
