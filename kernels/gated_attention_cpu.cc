@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/dot.h"
+#include "kernels/cpu/sequence_heads.h"
 #include "kernels/gated_attention.h"
 
 namespace flatstate {
@@ -171,27 +172,21 @@ absl::Status CheckGatedAttentionShape<Device::kCpu>(int head_dim, int feature_di
 
 template <>
 void GatedAttention<Device::kCpu>(const LinearBatch& b, const Parallel& par) {
-  const int H = b.H;
-  const int64_t tasks = static_cast<int64_t>(b.num_decode + b.num_prefill) * H;
-  par.For(tasks, [&](int64_t begin, int64_t end) {
-    thread_local std::vector<float> scratch;
-    for (int64_t task = begin; task < end; ++task) {
-      const int64_t s = task / H;
-      const int h = static_cast<int>(task % H);
-      const LinearSeq& sq = s < b.num_decode ? b.decode[s] : b.prefill[s - b.num_decode];
-      const LinearHead& head = b.heads[h];
-      const int F = head.feature_dim, hd = head.head_dim;
-      float* base = sq.state + b.layer_offset;
-      const size_t need = GatedAttentionScratch(hd, F, sq.T, b.chunk);
-      if (scratch.size() < need) scratch.resize(need);
-      const int64_t off = sq.row * b.in_stride + static_cast<int64_t>(h) * hd;
-      GatedAttentionCpu(head, b.q + off, b.k + off, b.v + off, b.gate + sq.row * b.in_stride + h,
-                        b.in_stride, sq.T, sq.pos0, b.chunk,
-                        base + b.s_off + static_cast<int64_t>(h) * F * hd,
-                        base + b.z_off + static_cast<int64_t>(h) * F, base + b.m_off + h,
-                        b.out + sq.row * b.out_stride + h * hd, b.out_stride, scratch.data());
-    }
-  });
+  cpu::ForEachSequenceHead(
+      b, par,
+      [&](const LinearSeq& sq) {
+        return GatedAttentionScratch(b.head_dim, b.feature_dim, sq.T, b.chunk);
+      },
+      [&](const LinearSeq& sq, int h, float* base, float* scratch) {
+        const LinearHead& head = b.heads[h];
+        const int F = head.feature_dim, hd = head.head_dim;
+        const int64_t off = sq.row * b.in_stride + static_cast<int64_t>(h) * hd;
+        GatedAttentionCpu(head, b.q + off, b.k + off, b.v + off, b.gate + sq.row * b.in_stride + h,
+                          b.in_stride, sq.T, sq.pos0, b.chunk,
+                          base + b.s_off + static_cast<int64_t>(h) * F * hd,
+                          base + b.z_off + static_cast<int64_t>(h) * F, base + b.m_off + h,
+                          b.out + sq.row * b.out_stride + h * hd, b.out_stride, scratch);
+      });
 }
 
 }  // namespace flatstate

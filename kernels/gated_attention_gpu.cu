@@ -18,6 +18,7 @@
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/context.h"
 #include "kernels/gated_attention.h"
 
@@ -26,23 +27,8 @@ namespace cuda {
 namespace {
 
 constexpr int kT = 128;
-constexpr size_t kSmemLimit = 48 * 1024;  // default dynamic shared memory per block (no opt-in)
-static_assert((kT & (kT - 1)) == 0, "tree reductions need a power-of-two block");
-
-// Fixed-order tree reduction over the block; every thread gets the result. `red` holds kT
-// floats of shared memory. Must be called by all threads of the block; its barriers also
-// publish every shared / global write made before the call.
-__device__ float BlockSum(float v, float* red) {
-  red[threadIdx.x] = v;
-  __syncthreads();
-  for (int s = kT / 2; s > 0; s >>= 1) {
-    if (static_cast<int>(threadIdx.x) < s) red[threadIdx.x] += red[threadIdx.x + s];
-    __syncthreads();
-  }
-  const float r = red[0];
-  __syncthreads();
-  return r;
-}
+constexpr size_t kSmemLimit = kDefaultSmemLimit;
+__device__ __forceinline__ float BlockSum(float v, float* red) { return BlockSumOf<kT>(v, red); }
 
 // sigmoid(a) without overflow, as the CPU's Sigmoid.
 __device__ __forceinline__ float Sigmoid(float a) {
@@ -165,8 +151,8 @@ __global__ void __launch_bounds__(kT) GatedKernel(LinearBatch b) {
 }
 
 size_t SmemBytes(int head_dim, int feature_dim) {
-  return sizeof(float) * (3 * static_cast<size_t>(head_dim) +
-                          2 * static_cast<size_t>(feature_dim) + kT);
+  return sizeof(float) *
+         (3 * static_cast<size_t>(head_dim) + 2 * static_cast<size_t>(feature_dim) + kT);
 }
 
 }  // namespace
@@ -183,10 +169,12 @@ absl::Status CheckGatedAttentionShape<Device::kCuda>(int head_dim, int feature_d
         absl::StrCat("gated feature_dim ", feature_dim, " must be 2 * rfa_num_features"));
   }
   if (cuda::SmemBytes(head_dim, feature_dim) > cuda::kSmemLimit) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "device cuda: head_dim ", head_dim, " / feature_dim ", feature_dim, " need ",
-        cuda::SmemBytes(head_dim, feature_dim), " bytes of shared memory in the gated-attention "
-        "kernel, over its ", cuda::kSmemLimit, "-byte (48 KiB) limit"));
+    return absl::InvalidArgumentError(absl::StrCat("device cuda: head_dim ", head_dim,
+                                                   " / feature_dim ", feature_dim, " need ",
+                                                   cuda::SmemBytes(head_dim, feature_dim),
+                                                   " bytes of shared memory in the gated-attention "
+                                                   "kernel, over its ",
+                                                   cuda::kSmemLimit, "-byte (48 KiB) limit"));
   }
   return absl::OkStatus();
 }

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/dot.h"
+#include "kernels/cpu/sequence_heads.h"
 #include "kernels/linear_attention.h"
 
 namespace flatstate {
@@ -217,28 +218,18 @@ absl::Status CheckLinearAttentionShape<Device::kCpu>(int head_dim, int /*feature
 
 template <>
 void LinearAttention<Device::kCpu>(const LinearBatch& b, const Parallel& par) {
-  const int H = b.H;
-  const int64_t tasks = static_cast<int64_t>(b.num_decode + b.num_prefill) * H;
-  par.For(tasks, [&](int64_t begin, int64_t end) {
-    thread_local std::vector<float> scratch;
-    for (int64_t task = begin; task < end; ++task) {
-      const int64_t s = task / H;
-      const int h = static_cast<int>(task % H);
-      const LinearSeq& sq = s < b.num_decode ? b.decode[s] : b.prefill[s - b.num_decode];
-      const LinearHead& head = b.heads[h];
-      const int F = head.feature_dim, hd = head.head_dim;
-      float* base = sq.state + b.layer_offset;
-      float* S = base + b.s_off + static_cast<int64_t>(h) * F * hd;
-      float* z = base + b.z_off + static_cast<int64_t>(h) * F;
-      float* M = base + b.m_off + h;
-      const size_t need = LinearAttentionScratch(head, sq.T, b.chunk);
-      if (scratch.size() < need) scratch.resize(need);
-      const int64_t off = sq.row * b.in_stride + static_cast<int64_t>(h) * hd;
-      LinearAttentionCpu(head, b.q + off, b.k + off, b.v + off, b.in_stride, sq.T, sq.pos0,
-                         b.chunk, S, z, M, b.out + sq.row * b.out_stride + h * hd, b.out_stride,
-                         scratch.data());
-    }
-  });
+  cpu::ForEachSequenceHead(
+      b, par,
+      [&](const LinearSeq& sq) { return LinearAttentionScratch(b.heads[0], sq.T, b.chunk); },
+      [&](const LinearSeq& sq, int h, float* base, float* scratch) {
+        const LinearHead& head = b.heads[h];
+        const int F = head.feature_dim, hd = head.head_dim;
+        const int64_t off = sq.row * b.in_stride + static_cast<int64_t>(h) * hd;
+        LinearAttentionCpu(head, b.q + off, b.k + off, b.v + off, b.in_stride, sq.T, sq.pos0,
+                           b.chunk, base + b.s_off + static_cast<int64_t>(h) * F * hd,
+                           base + b.z_off + static_cast<int64_t>(h) * F, base + b.m_off + h,
+                           b.out + sq.row * b.out_stride + h * hd, b.out_stride, scratch);
+      });
 }
 
 }  // namespace flatstate

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/context.h"
 #include "kernels/linear_attention.h"
 
@@ -24,36 +25,9 @@ namespace {
 // share this block shape and the same (non-inlined) device functions, so a token gives
 // bit-identical floats whether it ran in the decode kernel or as a 1-token prefill chunk.
 constexpr int kT = 128;
-constexpr size_t kSmemLimit = 48 * 1024;  // default dynamic shared memory per block (no opt-in)
-static_assert((kT & (kT - 1)) == 0, "tree reductions need a power-of-two block");
-
-// Fixed-order tree reductions over the block; every thread gets the result. `red` holds kT
-// floats of shared memory. Must be called by all threads of the block.
-__device__ float BlockSum(float v, float* red) {
-  red[threadIdx.x] = v;
-  __syncthreads();
-  for (int s = kT / 2; s > 0; s >>= 1) {
-    if (static_cast<int>(threadIdx.x) < s) red[threadIdx.x] += red[threadIdx.x + s];
-    __syncthreads();
-  }
-  const float r = red[0];
-  __syncthreads();
-  return r;
-}
-
-__device__ float BlockMax(float v, float* red) {
-  red[threadIdx.x] = v;
-  __syncthreads();
-  for (int s = kT / 2; s > 0; s >>= 1) {
-    if (static_cast<int>(threadIdx.x) < s) {
-      red[threadIdx.x] = fmaxf(red[threadIdx.x], red[threadIdx.x + s]);
-    }
-    __syncthreads();
-  }
-  const float r = red[0];
-  __syncthreads();
-  return r;
-}
+constexpr size_t kSmemLimit = kDefaultSmemLimit;
+__device__ __forceinline__ float BlockSum(float v, float* red) { return BlockSumOf<kT>(v, red); }
+__device__ __forceinline__ float BlockMax(float v, float* red) { return BlockMaxOf<kT>(v, red); }
 
 // exp(a - b) with a == -inf giving 0 (b finite where used), as the CPU's DecayExp.
 __device__ __forceinline__ float DecayExp(float a, float b) {

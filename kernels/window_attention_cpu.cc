@@ -15,8 +15,7 @@ namespace {
 using cpu::Dot;
 
 // One (sequence, head): rotate, attend, write the ring. `c`, `s` hold hd/2 floats, `sc` W.
-void WindowHead(const WindowBatch& b, const WindowSeq& sq, int h, float* c, float* s,
-                float* sc) {
+void WindowHead(const WindowBatch& b, const WindowSeq& sq, int h, float* c, float* s, float* sc) {
   const int hd = b.head_dim, W = b.window;
   const int64_t D = static_cast<int64_t>(b.H) * hd, P = sq.pos0;
   const int64_t head = static_cast<int64_t>(h) * hd;

@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/context.h"
 #include "kernels/window_attention.h"
 
@@ -26,37 +27,9 @@ namespace {
 
 constexpr int kWarps = 4;
 constexpr int kT = kWarps * 32;
-constexpr size_t kSmemLimit = 48 * 1024;  // default dynamic shared memory per block (no opt-in)
-static_assert((kT & (kT - 1)) == 0, "tree reductions need a power-of-two block");
-
-// Fixed-order tree reductions over the block; every thread gets the result. `red` holds kT
-// floats of shared memory. Must be called by all threads of the block; the barriers also
-// publish every shared / global write made before the call.
-__device__ float BlockSum(float v, float* red) {
-  red[threadIdx.x] = v;
-  __syncthreads();
-  for (int s = kT / 2; s > 0; s >>= 1) {
-    if (static_cast<int>(threadIdx.x) < s) red[threadIdx.x] += red[threadIdx.x + s];
-    __syncthreads();
-  }
-  const float r = red[0];
-  __syncthreads();
-  return r;
-}
-
-__device__ float BlockMax(float v, float* red) {
-  red[threadIdx.x] = v;
-  __syncthreads();
-  for (int s = kT / 2; s > 0; s >>= 1) {
-    if (static_cast<int>(threadIdx.x) < s) {
-      red[threadIdx.x] = fmaxf(red[threadIdx.x], red[threadIdx.x + s]);
-    }
-    __syncthreads();
-  }
-  const float r = red[0];
-  __syncthreads();
-  return r;
-}
+constexpr size_t kSmemLimit = kDefaultSmemLimit;
+__device__ __forceinline__ float BlockSum(float v, float* red) { return BlockSumOf<kT>(v, red); }
+__device__ __forceinline__ float BlockMax(float v, float* red) { return BlockMaxOf<kT>(v, red); }
 
 // Grid (num, H). Shared memory: qs [hd], sc [W], red [kT].
 __global__ void __launch_bounds__(kT) WindowKernel(WindowBatch b) {
@@ -166,10 +139,12 @@ absl::Status CheckWindowAttentionShape<Device::kCuda>(int head_dim, int window) 
     return absl::InvalidArgumentError(absl::StrCat("window_size ", window, " must be >= 1"));
   }
   if (cuda::SmemBytes(head_dim, window) > cuda::kSmemLimit) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "device cuda: head_dim ", head_dim, " + window_size ", window, " need ",
-        cuda::SmemBytes(head_dim, window), " bytes of shared memory in the window-attention "
-        "kernel, over its ", cuda::kSmemLimit, "-byte (48 KiB) limit"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("device cuda: head_dim ", head_dim, " + window_size ", window, " need ",
+                     cuda::SmemBytes(head_dim, window),
+                     " bytes of shared memory in the window-attention "
+                     "kernel, over its ",
+                     cuda::kSmemLimit, "-byte (48 KiB) limit"));
   }
   return absl::OkStatus();
 }

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Short load test for CI (docs/loadtest.md): starts a flatstate-server on a free loopback port
-# with two small random-weight models (linear_elu, and softmax with a 512-block KV pool so the
-# pool fills at 8k tokens), runs flatstate-loadtest's memory sweep (1k..64k tokens; softmax until
-# RESOURCE_EXHAUSTED), a short concurrency sweep (1, 4, 16) and a short multi-turn chat run (3
-# stateless conversations of 4 turns per model: the prefix cache keeps prefill per turn flat),
-# and fails if any check fails.
+# with five small random-weight models (linear_elu, gated, window, hybrid, and softmax with a
+# 512-block KV pool so the pool fills at 8k tokens), runs flatstate-loadtest's memory sweep
+# (1k..64k tokens; softmax until RESOURCE_EXHAUSTED), a short concurrency sweep (1, 4, 16) and a
+# short multi-turn chat run (3 stateless conversations of 4 turns per model: the prefix cache
+# keeps prefill per turn flat), and fails if any check fails.
 # The server is killed on exit. About a minute on 2 cores.
 #
 #   bash scripts/loadtest_ci.sh [SERVER_BIN] [LOADTEST_BIN] [WORK_DIR]
@@ -28,6 +28,9 @@ done
 SIZE=(--hidden_size 64 --layers 2 --heads 2)
 fs_make_model ci-linear-elu linear_elu "${SIZE[@]}"
 fs_make_model ci-softmax softmax "${SIZE[@]}"
+fs_make_model ci-gated gated "${SIZE[@]}"
+fs_make_model ci-window window "${SIZE[@]}"
+fs_make_model ci-hybrid hybrid "${SIZE[@]}"
 TOKEN=loadtest-ci-token  # exercises --auth_token end to end
 fs_start_server "$SERVER" --kv_blocks 512 --max_sessions 128 --threads 2 --auth_token "$TOKEN"
 
@@ -35,7 +38,8 @@ ADDR=127.0.0.1:$FS_PORT
 COMMON=(--server "$ADDR" --auth_token "$TOKEN" --deadline 120s --wait_for_server 30s
   --progress=false)
 echo "== memory sweep"
-timeout 150 nice "$LOADTEST" "${COMMON[@]}" --mode memory --models ci-linear-elu,ci-softmax \
+timeout 150 nice "$LOADTEST" "${COMMON[@]}" --mode memory \
+  --models ci-linear-elu,ci-gated,ci-window,ci-hybrid,ci-softmax \
   --contexts 1k,4k,16k,64k --chunk_tokens 4096 --decode_tokens 32 --csv_dir "$FS_WORK/out"
 echo "== concurrency sweep"
 timeout 90 nice "$LOADTEST" "${COMMON[@]}" --mode concurrency --models ci-linear-elu \

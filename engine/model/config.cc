@@ -53,18 +53,20 @@ absl::string_view AttentionKindName(AttentionKind kind) {
     case AttentionKind::kCosformer: return "cosformer";
     case AttentionKind::kCosine: return "cosine";
     case AttentionKind::kFavor: return "favor";
-    case AttentionKind::kGated: return "gated";
-    case AttentionKind::kWindow: return "window";
-    case AttentionKind::kHybrid: return "hybrid";
+    case AttentionKind::kGated:
+      return "gated";
+    case AttentionKind::kWindow:
+      return "window";
+    case AttentionKind::kHybrid:
+      return "hybrid";
   }
   return "unknown";
 }
 
 absl::StatusOr<AttentionKind> AttentionKindFromName(absl::string_view name) {
   for (AttentionKind k : {AttentionKind::kSoftmax, AttentionKind::kLinearElu,
-                          AttentionKind::kCosformer, AttentionKind::kCosine,
-                          AttentionKind::kFavor, AttentionKind::kGated, AttentionKind::kWindow,
-                          AttentionKind::kHybrid}) {
+                          AttentionKind::kCosformer, AttentionKind::kCosine, AttentionKind::kFavor,
+                          AttentionKind::kGated, AttentionKind::kWindow, AttentionKind::kHybrid}) {
     if (AttentionKindName(k) == name) return k;
   }
   return absl::InvalidArgumentError(
@@ -80,22 +82,27 @@ bool ModelConfig::has_conv() const {
 
 LayerAttention ModelConfig::layer_attention(int layer) const {
   switch (attention_kind) {
-    case AttentionKind::kSoftmax: return {};
-    case AttentionKind::kWindow: return {.linear = false, .window = true};
+    case AttentionKind::kSoftmax:
+      return {};
+    case AttentionKind::kWindow:
+      return {.linear = false, .window = true};
     case AttentionKind::kHybrid:
       if (hybrid_layout == HybridLayout::kSum) return {.linear = true, .window = true};
       return {.linear = layer % 2 == 1, .window = layer % 2 == 0};
-    default: return {.linear = true, .window = false};
+    default:
+      return {.linear = true, .window = false};
   }
 }
 
 int ModelConfig::feature_dim() const {
   switch (attention_kind) {
     case AttentionKind::kSoftmax:
-    case AttentionKind::kWindow: return 0;
+    case AttentionKind::kWindow:
+      return 0;
     case AttentionKind::kCosformer: return 2 * head_dim;
     case AttentionKind::kFavor: return favor_num_features;
-    case AttentionKind::kGated: return 2 * rfa_num_features;
+    case AttentionKind::kGated:
+      return 2 * rfa_num_features;
     default: return head_dim;
   }
 }
@@ -107,7 +114,8 @@ size_t ModelConfig::state_floats() const {
   size_t total = 0;
   for (int l = 0; l < num_hidden_layers; ++l) {
     const LayerAttention a = layer_attention(l);
-    total += (a.linear ? h * (f * d + f + 1) : 0) + conv + (a.window ? 2 * size_t(window_size) * D : 0);
+    total +=
+        (a.linear ? h * (f * d + f + 1) : 0) + conv + (a.window ? 2 * size_t(window_size) * D : 0);
   }
   return total;
 }
@@ -176,20 +184,19 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text, absl::
     if (s.ok()) *field = static_cast<std::remove_pointer_t<decltype(field)>>(v);
     return s;
   };
-  for (absl::Status s : {read("vocab_size", true, 256, 256, &c.vocab_size),
-                         read("hidden_size", true, 2, kBig, &c.hidden_size),
-                         read("num_hidden_layers", true, 1, 1024, &c.num_hidden_layers),
-                         read("num_attention_heads", true, 1, 1024, &c.num_attention_heads),
-                         read("intermediate_size", true, 1, 1 << 20, &c.intermediate_size),
-                         read("conv_kernel_size", false, 0, 64, &c.conv_kernel_size),
-                         read("max_position_embeddings", false, 1, int64_t{1} << 40,
-                              &c.max_position_embeddings),
-                         read("cosformer_horizon", false, 1, INT32_MAX,
-                              &c.cosformer_horizon),
-                         read("favor_num_features", false, 1, kBig, &c.favor_num_features),
-                         read("chunk_size", false, 1, 1 << 16, &c.chunk_size),
-                         read("window_size", false, 1, kBig, &c.window_size),
-                         read("rfa_num_features", false, 1, kBig, &c.rfa_num_features)}) {
+  for (absl::Status s :
+       {read("vocab_size", true, 256, 256, &c.vocab_size),
+        read("hidden_size", true, 2, kBig, &c.hidden_size),
+        read("num_hidden_layers", true, 1, 1024, &c.num_hidden_layers),
+        read("num_attention_heads", true, 1, 1024, &c.num_attention_heads),
+        read("intermediate_size", true, 1, 1 << 20, &c.intermediate_size),
+        read("conv_kernel_size", false, 0, 64, &c.conv_kernel_size),
+        read("max_position_embeddings", false, 1, int64_t{1} << 40, &c.max_position_embeddings),
+        read("cosformer_horizon", false, 1, INT32_MAX, &c.cosformer_horizon),
+        read("favor_num_features", false, 1, kBig, &c.favor_num_features),
+        read("chunk_size", false, 1, 1 << 16, &c.chunk_size),
+        read("window_size", false, 1, kBig, &c.window_size),
+        read("rfa_num_features", false, 1, kBig, &c.rfa_num_features)}) {
     if (!s.ok()) return s;
   }
   for (absl::Status s : {ReadFloat(j, path, "rms_norm_eps", &c.rms_norm_eps),
@@ -215,15 +222,15 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text, absl::
   if (c.attention_kind == AttentionKind::kWindow && c.conv_kernel_size != 0) {
     return Bad(path, "conv_kernel_size", "must be 0 for window (it uses RoPE)");
   }
-  for (auto [key, kind] : {std::pair<const char*, AttentionKind>{"window_size",
-                                                                 AttentionKind::kWindow},
-                           {"rfa_num_features", AttentionKind::kGated}}) {
-    const bool needed = c.attention_kind == kind ||
-                        (kind == AttentionKind::kWindow &&
-                         c.attention_kind == AttentionKind::kHybrid);
+  for (auto [key, kind] :
+       {std::pair<const char*, AttentionKind>{"window_size", AttentionKind::kWindow},
+        {"rfa_num_features", AttentionKind::kGated}}) {
+    const bool needed = c.attention_kind == kind || (kind == AttentionKind::kWindow &&
+                                                     c.attention_kind == AttentionKind::kHybrid);
     if (needed && !j.contains(key)) {
-      return Bad(path, key, absl::StrCat("is missing (attention_kind ",
-                                         AttentionKindName(c.attention_kind), " needs it)"));
+      return Bad(path, key,
+                 absl::StrCat("is missing (attention_kind ", AttentionKindName(c.attention_kind),
+                              " needs it)"));
     }
   }
   if (auto hl = j.find("hybrid_layout"); hl != j.end()) {

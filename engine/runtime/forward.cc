@@ -15,7 +15,8 @@ FeatureMap MapFor(AttentionKind k) {
     case AttentionKind::kCosformer: return FeatureMap::kCosformer;
     case AttentionKind::kCosine: return FeatureMap::kCosine;
     case AttentionKind::kFavor: return FeatureMap::kFavor;
-    default: return FeatureMap::kEluPlusOne;  // linear_elu, hybrid's linear layers; gated: unused
+    default:
+      return FeatureMap::kEluPlusOne;  // linear_elu, hybrid's linear layers; gated: unused
   }
 }
 

@@ -20,7 +20,8 @@ absl::StatusOr<std::unique_ptr<DeviceForward<D>>> DeviceForward<D>::Create(
     } else if (l.attention.linear) {
       RETURN_IF_ERROR(CheckLinearAttentionShape<D>(c.head_dim, c.feature_dim(), chunk_size));
     }
-    if (l.attention.window) RETURN_IF_ERROR(CheckWindowAttentionShape<D>(c.head_dim, c.window_size));
+    if (l.attention.window)
+      RETURN_IF_ERROR(CheckWindowAttentionShape<D>(c.head_dim, c.window_size));
   }
   if (!c.is_linear()) RETURN_IF_ERROR(CheckPagedAttentionShape<D>(c.head_dim));
   auto f = std::unique_ptr<DeviceForward>(new DeviceForward());
@@ -318,8 +319,8 @@ absl::Status DeviceForward<D>::RunLayers(std::span<const SequenceRun> batch,
     if (lw.conv != nullptr) {
       const LayerStateLayout& lay = layout_.layers[l];
       CausalConv<D>(h, hidden, c.conv_kernel_size, lw.conv, conv_.on,
-                    static_cast<int>(conv_.host.size()),
-                    static_cast<int64_t>(lay.begin + lay.conv), h2);
+                    static_cast<int>(conv_.host.size()), static_cast<int64_t>(lay.begin + lay.conv),
+                    h2);
       attn_in = h2;
     }
     Gemm<D>(attn_in, N, lw.wqkv, qkv_.template as<float>(), false, *par_);

@@ -90,10 +90,10 @@ SessionState NewSessionState(const ModelConfig& config, const SamplingParams& sa
 // slice (`begin` from the start of the state). A part the layer lacks has no meaningful offset.
 struct LayerStateLayout {
   size_t begin = 0;
-  size_t s = 0, z = 0, m = 0;      // linear branch
-  size_t conv = 0;                 // when ModelConfig::has_conv()
-  size_t ring_k = 0, ring_v = 0;   // window branch
-  size_t floats = 0;               // the slice's length
+  size_t s = 0, z = 0, m = 0;     // linear branch
+  size_t conv = 0;                // when ModelConfig::has_conv()
+  size_t ring_k = 0, ring_v = 0;  // window branch
+  size_t floats = 0;              // the slice's length
   LayerAttention attention;
 };
 struct StateLayout {

@@ -3,6 +3,8 @@
 // C+1 and 200, decay from slow to fast gates); any device against the CPU body for every split;
 // splitting on the chunk grid bit-exact on the device itself.
 // The cuda instances GTEST_SKIP with CheckDevice's reason when no GPU is visible.
+#include "kernels/gated_attention.h"
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -10,7 +12,6 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "kernels/gated_attention.h"
 #include "tests/kernels/device_test_util.h"
 
 namespace flatstate::testing {
@@ -36,7 +37,7 @@ struct Result {
 
 // docs/kinds.md's recurrence in float64.
 Result Reference(const std::vector<float>& proj, float scale, float bias,
-              const std::vector<float>& rows, int64_t T) {
+                 const std::vector<float>& rows, int64_t T) {
   Result r;
   r.S.assign(kF * kHd, 0.0);
   r.z.assign(kF, 0.0);
@@ -81,7 +82,7 @@ Result Reference(const std::vector<float>& proj, float scale, float bias,
 // GatedAttention<d> over T tokens in `pieces` (one sequence, one head per call), everything on
 // the device.
 Result RunOn(Device d, const std::vector<float>& proj, float scale, float bias,
-          const std::vector<float>& rows, int64_t T, const std::vector<int64_t>& pieces) {
+             const std::vector<float>& rows, int64_t T, const std::vector<int64_t>& pieces) {
   DeviceArray<float> dproj(d, proj), drows(d, rows);
   LinearHead h;
   h.head_dim = kHd;
@@ -171,8 +172,8 @@ TEST_P(GatedAttentionTest, MatchesFloat64RecurrenceForEveryLengthAndSplit) {
       SCOPED_TRACE(::testing::Message() << "bias " << bias << " T=" << T);
       const auto rows = Random(T * kStride, 7 + T);
       const Result want = Reference(proj, 1.3f, bias, rows, T);
-      for (const auto& pieces : {std::vector<int64_t>{T}, std::vector<int64_t>(T, 1),
-                                 MixedPieces(T)}) {
+      for (const auto& pieces :
+           {std::vector<int64_t>{T}, std::vector<int64_t>(T, 1), MixedPieces(T)}) {
         const Result got = RunOn(dev(), proj, 1.3f, bias, rows, T, pieces);
         ExpectClose(got.out, want.out, 2e-4, "out");
         ExpectClose(got.S, want.S, 1e-4, "S");

@@ -3,13 +3,14 @@
 // longer and shorter than W), bit-identical outputs and rings for any split of a prompt on the
 // device itself, and the ring holding exactly positions max(0, P-W) .. P-1 in slot p mod W.
 // The cuda instances GTEST_SKIP with CheckDevice's reason when no GPU is visible.
+#include "kernels/window_attention.h"
+
 #include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "kernels/window_attention.h"
 #include "tests/kernels/device_test_util.h"
 
 namespace flatstate::testing {
@@ -60,8 +61,7 @@ std::vector<double> Reference(const std::vector<float>& rows, int64_t T) {
       for (double& x : s) sum += (x = std::exp(x - mx));
       for (int64_t j = lo; j <= t; ++j) {
         for (int d = 0; d < kHd; ++d) {
-          out[t * kD + h * kHd + d] +=
-              s[j - lo] / sum * rows[j * kStride + 2 * kD + h * kHd + d];
+          out[t * kD + h * kHd + d] += s[j - lo] / sum * rows[j * kStride + 2 * kD + h * kHd + d];
         }
       }
     }
@@ -73,7 +73,8 @@ struct Result {
   std::vector<float> out, ring;  // ring: [ring_k (W x D) | ring_v (W x D)]
 };
 
-Result RunOn(Device d, const std::vector<float>& rows, int64_t T, const std::vector<int64_t>& pieces) {
+Result RunOn(Device d, const std::vector<float>& rows, int64_t T,
+             const std::vector<int64_t>& pieces) {
   DeviceArray<float> drows(d, rows);
   DeviceArray<float> state(d, std::vector<float>(2 * kW * kD, 0.f));
   DeviceArray<float> out(d, std::vector<float>(T * kD, 0.f));

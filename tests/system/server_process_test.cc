@@ -1,11 +1,38 @@
 // Checkpoint survives a server restart: real flatstate-server processes (posix_spawn), SIGTERM
-// between them, restore in the second, continuation identical to an uninterrupted run.
+// between them, restore in the second, continuation identical to an uninterrupted run; for
+// every family of state: linear_elu, softmax (KV blocks), gated, window (the ring), hybrid.
 #include "tests/system/server_process.h"
+
+#include "absl/strings/str_cat.h"
 
 namespace flatstate::testing {
 namespace {
 
-class ProcessRestartTest : public ::testing::TestWithParam<const char*> {};
+// The kinds of issue 14 (gated, window, hybrid), each a random-weight model in a folder of its
+// own, written once per process; the two kinds of ModelsDir are served from there.
+const std::string& MoreKindsDir() {
+  static const std::string* dir = [] {
+    auto* d = new std::string(TempDir() + "/more-kinds");
+    uint64_t seed = 21;
+    for (AttentionKind k :
+         {AttentionKind::kGated, AttentionKind::kWindow, AttentionKind::kHybrid}) {
+      EXPECT_TRUE(
+          WriteRandomModel(absl::StrCat(*d, "/tiny-", AttentionKindName(k)), SmallConfig(k), seed++)
+              .ok());
+    }
+    return d;
+  }();
+  return *dir;
+}
+
+class ProcessRestartTest : public ::testing::TestWithParam<const char*> {
+ protected:
+  std::vector<std::string> Args() const {
+    const std::string m = GetParam();
+    if (m == kLinear || m == kSoftmax) return {};
+    return {"--models_dir=" + MoreKindsDir()};
+  }
+};
 
 TEST_P(ProcessRestartTest, CheckpointSurvivesRestart) {
   const std::string model = GetParam();
@@ -14,7 +41,7 @@ TEST_P(ProcessRestartTest, CheckpointSurvivesRestart) {
   pb::Checkpoint ck;
   std::vector<int32_t> first;
   {
-    ServerProcess p1(ckpt_dir);
+    ServerProcess p1(ckpt_dir, Args());
     pb::CreateSessionRequest creq;
     creq.set_model(model);
     creq.mutable_sampling()->set_temperature(0.9f);
@@ -38,7 +65,7 @@ TEST_P(ProcessRestartTest, CheckpointSurvivesRestart) {
     ASSERT_TRUE(st.ok()) << st.error_message();
     p1.Stop();
   }
-  ServerProcess p2(ckpt_dir);
+  ServerProcess p2(ckpt_dir, Args());
   // Restore by id (from --checkpoint_dir) and by the inline bytes: both continue identically.
   std::vector<std::vector<int32_t>> continuations;
   for (int by_id = 0; by_id < 2; ++by_id) {
@@ -78,9 +105,15 @@ TEST_P(ProcessRestartTest, CheckpointSurvivesRestart) {
             grpc::StatusCode::DATA_LOSS);
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, ProcessRestartTest, ::testing::Values(kLinear, kSoftmax),
+INSTANTIATE_TEST_SUITE_P(Models, ProcessRestartTest,
+                         ::testing::Values(kLinear, kSoftmax, "tiny-gated", "tiny-window",
+                                           "tiny-hybrid"),
                          [](const ::testing::TestParamInfo<const char*>& i) {
-                           return std::string(i.param) == kLinear ? "linear_elu" : "softmax";
+                           std::string n = std::string(i.param).substr(5);  // after "tiny-"
+                           for (char& c : n) {
+                             if (c == '-') c = '_';
+                           }
+                           return n;
                          });
 
 }  // namespace

@@ -41,9 +41,8 @@ TEST(ModelConfigTest, ParsesWriterOutput) {
 
 TEST(ModelConfigTest, AttentionKindNames) {
   for (AttentionKind k : {AttentionKind::kSoftmax, AttentionKind::kLinearElu,
-                          AttentionKind::kCosformer, AttentionKind::kCosine,
-                          AttentionKind::kFavor, AttentionKind::kGated, AttentionKind::kWindow,
-                          AttentionKind::kHybrid}) {
+                          AttentionKind::kCosformer, AttentionKind::kCosine, AttentionKind::kFavor,
+                          AttentionKind::kGated, AttentionKind::kWindow, AttentionKind::kHybrid}) {
     auto back = AttentionKindFromName(AttentionKindName(k));
     ASSERT_TRUE(back.ok());
     EXPECT_EQ(*back, k);
@@ -68,38 +67,48 @@ TEST(ModelConfigTest, RejectsBadConfigs) {
        "integer"},
       {"wrong float type", [](ojson& j) { j["rms_norm_eps"] = "tiny"; }, "rms_norm_eps", "number"},
       {"negative eps", [](ojson& j) { j["linear_eps"] = -1.0; }, "linear_eps", "> 0"},
-      {"unknown attention_kind", [](ojson& j) { j["attention_kind"] = "mamba"; },
-       "attention_kind", "mamba"},
-      {"hidden not divisible by heads", [](ojson& j) {
+      {"unknown attention_kind", [](ojson& j) { j["attention_kind"] = "mamba"; }, "attention_kind",
+       "mamba"},
+      {"hidden not divisible by heads",
+       [](ojson& j) {
          j["num_attention_heads"] = 3;
          j.erase("head_dim");
-       }, "hidden_size", "not divisible"},
+       },
+       "hidden_size", "not divisible"},
       {"vocab not 256", [](ojson& j) { j["vocab_size"] = 512; }, "vocab_size", "out of range"},
       {"head_dim mismatch", [](ojson& j) { j["head_dim"] = 8; }, "head_dim", "must equal"},
-      {"softmax with conv", [](ojson& j) { j["attention_kind"] = "softmax"; },
-       "conv_kernel_size", "softmax"},
+      {"softmax with conv", [](ojson& j) { j["attention_kind"] = "softmax"; }, "conv_kernel_size",
+       "softmax"},
       {"dtype", [](ojson& j) { j["torch_dtype"] = "bfloat16"; }, "torch_dtype", "float32"},
-      {"window with conv", [](ojson& j) {
+      {"window with conv",
+       [](ojson& j) {
          j["attention_kind"] = "window";
          j["window_size"] = 64;
-       }, "conv_kernel_size", "window"},
-      {"window without W", [](ojson& j) {
+       },
+       "conv_kernel_size", "window"},
+      {"window without W",
+       [](ojson& j) {
          j["attention_kind"] = "window";
          j["conv_kernel_size"] = 0;
-       }, "window_size", "missing"},
+       },
+       "window_size", "missing"},
       {"hybrid without W", [](ojson& j) { j["attention_kind"] = "hybrid"; }, "window_size",
        "missing"},
-      {"zero W", [](ojson& j) {
+      {"zero W",
+       [](ojson& j) {
          j["attention_kind"] = "hybrid";
          j["window_size"] = 0;
-       }, "window_size", "out of range"},
+       },
+       "window_size", "out of range"},
       {"gated without R", [](ojson& j) { j["attention_kind"] = "gated"; }, "rfa_num_features",
        "missing"},
-      {"bad layout", [](ojson& j) {
+      {"bad layout",
+       [](ojson& j) {
          j["attention_kind"] = "hybrid";
          j["window_size"] = 8;
          j["hybrid_layout"] = "stack";
-       }, "hybrid_layout", "alternate"},
+       },
+       "hybrid_layout", "alternate"},
   };
   for (const BadCase& c : cases) {
     SCOPED_TRACE(c.what);

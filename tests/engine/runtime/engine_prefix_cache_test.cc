@@ -135,8 +135,8 @@ TEST_P(EnginePrefixCache, SmallStepBudgetsGiveTheSameBits) {
 
 TEST_P(EnginePrefixCache, NeverHoldsMoreThanItsBudget) {
   auto probe = Make(64 << 20);
-  const size_t entry = softmax() ? probe->kv_pool()->bytes_per_block() * 4
-                                 : probe->model().config().state_bytes();
+  const size_t entry =
+      softmax() ? probe->kv_pool()->bytes_per_block() * 4 : probe->model().config().state_bytes();
   const size_t budget = entry * 5 / 2;  // room for two linear states or ~10 KV blocks
   auto e = Make(budget);
   auto plain = Make(0);

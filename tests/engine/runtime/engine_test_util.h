@@ -104,10 +104,10 @@ inline std::vector<int32_t> GenerateInCrowd(Engine* e, SessionState* s, int n, i
 }
 
 inline const std::vector<AttentionKind>& AllKinds() {
-  static const std::vector<AttentionKind> k = {AttentionKind::kSoftmax, AttentionKind::kLinearElu,
+  static const std::vector<AttentionKind> k = {AttentionKind::kSoftmax,   AttentionKind::kLinearElu,
                                                AttentionKind::kCosformer, AttentionKind::kCosine,
-                                               AttentionKind::kFavor,   AttentionKind::kGated,
-                                               AttentionKind::kWindow,  AttentionKind::kHybrid};
+                                               AttentionKind::kFavor,     AttentionKind::kGated,
+                                               AttentionKind::kWindow,    AttentionKind::kHybrid};
   return k;
 }
 

@@ -97,8 +97,8 @@ TEST_P(GoldenParity, LogitsGreedyAndState) {
       const LayerStateLayout& lay = layout.layers[layer];
       const float* base = s.linear.data() + lay.begin;
       // The ring (window kinds): slot j of this head, keys rotated, within 1e-4 of the reference.
-      for (const auto& [key, off] : {std::pair<const char*, size_t>{"ring_k", lay.ring_k},
-                                     {"ring_v", lay.ring_v}}) {
+      for (const auto& [key, off] :
+           {std::pair<const char*, size_t>{"ring_k", lay.ring_k}, {"ring_v", lay.ring_v}}) {
         if (!st.contains(key)) continue;
         ASSERT_TRUE(lay.attention.window) << key << " for a layer without a window branch";
         const auto& ring = st[key];

@@ -25,10 +25,10 @@ void ExpectSameState(const SessionState& a, const SessionState& b) {
 }
 
 TEST(CheckpointTest, LinearRoundTrip) {
-  for (AttentionKind kind : {AttentionKind::kFavor, AttentionKind::kLinearElu,
-                             AttentionKind::kCosformer, AttentionKind::kCosine,
-                             AttentionKind::kGated, AttentionKind::kWindow,
-                             AttentionKind::kHybrid}) {
+  for (AttentionKind kind :
+       {AttentionKind::kFavor, AttentionKind::kLinearElu, AttentionKind::kCosformer,
+        AttentionKind::kCosine, AttentionKind::kGated, AttentionKind::kWindow,
+        AttentionKind::kHybrid}) {
     const CheckpointModel m = LinearModel(kind);
     const SessionState st = RandomLinearState(m);
     absl::StatusOr<std::string> blob = SerializeSession(m, st, nullptr);

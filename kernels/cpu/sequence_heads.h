@@ -1,0 +1,35 @@
+// The CPU bodies' task loop over a LinearBatch (header-only, no state): one task per
+// (sequence, head), decode sequences first, each with per-thread scratch.
+#ifndef FLATSTATE_KERNELS_CPU_SEQUENCE_HEADS_H_
+#define FLATSTATE_KERNELS_CPU_SEQUENCE_HEADS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/linear_attention.h"
+#include "kernels/parallel.h"
+
+namespace flatstate::cpu {
+
+// For every (sequence, head) of `b`, on `par`: fn(seq, h, base, scratch) with base the
+// sequence's state slice of this layer and scratch at least need(seq) floats of this thread's.
+template <typename Need, typename Fn>
+void ForEachSequenceHead(const LinearBatch& b, const Parallel& par, Need need, Fn fn) {
+  const int H = b.H;
+  const int64_t tasks = static_cast<int64_t>(b.num_decode + b.num_prefill) * H;
+  par.For(tasks, [&](int64_t begin, int64_t end) {
+    thread_local std::vector<float> scratch;
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t s = task / H;
+      const LinearSeq& sq = s < b.num_decode ? b.decode[s] : b.prefill[s - b.num_decode];
+      const size_t n = need(sq);
+      if (scratch.size() < n) scratch.resize(n);
+      fn(sq, static_cast<int>(task % H), sq.state + b.layer_offset, scratch.data());
+    }
+  });
+}
+
+}  // namespace flatstate::cpu
+
+#endif  // FLATSTATE_KERNELS_CPU_SEQUENCE_HEADS_H_
