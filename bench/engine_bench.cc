@@ -8,7 +8,7 @@
 //
 // Families (compare ratios inside one run; see docs/benchmarks.md for the targets):
 //   Decode/<model>/<type>/threads:T/batch:B   one decode step for B sessions (items = tokens) with
-//       the layer weights as <type> = f32 | bf16 | int8 (EngineOptions::weight_dtype); counter
+//       the layer weights as <type> = f32 | bf16 | int8 | int4 (EngineOptions::weight_dtype); counter
 //       weight_bytes_per_s = the prepared weights' bytes (GEMM panels + fp32 rest) per second
 //   GemmModel/...               GEMM throughput per weight type (bench/gemm_bench.cc)
 //   DecodeAtContext/<model>/ctx:N   batch-1 decode step with N tokens of context
@@ -314,7 +314,8 @@ void RegisterAll() {
   models.emplace_back("gpt2-small-softmax", Gpt2Small(AttentionKind::kSoftmax));
   for (int threads : {1, 2}) {
     for (const auto& [name, dir] : models) {
-      for (WeightDtype dtype : {WeightDtype::kF32, WeightDtype::kBf16, WeightDtype::kInt8}) {
+      for (WeightDtype dtype :
+           {WeightDtype::kF32, WeightDtype::kBf16, WeightDtype::kInt8, WeightDtype::kInt4}) {
         const std::string tag =
             absl::StrCat(name, "/", WeightDtypeName(dtype), "/threads:", threads);
         benchmark::RegisterBenchmark(absl::StrCat("Decode/", tag).c_str(), Decode, dir, threads,

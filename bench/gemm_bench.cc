@@ -5,7 +5,7 @@
 //       layer's weights distinct, so nothing stays in cache) on B rows; items = rows (tokens),
 //       counter weight_bytes_per_s = packed weight bytes streamed per second.
 //
-// <type> is f32 | bf16 | int8 (kernels/gemm.h), <body> the GemmIsa selected for the run ("best"
+// <type> is f32 | bf16 | int8 | int4 (kernels/gemm.h), <body> the GemmIsa selected for the run ("best"
 // is BestGemmIsa(); GemmBodyName tells what ran, e.g. avx512-vnni for int8). Only one type's
 // weights are held at a time (prepared on first use).
 #include "bench/gemm_bench.h"
@@ -96,7 +96,8 @@ void GemmModel(benchmark::State& state, WeightDtype dtype, GemmIsa isa, int thre
 void RegisterGemmBenchmarks() {
   std::vector<std::pair<std::string, GemmIsa>> bodies = {{"best", BestGemmIsa()}};
   if (BestGemmIsa() == GemmIsa::kAvx512) bodies.emplace_back("avx2", GemmIsa::kAvx2);
-  for (WeightDtype dtype : {WeightDtype::kF32, WeightDtype::kBf16, WeightDtype::kInt8}) {
+  for (WeightDtype dtype :
+       {WeightDtype::kF32, WeightDtype::kBf16, WeightDtype::kInt8, WeightDtype::kInt4}) {
     for (const auto& [body, isa] : bodies) {
       for (int threads : {1, 2}) {
         const std::string name = absl::StrCat("GemmModel/", WeightDtypeName(dtype), "/", body,

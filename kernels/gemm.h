@@ -1,5 +1,6 @@
 // y[m, n] = x[m, k] * w[n, k]^T (+ y when accumulate). x and y are row-major fp32; w is a weight
-// matrix in the PyTorch nn.Linear layout [out, in], held as fp32, bf16 or int8 (WeightDtype).
+// matrix in the PyTorch nn.Linear layout [out, in], held as fp32, bf16, int8 or int4
+// (WeightDtype).
 //
 // Batch invariance (the property flatstate promises: a session's outputs do not depend on which
 // other sessions share its step): row i of y depends only on row i of x and on w, bit for bit,
@@ -17,6 +18,8 @@
 //          (QuantizeRowInt8 below: it depends on the row alone). Then for b = 0, 1, ... in order
 //          acc = fma(float(isum_b), sx[i][b] * sw[j][b], acc), where isum_b is the exact integer
 //          sum of qx * qw over the block (|isum_b| < 2^24, so float(isum_b) is exact too).
+//   kInt4  kInt8's chain with qw in [-7, 7] and sw = max|w| / 7 per column and block of 32
+//          (QuantizeBlockInt4); the activations are int8 as for kInt8.
 // Register tiling (rows x panel columns) and threading (over panels and row blocks) only decide
 // which chains run together, never the order inside one, and integer sums are exact whatever
 // instruction adds them, so the result is also identical across the AVX-512, AVX2 and scalar
@@ -26,8 +29,8 @@
 // Bodies per type: kF32 and kBf16 are AVX-512F, AVX2+FMA or scalar fma chains (bf16 widening is a
 // 16-bit shift, so no AVX512-BF16 is needed; its vdpbf16ps is not used at all: it adds pairs of
 // products before rounding, a different chain, and this project's development CPU lacks it).
-// kInt8 sums blocks with AVX512-VNNI vpdpbusd, or AVX2 vpmaddubsw/vpmaddwd, or scalar integer
-// multiply-adds; a CPU with AVX-512F but no VNNI runs the AVX2 int8 body under kAvx512.
+// kInt8 and kInt4 sum blocks with AVX512-VNNI vpdpbusd, or AVX2 vpmaddubsw/vpmaddwd, or scalar
+// integer multiply-adds; a CPU with AVX-512F but no VNNI runs their AVX2 bodies under kAvx512.
 //
 // The op is Gemm<D> over a GemmWeight<D>, a weight prepared once at load for device D's GEMM by
 // PrepareGemmWeight<D> (kCpu: the PackedWeight panels, and Gemm<kCpu> is GemmPacked; kCuda: a
@@ -54,9 +57,9 @@ namespace flatstate {
 
 // Element types a GemmWeight can hold (the activations x and y are always fp32). See the top of
 // this file for each type's chain and docs/model-format.md for which tensors take it.
-enum class WeightDtype { kF32, kBf16, kInt8 };
+enum class WeightDtype { kF32, kBf16, kInt8, kInt4 };
 
-const char* WeightDtypeName(WeightDtype dtype);  // "f32" | "bf16" | "int8"
+const char* WeightDtypeName(WeightDtype dtype);  // "f32" | "bf16" | "int8" | "int4"
 // Parses --weight_dtype values; InvalidArgument naming the accepted ones otherwise.
 absl::StatusOr<WeightDtype> ParseWeightDtype(absl::string_view name);
 
@@ -70,12 +73,17 @@ absl::StatusOr<WeightDtype> ParseWeightDtype(absl::string_view name);
 //          wants), then the block's 64 fp32 scales sw[j][b]; k past the end quantises as 0.
 //          Per column and block: sw = max|w| / 127 and qw = nearest-even(w / sw) (all 0 where
 //          max|w| is 0). 36 bytes per 32 weights (Q8_0 has 34: an fp16 scale).
+//   kInt4  ceil(k / 32) blocks of kInt4BlockBytes: 1024 bytes of nibbles, the byte at
+//          g*256 + j*4 + t (g = 0..3) holding qw[j][b*32 + 8*g + t] + 8 in its low and
+//          qw[j][b*32 + 8*g + 4 + t] + 8 in its high nibble, then the 64 fp32 scales sw[j][b]
+//          (sw = max|w| / 7, qw = nearest-even(w / sw) in [-7, 7]). 20 bytes per 32 weights.
 // Owns its buffer; immutable after Pack, so safe to share between threads.
 class PackedWeight {
  public:
   static constexpr int64_t kPanel = 64;
   static constexpr int64_t kInt8Block = 32;  // k per int8 scale
   static constexpr size_t kInt8BlockBytes = 2048 + 64 * sizeof(float);
+  static constexpr size_t kInt4BlockBytes = 1024 + 64 * sizeof(float);
 
   PackedWeight() = default;
   // Throws std::bad_alloc when memory runs out (PrepareGemmWeight<kCpu> turns it into a status).
@@ -112,6 +120,8 @@ float FloatFromBf16(uint16_t b);
 // scale 0) when max|x| is 0. A block holding an Inf or NaN gets scale NaN, so its outputs are NaN
 // as with fp32 weights. q[len..31] = 0. Returns the scale.
 float QuantizeBlockInt8(const float* x, int64_t len, int8_t* q);
+// The same rule to [-7, 7]: scale = max|x| / 7 (kInt4's weights).
+float QuantizeBlockInt4(const float* x, int64_t len, int8_t* q);
 
 // y[m, w.n()] = x[m, w.k()] * w^T (+ y). See the top of this file for the order of operations.
 void GemmPacked(const float* x, int64_t m, const PackedWeight& w, float* y, bool accumulate,
@@ -139,7 +149,7 @@ struct GemmWeight {
 
 // Prepares the host weight w [n, k] (fp32) for D as options.dtype (kCpu quantises it here).
 // Fails with ResourceExhausted when D is out of memory (or the device's error), Unimplemented for
-// a type D has no body for (kCuda: kBf16, kInt8 so far); kCuda: the copy completes at the next
+// a type D has no body for (kCuda: all but kF32 so far); kCuda: the copy completes at the next
 // Synchronize<kCuda>.
 template <Device D>
 absl::StatusOr<GemmWeight<D>> PrepareGemmWeight(const float* w, int64_t n, int64_t k,
@@ -160,8 +170,9 @@ GemmIsa ActiveGemmIsa();
 // Selects a body (tests and benchmarks compare them). Returns false, changing nothing, when the
 // CPU lacks it. Not synchronised with running GEMMs: call it while none runs.
 bool SetGemmIsa(GemmIsa isa);
-// The body that runs `dtype` while `isa` is selected, e.g. "avx512-vnni" for kInt8 under kAvx512
-// on a CPU with AVX512-VNNI, "avx2" on one without (tests and benchmarks name what they ran).
+// The body that runs `dtype` while `isa` is selected, e.g. "avx512-vnni" for kInt8 and kInt4
+// under kAvx512 on a CPU with AVX512-VNNI, "avx2" on one without (tests and benchmarks name what
+// they ran).
 const char* GemmBodyName(GemmIsa isa, WeightDtype dtype);
 
 }  // namespace flatstate

@@ -156,6 +156,8 @@ size_t PackedWeight::PanelBytes(WeightDtype dtype, int64_t k) {
       return static_cast<size_t>((k + 1) / 2) * kPanel * 2 * sizeof(uint16_t);
     case WeightDtype::kInt8:
       return static_cast<size_t>((k + kInt8Block - 1) / kInt8Block) * kInt8BlockBytes;
+    case WeightDtype::kInt4:
+      return static_cast<size_t>((k + kInt8Block - 1) / kInt8Block) * kInt4BlockBytes;
     case WeightDtype::kF32:
       break;
   }
@@ -178,6 +180,9 @@ PackedWeight PackedWeight::Pack(const float* w, int64_t n, int64_t k, WeightDtyp
     case WeightDtype::kInt8:
       cpu::PackInt8(w, n, k, pw.data_.get());
       return pw;
+    case WeightDtype::kInt4:
+      cpu::PackInt4(w, n, k, pw.data_.get());
+      return pw;
     case WeightDtype::kF32:
       break;
   }
@@ -199,6 +204,8 @@ const char* WeightDtypeName(WeightDtype dtype) {
       return "bf16";
     case WeightDtype::kInt8:
       return "int8";
+    case WeightDtype::kInt4:
+      return "int4";
     case WeightDtype::kF32:
       break;
   }
@@ -207,11 +214,12 @@ const char* WeightDtypeName(WeightDtype dtype) {
 
 absl::StatusOr<WeightDtype> ParseWeightDtype(absl::string_view name) {
   const std::string lower = absl::AsciiStrToLower(name);
-  for (WeightDtype d : {WeightDtype::kF32, WeightDtype::kBf16, WeightDtype::kInt8}) {
+  for (WeightDtype d :
+       {WeightDtype::kF32, WeightDtype::kBf16, WeightDtype::kInt8, WeightDtype::kInt4}) {
     if (lower == WeightDtypeName(d)) return d;
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("weight_dtype: unknown type '", name, "' (expected f32, bf16 or int8)"));
+  return absl::InvalidArgumentError(absl::StrCat("weight_dtype: unknown type '", name,
+                                                 "' (expected f32, bf16, int8 or int4)"));
 }
 
 const char* GemmIsaName(GemmIsa isa) {
@@ -241,7 +249,7 @@ bool SetGemmIsa(GemmIsa isa) {
 }
 
 const char* GemmBodyName(GemmIsa isa, WeightDtype dtype) {
-  if (dtype == WeightDtype::kInt8 && isa == GemmIsa::kAvx512) {
+  if ((dtype == WeightDtype::kInt8 || dtype == WeightDtype::kInt4) && isa == GemmIsa::kAvx512) {
     return cpu::HasInt8Vnni() ? "avx512-vnni" : "avx2";
   }
   return GemmIsaName(isa);
@@ -257,6 +265,8 @@ void GemmPacked(const float* x, int64_t m, const PackedWeight& w, float* y, bool
       return cpu::GemmBf16(x, m, w, y, accumulate, par, isa);
     case WeightDtype::kInt8:
       return cpu::GemmInt8(x, m, w, y, accumulate, par, isa);
+    case WeightDtype::kInt4:
+      return cpu::GemmInt4(x, m, w, y, accumulate, par, isa);
     case WeightDtype::kF32:
       break;
   }

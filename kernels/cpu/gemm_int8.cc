@@ -32,7 +32,10 @@ namespace {
 constexpr int64_t kB = PackedWeight::kInt8Block;
 }  // namespace
 
-float QuantizeBlockInt8(const float* x, int64_t len, int8_t* q) {
+namespace {
+
+// Symmetric quantisation of one block to [-qmax, qmax] (kernels/gemm.h).
+float QuantizeBlock(const float* x, int64_t len, float qmax, int8_t* q) {
   float amax = 0.f;
   bool finite = true;
   for (int64_t t = 0; t < len; ++t) {
@@ -43,51 +46,53 @@ float QuantizeBlockInt8(const float* x, int64_t len, int8_t* q) {
   std::memset(q, 0, kB);
   if (!finite) return std::numeric_limits<float>::quiet_NaN();
   if (amax == 0.f) return 0.f;
-  const float scale = amax / 127.f;
+  const float scale = amax / qmax;
   for (int64_t t = 0; t < len; ++t) {
     const float r = std::nearbyint(x[t] / scale);  // the default rounding: nearest-even
-    q[t] = static_cast<int8_t>(std::clamp(r, -127.f, 127.f));
+    q[t] = static_cast<int8_t>(std::clamp(r, -qmax, qmax));
   }
   return scale;
 }
 
+}  // namespace
+
+float QuantizeBlockInt8(const float* x, int64_t len, int8_t* q) {
+  return QuantizeBlock(x, len, 127.f, q);
+}
+
+float QuantizeBlockInt4(const float* x, int64_t len, int8_t* q) {
+  return QuantizeBlock(x, len, 7.f, q);
+}
+
 namespace cpu {
+
+void QuantRows::Fill(const float* x, int64_t m, int64_t k, const Parallel& par) {
+  nb = (k + kB - 1) / kB;
+  q.resize(static_cast<size_t>(m * nb * kB));
+  s.resize(static_cast<size_t>(m * nb));
+  sum.resize(static_cast<size_t>(m * nb));
+  auto rows = [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      for (int64_t b = 0; b < nb; ++b) {
+        const int64_t i = r * nb + b;
+        int8_t* qb = q.data() + i * kB;
+        s[i] = QuantizeBlockInt8(x + r * k + b * kB, std::min(kB, k - b * kB), qb);
+        int32_t total = 0;
+        for (int64_t t = 0; t < kB; ++t) total += qb[t];
+        sum[i] = total;
+      }
+    }
+  };
+  if (par.num_threads() == 1 || m * k < (int64_t{1} << 16)) {
+    rows(0, m);
+  } else {
+    par.For(m, rows);
+  }
+}
+
 namespace {
 
 constexpr int64_t kGroupBytes = kP * 4;  // 4 k of 64 columns
-
-// The rows of x quantised per block: row r's block b is q[(r * nb + b) * 32 ..], its scale
-// s[r * nb + b] and -128 * its sum of quants bias[r * nb + b] (for vpdpbusd).
-struct QuantRows {
-  std::vector<int8_t> q;
-  std::vector<float> s;
-  std::vector<int32_t> bias;
-  int64_t nb = 0;
-
-  void Fill(const float* x, int64_t m, int64_t k, const Parallel& par) {
-    nb = (k + kB - 1) / kB;
-    q.resize(static_cast<size_t>(m * nb * kB));
-    s.resize(static_cast<size_t>(m * nb));
-    bias.resize(static_cast<size_t>(m * nb));
-    auto rows = [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
-        for (int64_t b = 0; b < nb; ++b) {
-          const int64_t i = r * nb + b;
-          int8_t* qb = q.data() + i * kB;
-          s[i] = QuantizeBlockInt8(x + r * k + b * kB, std::min(kB, k - b * kB), qb);
-          int32_t sum = 0;
-          for (int64_t t = 0; t < kB; ++t) sum += qb[t];
-          bias[i] = -128 * sum;
-        }
-      }
-    };
-    if (par.num_threads() == 1 || m * k < (int64_t{1} << 16)) {
-      rows(0, m);
-    } else {
-      par.For(m, rows);
-    }
-  }
-};
 
 // ---- Scalar body: the definition every other body must equal bit for bit. ----
 void RowScalar(const QuantRows& xq, int64_t r, const uint8_t* panel, float* y, int64_t cols,
@@ -124,7 +129,8 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void BlockVnni(
     const uint8_t* blk = panel + b * PackedWeight::kInt8BlockBytes;
     __m512i isum[MR][4];
     for (int i = 0; i < MR; ++i) {
-      const __m512i init = _mm512_set1_epi32(xq.bias[(r + i) * nb + b]);
+      // -128 * sum(qx) takes the weights' +128 back out of vpdpbusd's sum, exactly.
+      const __m512i init = _mm512_set1_epi32(-128 * xq.sum[(r + i) * nb + b]);
       for (int v = 0; v < 4; ++v) isum[i][v] = init;
     }
     for (int g = 0; g < 8; ++g) {
@@ -232,6 +238,11 @@ RowsFn RowsFor(GemmIsa isa) {
 
 }  // namespace
 
+QuantRows& ThreadQuantRows() {
+  static thread_local QuantRows rows;
+  return rows;
+}
+
 bool HasInt8Vnni() {
   static const bool has = __builtin_cpu_supports("avx512f") &&
                           __builtin_cpu_supports("avx512bw") &&
@@ -263,9 +274,8 @@ void GemmInt8(const float* x, int64_t m, const PackedWeight& w, float* y, bool a
               const Parallel& par, GemmIsa isa) {
   const int64_t n = w.n(), k = w.k();
   // The calling thread's scratch, reused across calls. A reference, so that the workers read
-  // this thread's rows (a thread_local named in the lambda would be each worker's own).
-  static thread_local QuantRows scratch;
-  QuantRows& xq = scratch;
+  // this thread's rows.
+  QuantRows& xq = ThreadQuantRows();
   xq.Fill(x, m, k, par);
   const RowsFn rows = RowsFor(isa);
   ForTiles(m, w.panels(), static_cast<double>(m) * n * k, par,

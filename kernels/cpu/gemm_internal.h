@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "kernels/gemm.h"
 #include "kernels/parallel.h"
@@ -79,6 +80,24 @@ void ForTiles(int64_t m, int64_t panels, double work, const Parallel& par, const
   }
 }
 
+// The rows of an activation matrix x [m, k] quantised per block of 32 for the integer weight
+// types (QuantizeBlockInt8, kernels/gemm.h): row r's block b is q[(r * nb + b) * 32 ..] (zero
+// past k), its scale s[r * nb + b] and the sum of its quants sum[r * nb + b] (the integer bodies
+// use it to take the unsigned weights' offset back out).
+struct QuantRows {
+  std::vector<int8_t> q;
+  std::vector<float> s;
+  std::vector<int32_t> sum;
+  int64_t nb = 0;
+
+  // Quantises x (over `par` when there is enough of it); each row depends on itself only.
+  void Fill(const float* x, int64_t m, int64_t k, const Parallel& par);
+};
+
+// The calling thread's QuantRows, reused across calls (pool workers only read the caller's:
+// capture the reference, never name this in a worker).
+QuantRows& ThreadQuantRows();
+
 // Per type: Pack* fills a PackedWeight's buffer (panels() * PanelBytes(dtype, k) bytes) with the
 // layout of kernels/gemm.h; Gemm* is GemmPacked for that type with body `isa`.
 void PackBf16(const float* w, int64_t n, int64_t k, uint8_t* out);
@@ -86,6 +105,9 @@ void GemmBf16(const float* x, int64_t m, const PackedWeight& w, float* y, bool a
               const Parallel& par, GemmIsa isa);
 void PackInt8(const float* w, int64_t n, int64_t k, uint8_t* out);
 void GemmInt8(const float* x, int64_t m, const PackedWeight& w, float* y, bool accumulate,
+              const Parallel& par, GemmIsa isa);
+void PackInt4(const float* w, int64_t n, int64_t k, uint8_t* out);
+void GemmInt4(const float* x, int64_t m, const PackedWeight& w, float* y, bool accumulate,
               const Parallel& par, GemmIsa isa);
 // True when the CPU has what the AVX512-VNNI int8 body needs (AVX-512F/BW and AVX512-VNNI).
 bool HasInt8Vnni();

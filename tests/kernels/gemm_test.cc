@@ -78,9 +78,10 @@ TEST_P(GemmInvariance, AccumulateAddsToOutput) {
     ref += double(x[k + i]) * w[(n - 1) * k + i];
     mag += std::abs(double(x[k + i]) * w[(n - 1) * k + i]);
   }
-  const double tol = dtype == WeightDtype::kF32 ? 1e-3 * (1 + std::abs(ref))
+  const double tol = dtype == WeightDtype::kF32    ? 1e-3 * (1 + std::abs(ref))
                      : dtype == WeightDtype::kBf16 ? 1e-2 * mag
-                                                   : 3e-2 * mag;
+                     : dtype == WeightDtype::kInt8 ? 3e-2 * mag
+                                                   : 0.2 * mag;
   EXPECT_NEAR(y[n + n - 1], ref, tol);
 }
 
@@ -158,7 +159,8 @@ TEST_P(GemmBodies, CloseToF32Product) {
   const WeightDtype dtype = GetParam();
   const double bound = dtype == WeightDtype::kF32    ? 1e-5
                        : dtype == WeightDtype::kBf16 ? 0.004
-                                                     : 0.015;
+                       : dtype == WeightDtype::kInt8 ? 0.015
+                                                     : 0.2;
   SerialParallel serial;
   for (const GemmShape& s : {GemmShape{768, 2304}, GemmShape{3072, 768}, GemmShape{128, 512}}) {
     const int64_t m = 4;
@@ -202,11 +204,11 @@ TEST(WeightDtypes, NamesRoundTripAndUnknownNamesFail) {
     EXPECT_EQ(*parsed, d);
   }
   EXPECT_EQ(*ParseWeightDtype("BF16"), WeightDtype::kBf16);
-  for (const char* bad : {"", "fp16", "int4", "q8_0"}) {
+  for (const char* bad : {"", "fp16", "int2", "q8_0"}) {
     auto parsed = ParseWeightDtype(bad);
     EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument) << bad;
   }
-  EXPECT_NE(ParseWeightDtype("int4").status().message().find("f32, bf16 or int8"),
+  EXPECT_NE(ParseWeightDtype("q4_0").status().message().find("f32, bf16, int8 or int4"),
             std::string::npos);
 }
 
@@ -222,6 +224,16 @@ TEST(WeightDtypes, Bf16RoundsToNearestEven) {
   EXPECT_EQ(Bf16FromFloat(std::numeric_limits<float>::max()), 0x7F80);  // rounds up to Inf
   EXPECT_TRUE(std::isnan(FloatFromBf16(Bf16FromFloat(std::nanf("")))));
   EXPECT_TRUE(std::isnan(FloatFromBf16(Bf16FromFloat(std::bit_cast<float>(0x7F800001u)))));
+}
+
+TEST(WeightDtypes, Int4BlockQuantisation) {
+  int8_t q[32];
+  const float x[3] = {-0.7f, 0.25f, 0.05f};
+  EXPECT_EQ(QuantizeBlockInt4(x, 3, q), 0.7f / 7.f);
+  EXPECT_EQ(q[0], -7);
+  EXPECT_EQ(q[1], 2);  // 2.5 to the even neighbour
+  EXPECT_EQ(q[2], 0);  // 0.5 to the even neighbour
+  for (int t = 3; t < 32; ++t) EXPECT_EQ(q[t], 0) << t;
 }
 
 TEST(WeightDtypes, Int8BlockQuantisation) {

@@ -52,7 +52,7 @@ inline const std::vector<GemmShape>& ModelShapes() {
 
 inline const std::vector<WeightDtype>& AllDtypes() {
   static const std::vector<WeightDtype> d = {WeightDtype::kF32, WeightDtype::kBf16,
-                                             WeightDtype::kInt8};
+                                             WeightDtype::kInt8, WeightDtype::kInt4};
   return d;
 }
 
@@ -73,28 +73,31 @@ inline std::vector<float> ReferenceGemm(WeightDtype dtype, const std::vector<flo
   std::vector<float> y(m * n);
   constexpr int64_t kB = PackedWeight::kInt8Block;
   const int64_t nb = (k + kB - 1) / kB;
+  const bool integer = dtype == WeightDtype::kInt8 || dtype == WeightDtype::kInt4;
   // Quantised rows of a matrix [rows, k]: q [rows, nb * 32], s [rows, nb].
-  auto quantize = [&](const std::vector<float>& a, int64_t rows, std::vector<int8_t>* q,
-                      std::vector<float>* s) {
+  auto quantize = [&](const std::vector<float>& a, int64_t rows, bool int4,
+                      std::vector<int8_t>* q, std::vector<float>* s) {
     q->assign(rows * nb * kB, 0);
     s->assign(rows * nb, 0.f);
     for (int64_t r = 0; r < rows; ++r) {
       for (int64_t b = 0; b < nb; ++b) {
-        (*s)[r * nb + b] = QuantizeBlockInt8(a.data() + r * k + b * kB, std::min(kB, k - b * kB),
-                                             q->data() + (r * nb + b) * kB);
+        const float* block = a.data() + r * k + b * kB;
+        const int64_t len = std::min(kB, k - b * kB);
+        int8_t* qb = q->data() + (r * nb + b) * kB;
+        (*s)[r * nb + b] = int4 ? QuantizeBlockInt4(block, len, qb) : QuantizeBlockInt8(block, len, qb);
       }
     }
   };
   std::vector<int8_t> qx, qw;
   std::vector<float> sx, sw;
-  if (dtype == WeightDtype::kInt8) {
-    quantize(x, m, &qx, &sx);
-    quantize(w, n, &qw, &sw);
+  if (integer) {
+    quantize(x, m, /*int4=*/false, &qx, &sx);  // activations are int8 for both types
+    quantize(w, n, dtype == WeightDtype::kInt4, &qw, &sw);
   }
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) {
       float acc = 0.f;
-      if (dtype == WeightDtype::kInt8) {
+      if (integer) {
         for (int64_t b = 0; b < nb; ++b) {
           int32_t isum = 0;
           for (int64_t t = 0; t < kB; ++t) {
