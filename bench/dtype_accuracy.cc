@@ -50,9 +50,10 @@ int Run(const std::string& models_dir, const std::string& data, int max_windows)
     if (std::filesystem::exists(e.path() / "config.json")) models.push_back(e.path().string());
   }
   std::sort(models.begin(), models.end());
-  std::printf("| model | type | val loss (nats/byte) | vs f32 | logit rel. error | max abs. logit "
-              "error | argmax = f32 | greedy tokens = f32 (of 500) |\n|---|---|---|---|---|---|---"
-              "|---|\n");
+  std::printf(
+      "| model | type | val loss (nats/byte) | vs f32 | logit rel. error | max abs. logit "
+      "error | argmax = f32 | greedy tokens = f32 (of 500) |\n|---|---|---|---|---|---|---"
+      "|---|\n");
   for (const std::string& dir : models) {
     Result ref;
     for (WeightDtype dtype :
@@ -101,8 +102,8 @@ int Run(const std::string& models_dir, const std::string& data, int max_windows)
               r.ref2 += static_cast<double>(f[j]) * f[j];
               r.max_abs = std::max(r.max_abs, std::abs(d));
             }
-            r.argmax_agree += std::max_element(l, l + kVocab) - l ==
-                              std::max_element(f, f + kVocab) - f;
+            r.argmax_agree +=
+                std::max_element(l, l + kVocab) - l == std::max_element(f, f + kVocab) - f;
           }
           ++r.positions;
         }

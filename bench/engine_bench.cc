@@ -8,8 +8,9 @@
 //
 // Families (compare ratios inside one run; see docs/benchmarks.md for the targets):
 //   Decode/<model>/<type>/threads:T/batch:B   one decode step for B sessions (items = tokens) with
-//       the layer weights as <type> = f32 | bf16 | int8 | int4 (EngineOptions::weight_dtype); counter
-//       weight_bytes_per_s = the prepared weights' bytes (GEMM panels + fp32 rest) per second
+//       the layer weights as <type> = f32 | bf16 | int8 | int4 (EngineOptions::weight_dtype);
+//       counter weight_bytes_per_s = the prepared weights' bytes (GEMM panels + fp32 rest) per
+//       second
 //   GemmModel/...               GEMM throughput per weight type (bench/gemm_bench.cc)
 //   DecodeAtContext/<model>/ctx:N   batch-1 decode step with N tokens of context
 //   Prefill/<model>/chunked|token_by_token/len:4096   prefill tokens/s
@@ -146,8 +147,9 @@ double StepWeightBytes(const Engine& e) {
   const int64_t d = c.hidden_size, f = c.intermediate_size;
   double bytes = static_cast<double>(e.model().weight_bytes());
   for (auto [n, k] : {std::pair<int64_t, int64_t>{3 * d, d}, {d, d}, {f, d}, {d, f}}) {
-    const double packed = static_cast<double>((n + PackedWeight::kPanel - 1) / PackedWeight::kPanel) *
-                          PackedWeight::PanelBytes(e.weight_dtype(), k);
+    const double packed =
+        static_cast<double>((n + PackedWeight::kPanel - 1) / PackedWeight::kPanel) *
+        PackedWeight::PanelBytes(e.weight_dtype(), k);
     bytes += c.num_hidden_layers * (packed - 4.0 * n * k);
   }
   return bytes;
@@ -169,8 +171,8 @@ void Decode(benchmark::State& state, std::string dir, int threads, WeightDtype d
     if (!e->Step(reqs, &res).ok()) state.SkipWithError("step failed");
   }
   state.SetItemsProcessed(state.iterations() * batch);
-  state.counters["weight_bytes_per_s"] = benchmark::Counter(
-      StepWeightBytes(*e) * state.iterations(), benchmark::Counter::kIsRate);
+  state.counters["weight_bytes_per_s"] =
+      benchmark::Counter(StepWeightBytes(*e) * state.iterations(), benchmark::Counter::kIsRate);
   for (auto& s : sessions) e->ReleaseSession(&s);
 }
 
@@ -320,7 +322,11 @@ void RegisterAll() {
             absl::StrCat(name, "/", WeightDtypeName(dtype), "/threads:", threads);
         benchmark::RegisterBenchmark(absl::StrCat("Decode/", tag).c_str(), Decode, dir, threads,
                                      dtype)
-            ->ArgName("batch")->Arg(1)->Arg(8)->Arg(32)->Unit(benchmark::kMillisecond)
+            ->ArgName("batch")
+            ->Arg(1)
+            ->Arg(8)
+            ->Arg(32)
+            ->Unit(benchmark::kMillisecond)
             ->UseRealTime();
       }
     }

@@ -5,9 +5,9 @@
 //       layer's weights distinct, so nothing stays in cache) on B rows; items = rows (tokens),
 //       counter weight_bytes_per_s = packed weight bytes streamed per second.
 //
-// <type> is f32 | bf16 | int8 | int4 (kernels/gemm.h), <body> the GemmIsa selected for the run ("best"
-// is BestGemmIsa(); GemmBodyName tells what ran, e.g. avx512-vnni for int8). Only one type's
-// weights are held at a time (prepared on first use).
+// <type> is f32 | bf16 | int8 | int4 (kernels/gemm.h), <body> the GemmIsa selected for the run
+// ("best" is BestGemmIsa(); GemmBodyName tells what ran, e.g. avx512-vnni for int8). Only one
+// type's weights are held at a time (prepared on first use).
 #include "bench/gemm_bench.h"
 
 #include <benchmark/benchmark.h>
@@ -100,8 +100,8 @@ void RegisterGemmBenchmarks() {
        {WeightDtype::kF32, WeightDtype::kBf16, WeightDtype::kInt8, WeightDtype::kInt4}) {
     for (const auto& [body, isa] : bodies) {
       for (int threads : {1, 2}) {
-        const std::string name = absl::StrCat("GemmModel/", WeightDtypeName(dtype), "/", body,
-                                              "/threads:", threads);
+        const std::string name =
+            absl::StrCat("GemmModel/", WeightDtypeName(dtype), "/", body, "/threads:", threads);
         auto* b = benchmark::RegisterBenchmark(name.c_str(), GemmModel, dtype, isa, threads);
         b->ArgName("batch")->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
         if (body == "best") b->Arg(8)->Arg(64);

@@ -218,8 +218,8 @@ absl::StatusOr<WeightDtype> ParseWeightDtype(absl::string_view name) {
        {WeightDtype::kF32, WeightDtype::kBf16, WeightDtype::kInt8, WeightDtype::kInt4}) {
     if (lower == WeightDtypeName(d)) return d;
   }
-  return absl::InvalidArgumentError(absl::StrCat("weight_dtype: unknown type '", name,
-                                                 "' (expected f32, bf16, int8 or int4)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("weight_dtype: unknown type '", name, "' (expected f32, bf16, int8 or int4)"));
 }
 
 const char* GemmIsaName(GemmIsa isa) {

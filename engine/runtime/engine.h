@@ -111,8 +111,8 @@ class Engine {
   Device device() const { return options_.device; }
   WeightDtype weight_dtype() const { return options_.weight_dtype; }
   // What this engine computes with: Model::fingerprint(), followed by "-bf16", "-int8" or "-int4"
-  // when the weights are quantised, since the outputs then differ. Checkpoints carry it, so a session
-  // continues only on an engine that computes the same bits (Restore: FailedPrecondition).
+  // when the weights are quantised, since the outputs then differ. Checkpoints carry it, so a
+  // session continues only on an engine that computes the same bits (Restore: FailedPrecondition).
   const std::string& fingerprint() const { return ckpt_model_.fingerprint; }
   int chunk_size() const { return forward_->chunk_size(); }
   KvBlockPool* kv_pool() { return kv_.get(); }  // null for linear kinds

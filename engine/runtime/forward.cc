@@ -60,8 +60,7 @@ absl::StatusOr<std::unique_ptr<ForwardPass>> ForwardPass::Create(const Model* mo
       }
     }
   }
-  ASSIGN_OR_RETURN(fp->runner_,
-                   CreateStepRunner(device, model, kv, par, chunk_size, heads, gemm));
+  ASSIGN_OR_RETURN(fp->runner_, CreateStepRunner(device, model, kv, par, chunk_size, heads, gemm));
   return fp;
 }
 

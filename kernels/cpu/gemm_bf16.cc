@@ -55,8 +55,7 @@ void BlockScalar(const float* x, int64_t ldx, const uint16_t* p, int64_t k, floa
 // ---- AVX-512F body. ----
 template <int MR>
 __attribute__((target("avx512f"))) inline void FmaRows(const float* x, int64_t ldx, int64_t kk,
-                                                       const __m512 (&w)[4],
-                                                       __m512 (&acc)[MR][4]) {
+                                                       const __m512 (&w)[4], __m512 (&acc)[MR][4]) {
   for (int i = 0; i < MR; ++i) {
     const __m512 xb = _mm512_set1_ps(x[i * ldx + kk]);
     for (int v = 0; v < 4; ++v) acc[i][v] = _mm512_fmadd_ps(xb, w[v], acc[i][v]);
@@ -70,9 +69,9 @@ __attribute__((target("avx512f"))) inline __m512 LowHalf(__m512i v) {
 }
 
 template <int MR>
-__attribute__((target("avx512f"))) void BlockAvx512(const float* x, int64_t ldx,
-                                                    const uint16_t* p, int64_t k, float* y,
-                                                    int64_t ldy, int64_t cols, bool accumulate) {
+__attribute__((target("avx512f"))) void BlockAvx512(const float* x, int64_t ldx, const uint16_t* p,
+                                                    int64_t k, float* y, int64_t ldy, int64_t cols,
+                                                    bool accumulate) {
   __m512 acc[MR][4];
   for (int i = 0; i < MR; ++i) {
     for (int v = 0; v < 4; ++v) acc[i][v] = _mm512_setzero_ps();
@@ -103,9 +102,8 @@ __attribute__((target("avx512f"))) void BlockAvx512(const float* x, int64_t ldx,
 
 // ---- AVX2 + FMA body: each 64-column panel as two 32-column halves. ----
 template <int MR>
-__attribute__((target("avx2,fma"))) inline void FmaRowsAvx2(const float* x, int64_t ldx,
-                                                            int64_t kk, __m256 w, int v,
-                                                            __m256 (&acc)[MR][4]) {
+__attribute__((target("avx2,fma"))) inline void FmaRowsAvx2(const float* x, int64_t ldx, int64_t kk,
+                                                            __m256 w, int v, __m256 (&acc)[MR][4]) {
   for (int i = 0; i < MR; ++i) {
     acc[i][v] = _mm256_fmadd_ps(_mm256_broadcast_ss(x + i * ldx + kk), w, acc[i][v]);
   }
@@ -151,8 +149,8 @@ __attribute__((target("avx2,fma"))) void BlockAvx2(const float* x, int64_t ldx, 
   Store<MR>(buf, y, ldy, cols, accumulate);
 }
 
-using BlockFn = void (*)(const float*, int64_t, const uint16_t*, int64_t, float*, int64_t,
-                         int64_t, bool);
+using BlockFn = void (*)(const float*, int64_t, const uint16_t*, int64_t, float*, int64_t, int64_t,
+                         bool);
 
 // Rows [r0, r1) of one panel, in blocks of kMr rows (the tail one row at a time).
 template <int kMr, BlockFn kBlock, BlockFn kOne>

@@ -244,8 +244,7 @@ QuantRows& ThreadQuantRows() {
 }
 
 bool HasInt8Vnni() {
-  static const bool has = __builtin_cpu_supports("avx512f") &&
-                          __builtin_cpu_supports("avx512bw") &&
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                           __builtin_cpu_supports("avx512vnni");
   return has;
 }

@@ -245,7 +245,8 @@ TEST_P(DeviceKernels, GemmWeightTypesPrepareOrSayUnimplemented) {
        {WeightDtype::kF32, WeightDtype::kBf16, WeightDtype::kInt8, WeightDtype::kInt4}) {
     absl::Status st = PrepareGemmWeight<Device::kCpu>(w.data(), n, k, {dtype}).status();
 #ifdef FLATSTATE_HAVE_CUDA
-    if (dev() == Device::kCuda) st = PrepareGemmWeight<Device::kCuda>(w.data(), n, k, {dtype}).status();
+    if (dev() == Device::kCuda)
+      st = PrepareGemmWeight<Device::kCuda>(w.data(), n, k, {dtype}).status();
 #endif
     if (dev() == Device::kCpu || dtype == WeightDtype::kF32) {
       EXPECT_TRUE(st.ok()) << WeightDtypeName(dtype) << ": " << st;

@@ -52,8 +52,7 @@ TEST_P(GemmInvariance, RowsDoNotDependOnBatch) {
       for (int64_t r = 0; r < m; ++r) {
         ASSERT_EQ(0, std::memcmp(y.data() + r * n, alone.data() + r * n, sizeof(float) * n))
             << Label(dtype, ActiveGemmIsa(), m, k, n) << " row " << r;
-        ASSERT_EQ(0, std::memcmp(y2.data() + (r + 1) * n, alone.data() + r * n,
-                                 sizeof(float) * n))
+        ASSERT_EQ(0, std::memcmp(y2.data() + (r + 1) * n, alone.data() + r * n, sizeof(float) * n))
             << "shifted: " << Label(dtype, ActiveGemmIsa(), m, k, n) << " row " << r;
       }
     }
@@ -127,9 +126,14 @@ TEST_P(GemmBodies, EveryBodyComputesTheChain) {
   const WeightDtype dtype = GetParam();
   SerialParallel serial;
   PoolParallel pool(2);
-  for (auto [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{1, 128, 384}, {5, 37, 100},
-                         {13, 64, 64}, {200, 129, 130}, {7, 1, 65}, {97, 300, 20},
-                         {4, 33, 3}, {3, 31, 64}}) {
+  for (auto [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{1, 128, 384},
+                         {5, 37, 100},
+                         {13, 64, 64},
+                         {200, 129, 130},
+                         {7, 1, 65},
+                         {97, 300, 20},
+                         {4, 33, 3},
+                         {3, 31, 64}}) {
     const auto x = Random(m * k, 11), w = Random(n * k, 12), y0 = Random(m * n, 13);
     const auto want = ReferenceGemm(dtype, x, m, w, n, k);
     const auto want_acc = ReferenceGemm(dtype, x, m, w, n, k, &y0);

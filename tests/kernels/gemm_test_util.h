@@ -44,8 +44,8 @@ struct GemmShape {
 
 // Every GEMM shape of the shipped (d = 128) and benchmark (GPT-2-small) models.
 inline const std::vector<GemmShape>& ModelShapes() {
-  static const std::vector<GemmShape> s = {{128, 384}, {128, 128},  {128, 512},  {512, 128},
-                                           {128, 256}, {768, 2304}, {768, 768},  {768, 3072},
+  static const std::vector<GemmShape> s = {{128, 384},  {128, 128},  {128, 512}, {512, 128},
+                                           {128, 256},  {768, 2304}, {768, 768}, {768, 3072},
                                            {3072, 768}, {768, 256}};
   return s;
 }
@@ -75,8 +75,8 @@ inline std::vector<float> ReferenceGemm(WeightDtype dtype, const std::vector<flo
   const int64_t nb = (k + kB - 1) / kB;
   const bool integer = dtype == WeightDtype::kInt8 || dtype == WeightDtype::kInt4;
   // Quantised rows of a matrix [rows, k]: q [rows, nb * 32], s [rows, nb].
-  auto quantize = [&](const std::vector<float>& a, int64_t rows, bool int4,
-                      std::vector<int8_t>* q, std::vector<float>* s) {
+  auto quantize = [&](const std::vector<float>& a, int64_t rows, bool int4, std::vector<int8_t>* q,
+                      std::vector<float>* s) {
     q->assign(rows * nb * kB, 0);
     s->assign(rows * nb, 0.f);
     for (int64_t r = 0; r < rows; ++r) {
@@ -84,7 +84,8 @@ inline std::vector<float> ReferenceGemm(WeightDtype dtype, const std::vector<flo
         const float* block = a.data() + r * k + b * kB;
         const int64_t len = std::min(kB, k - b * kB);
         int8_t* qb = q->data() + (r * nb + b) * kB;
-        (*s)[r * nb + b] = int4 ? QuantizeBlockInt4(block, len, qb) : QuantizeBlockInt8(block, len, qb);
+        (*s)[r * nb + b] =
+            int4 ? QuantizeBlockInt4(block, len, qb) : QuantizeBlockInt8(block, len, qb);
       }
     }
   };

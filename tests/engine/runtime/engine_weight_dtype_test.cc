@@ -14,8 +14,7 @@
 namespace flatstate::testing {
 namespace {
 
-class WeightDtypeTest
-    : public ::testing::TestWithParam<std::tuple<AttentionKind, WeightDtype>> {
+class WeightDtypeTest : public ::testing::TestWithParam<std::tuple<AttentionKind, WeightDtype>> {
  protected:
   void SetUp() override {
     kind_ = std::get<0>(GetParam());
@@ -91,8 +90,7 @@ TEST_P(WeightDtypeTest, LogitsCloseToF32) {
   const double bound = dtype_ == WeightDtype::kBf16   ? 0.01
                        : dtype_ == WeightDtype::kInt8 ? 0.04
                                                       : 0.5;
-  EXPECT_LE(rel, bound)
-      << AttentionKindName(kind_) << " " << WeightDtypeName(dtype_);
+  EXPECT_LE(rel, bound) << AttentionKindName(kind_) << " " << WeightDtypeName(dtype_);
   RecordProperty("logit_rel_err", std::to_string(rel));
   e->ReleaseSession(&a);
   f32->ReleaseSession(&b);
