@@ -8,7 +8,8 @@
 //
 // Families (compare ratios inside one run; see docs/benchmarks.md for the targets):
 //   Decode/<model>/<type>/threads:T/batch:B   one decode step for B sessions (items = tokens) with
-//       the layer weights as <type> = f32 | bf16 | int8 | int4 (EngineOptions::weight_dtype);
+//       the layer weights as <type> = f32 | bf16 | int8 | int4 (EngineOptions::weight_dtype;
+//       f32 only with FLATSTATE_BENCH_DEVICE other than cpu);
 //       counter weight_bytes_per_s = the prepared weights' bytes (GEMM panels + fp32 rest) per
 //       second
 //   GemmModel/...               GEMM throughput per weight type (bench/gemm_bench.cc)
@@ -314,10 +315,14 @@ void RegisterAll() {
   }
   models.emplace_back("gpt2-small-linear_elu", Gpt2Small(AttentionKind::kLinearElu));
   models.emplace_back("gpt2-small-softmax", Gpt2Small(AttentionKind::kSoftmax));
+  // The quantised weight types have CPU bodies only (CUDA's PrepareGemmWeight says Unimplemented).
+  std::vector<WeightDtype> dtypes = {WeightDtype::kF32};
+  if (std::string(BenchDevice()) == "cpu") {
+    dtypes.insert(dtypes.end(), {WeightDtype::kBf16, WeightDtype::kInt8, WeightDtype::kInt4});
+  }
   for (int threads : {1, 2}) {
     for (const auto& [name, dir] : models) {
-      for (WeightDtype dtype :
-           {WeightDtype::kF32, WeightDtype::kBf16, WeightDtype::kInt8, WeightDtype::kInt4}) {
+      for (WeightDtype dtype : dtypes) {
         const std::string tag =
             absl::StrCat(name, "/", WeightDtypeName(dtype), "/threads:", threads);
         benchmark::RegisterBenchmark(absl::StrCat("Decode/", tag).c_str(), Decode, dir, threads,
