@@ -196,7 +196,7 @@ TEST(ServerOptionsTest, BadSessionStoreFlagsAreRefusedAtCreate) {
 
 TEST(ServerOptionsTest, UnknownWeightDtypeIsRefusedAtCreate) {
   server::ServerOptions o = TestOptions();
-  o.weight_dtype = "int4";
+  o.weight_dtype = "int2";
   absl::StatusOr<std::unique_ptr<server::Server>> s = server::Server::Create(o);
   EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.status().message()), ::testing::HasSubstr("weight_dtype"));
