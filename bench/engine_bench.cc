@@ -7,7 +7,12 @@
 // on first use to $FLATSTATE_BENCH_DIR (default /tmp/flatstate-bench; never committed).
 //
 // Families (compare ratios inside one run; see docs/benchmarks.md for the targets):
-//   Decode/<model>/batch:B      one decode step for B sessions (items = tokens)
+//   Decode/<model>/<type>/threads:T/batch:B   one decode step for B sessions (items = tokens) with
+//       the layer weights as <type> = f32 | bf16 | int8 | int4 (EngineOptions::weight_dtype;
+//       f32 only with FLATSTATE_BENCH_DEVICE other than cpu);
+//       counter weight_bytes_per_s = the prepared weights' bytes (GEMM panels + fp32 rest) per
+//       second
+//   GemmModel/...               GEMM throughput per weight type (bench/gemm_bench.cc)
 //   DecodeAtContext/<model>/ctx:N   batch-1 decode step with N tokens of context
 //   Prefill/<model>/chunked|token_by_token/len:4096   prefill tokens/s
 //   MemoryReadBandwidth         single-thread streaming read of 1 GiB (bytes/s)
@@ -28,6 +33,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "bench/gemm_bench.h"
 #include "engine/runtime/engine.h"
 #include "tests/util/model_writer.h"
 
@@ -66,12 +72,14 @@ const char* BenchDevice() {
   return dev != nullptr ? dev : "cpu";
 }
 
-// One engine per (model, threads, KV blocks), kept for the whole run. kv_blocks 0: enough for a
-// 64k-token context on the softmax models, plus headroom.
-Engine* GetEngine(const std::string& dir, int threads, int kv_blocks = 0) {
+// One engine per (model, threads, KV blocks, weight type), kept for the whole run. kv_blocks 0:
+// enough for a 64k-token context on the softmax models, plus headroom.
+Engine* GetEngine(const std::string& dir, int threads, int kv_blocks = 0,
+                  WeightDtype dtype = WeightDtype::kF32) {
   static std::map<std::string, std::unique_ptr<Engine>> cache;
   // Device runs hold one engine at a time: a softmax engine's KV pool is sized per case.
-  const std::string key = absl::StrCat(dir, "#", threads, "#", kv_blocks);
+  const std::string key =
+      absl::StrCat(dir, "#", threads, "#", kv_blocks, "#", WeightDtypeName(dtype));
   auto it = cache.find(key);
   if (it != cache.end()) return it->second.get();
   auto model = Model::Load(dir);
@@ -91,6 +99,7 @@ Engine* GetEngine(const std::string& dir, int threads, int kv_blocks = 0) {
     std::exit(1);
   }
   o.device = *device;
+  o.weight_dtype = dtype;
   auto e = Engine::Create(std::move(*model), o);
   if (!e.ok()) {
     std::fprintf(stderr, "%s\n", std::string(e.status().message()).c_str());
@@ -132,8 +141,23 @@ void FastForward(Engine* e, SessionState* s, int64_t ctx) {
   s->position = ctx;
 }
 
-void Decode(benchmark::State& state, std::string dir, int threads) {
-  Engine* e = GetEngine(dir, threads);
+// Bytes of weights one forward step reads: the GEMM weights as prepared for `dtype` (the output
+// head is f32 always) plus the fp32 embedding row and norms (small).
+double StepWeightBytes(const Engine& e) {
+  const ModelConfig& c = e.config();
+  const int64_t d = c.hidden_size, f = c.intermediate_size;
+  double bytes = static_cast<double>(e.model().weight_bytes());
+  for (auto [n, k] : {std::pair<int64_t, int64_t>{3 * d, d}, {d, d}, {f, d}, {d, f}}) {
+    const double packed =
+        static_cast<double>((n + PackedWeight::kPanel - 1) / PackedWeight::kPanel) *
+        PackedWeight::PanelBytes(e.weight_dtype(), k);
+    bytes += c.num_hidden_layers * (packed - 4.0 * n * k);
+  }
+  return bytes;
+}
+
+void Decode(benchmark::State& state, std::string dir, int threads, WeightDtype dtype) {
+  Engine* e = GetEngine(dir, threads, 0, dtype);
   const int batch = static_cast<int>(state.range(0));
   std::vector<SessionState> sessions;
   for (int i = 0; i < batch; ++i) {
@@ -148,9 +172,8 @@ void Decode(benchmark::State& state, std::string dir, int threads) {
     if (!e->Step(reqs, &res).ok()) state.SkipWithError("step failed");
   }
   state.SetItemsProcessed(state.iterations() * batch);
-  state.counters["weight_bytes_per_s"] = benchmark::Counter(
-      static_cast<double>(e->model().weight_bytes()) * state.iterations(),
-      benchmark::Counter::kIsRate);
+  state.counters["weight_bytes_per_s"] =
+      benchmark::Counter(StepWeightBytes(*e) * state.iterations(), benchmark::Counter::kIsRate);
   for (auto& s : sessions) e->ReleaseSession(&s);
 }
 
@@ -292,11 +315,25 @@ void RegisterAll() {
   }
   models.emplace_back("gpt2-small-linear_elu", Gpt2Small(AttentionKind::kLinearElu));
   models.emplace_back("gpt2-small-softmax", Gpt2Small(AttentionKind::kSoftmax));
+  // The quantised weight types have CPU bodies only (CUDA's PrepareGemmWeight says Unimplemented).
+  std::vector<WeightDtype> dtypes = {WeightDtype::kF32};
+  if (std::string(BenchDevice()) == "cpu") {
+    dtypes.insert(dtypes.end(), {WeightDtype::kBf16, WeightDtype::kInt8, WeightDtype::kInt4});
+  }
   for (int threads : {1, 2}) {
     for (const auto& [name, dir] : models) {
-      const std::string tag = absl::StrCat(name, "/threads:", threads);
-      benchmark::RegisterBenchmark(absl::StrCat("Decode/", tag).c_str(), Decode, dir, threads)
-          ->ArgName("batch")->Arg(1)->Arg(8)->Arg(32)->Unit(benchmark::kMillisecond)->UseRealTime();
+      for (WeightDtype dtype : dtypes) {
+        const std::string tag =
+            absl::StrCat(name, "/", WeightDtypeName(dtype), "/threads:", threads);
+        benchmark::RegisterBenchmark(absl::StrCat("Decode/", tag).c_str(), Decode, dir, threads,
+                                     dtype)
+            ->ArgName("batch")
+            ->Arg(1)
+            ->Arg(8)
+            ->Arg(32)
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime();
+      }
     }
   }
   if (std::string(BenchDevice()) != "cpu") {
@@ -347,6 +384,7 @@ void RegisterAll() {
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   flatstate::RegisterAll();
+  flatstate::RegisterGemmBenchmarks();
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

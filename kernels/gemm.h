@@ -1,70 +1,138 @@
-// y[m, n] = x[m, k] * w[n, k]^T (+ y when accumulate). Row-major fp32; w is a weight matrix in the
-// PyTorch nn.Linear layout [out, in].
+// y[m, n] = x[m, k] * w[n, k]^T (+ y when accumulate). x and y are row-major fp32; w is a weight
+// matrix in the PyTorch nn.Linear layout [out, in], held as fp32, bf16, int8 or int4
+// (WeightDtype).
 //
 // Batch invariance (the property flatstate promises: a session's outputs do not depend on which
 // other sessions share its step): row i of y depends only on row i of x and on w, bit for bit,
 // whatever m is, wherever the row sits in the batch and however many threads run the call.
 //
 // The CPU body is flatstate's own GEMM, not a BLAS: the weight is rearranged once into column
-// panels (PackedWeight) and every output element is one chain of fused multiply-adds over k in
-// order, acc = fma(x[i][kk], w[j][kk], acc) for kk = 0..k-1 from acc = 0, then y = acc (or
-// y + acc). Register tiling (rows x panel columns) and threading (over panels and row blocks)
-// only decide which chains run together, never the order inside one, so the result is also
-// identical across the AVX-512, AVX2 and scalar bodies: a session computes the same bits on
-// any x86-64 machine. tests/kernels/gemm_test.cc checks all of it for every shape the shipped and
-// benchmark models use.
+// panels (PackedWeight) and every output element is one fixed chain of operations over k in
+// order, from acc = 0, then y = acc (or y + acc):
+//   kF32   acc = fma(x[i][kk], w[j][kk], acc) for kk = 0..k-1.
+//   kBf16  the same chain on the bf16 weight widened to fp32 (exact): acc = fma(x[i][kk],
+//          float(wb[j][kk]), acc). wb is w rounded to nearest-even bf16 once, at Pack.
+//   kInt8  per block b of 32 along k (like llama.cpp's Q8_0): the weight is qw[j][kk] * sw[j][b]
+//          (qw int8 in [-127, 127], one fp32 scale per column and block, fixed at Pack) and the
+//          row is quantised the same way per block when the call starts, qx[i][kk] * sx[i][b]
+//          (QuantizeRowInt8 below: it depends on the row alone). Then for b = 0, 1, ... in order
+//          acc = fma(float(isum_b), sx[i][b] * sw[j][b], acc), where isum_b is the exact integer
+//          sum of qx * qw over the block (|isum_b| < 2^24, so float(isum_b) is exact too).
+//   kInt4  kInt8's chain with qw in [-7, 7] and sw = max|w| / 7 per column and block of 32
+//          (QuantizeBlockInt4); the activations are int8 as for kInt8.
+// Register tiling (rows x panel columns) and threading (over panels and row blocks) only decide
+// which chains run together, never the order inside one, and integer sums are exact whatever
+// instruction adds them, so the result is also identical across the AVX-512, AVX2 and scalar
+// bodies: a session computes the same bits on any x86-64 machine. tests/kernels/gemm_test.cc
+// checks all of it, for every type and body, on every shape the shipped and benchmark models use.
+//
+// Bodies per type: kF32 and kBf16 are AVX-512F, AVX2+FMA or scalar fma chains (bf16 widening is a
+// 16-bit shift, so no AVX512-BF16 is needed; its vdpbf16ps is not used at all: it adds pairs of
+// products before rounding, a different chain, and this project's development CPU lacks it).
+// kInt8 and kInt4 sum blocks with AVX512-VNNI vpdpbusd, or AVX2 vpmaddubsw/vpmaddwd, or scalar
+// integer multiply-adds; a CPU with AVX-512F but no VNNI runs their AVX2 bodies under kAvx512.
 //
 // The op is Gemm<D> over a GemmWeight<D>, a weight prepared once at load for device D's GEMM by
 // PrepareGemmWeight<D> (kCpu: the PackedWeight panels, and Gemm<kCpu> is GemmPacked; kCuda: a
 // device copy of w, multiplied by cuBLAS, which is batch-invariant to rounding only, or, with the
 // weight's `batch_invariant` set, by flatstate's own kernel, which keeps the CPU's order of
-// operations above and so its bits; see gemm_gpu.cu). The weight's
+// operations above and so its bits; see gemm_gpu.cu; kCuda has kF32 only so far). The weight's
 // element type is a field of the weight (WeightDtype): a new type is a new value there plus the
 // bodies that read it, never a change in the caller.
 #ifndef FLATSTATE_KERNELS_GEMM_H_
 #define FLATSTATE_KERNELS_GEMM_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "kernels/device.h"
 #include "kernels/memory.h"
 #include "kernels/parallel.h"
 
 namespace flatstate {
 
-// A weight [n, k] rearranged for the CPU GEMM: ceil(n / 64) panels of 64 output columns; panel p
-// holds, for kk = 0..k-1, the 64 floats w[p*64 + 0..63][kk] contiguously (zero past n). Owns its
-// 64-byte-aligned buffer; immutable after Pack, so safe to share between threads.
+// Element types a GemmWeight can hold (the activations x and y are always fp32). See the top of
+// this file for each type's chain and docs/model-format.md for which tensors take it.
+enum class WeightDtype { kF32, kBf16, kInt8, kInt4 };
+
+const char* WeightDtypeName(WeightDtype dtype);  // "f32" | "bf16" | "int8" | "int4"
+// Parses --weight_dtype values; InvalidArgument naming the accepted ones otherwise.
+absl::StatusOr<WeightDtype> ParseWeightDtype(absl::string_view name);
+
+// A weight [n, k] rearranged for the CPU GEMM: ceil(n / 64) panels of 64 output columns (zero past
+// n), each panel_bytes() long, 64-byte aligned. Inside panel p, column j is w[p*64 + j]:
+//   kF32   k rows of 64 floats: w[j][kk] at float kk*64 + j.
+//   kBf16  ceil(k / 2) rows of 64 pairs: w[j][kk] at uint16 (kk/2)*128 + j*2 + kk%2, the top
+//          half of its bf16 float (an odd k's last pair has a zero second half, never read).
+//   kInt8  ceil(k / 32) blocks of kInt8BlockBytes: 2048 bytes of quants, qw[j][b*32 + 4*g + t]
+//          at byte g*256 + j*4 + t as the unsigned byte qw + 128 (the operand order vpdpbusd
+//          wants), then the block's 64 fp32 scales sw[j][b]; k past the end quantises as 0.
+//          Per column and block: sw = max|w| / 127 and qw = nearest-even(w / sw) (all 0 where
+//          max|w| is 0). 36 bytes per 32 weights (Q8_0 has 34: an fp16 scale).
+//   kInt4  ceil(k / 32) blocks of kInt4BlockBytes: 1024 bytes of nibbles, the byte at
+//          g*256 + j*4 + t (g = 0..3) holding qw[j][b*32 + 8*g + t] + 8 in its low and
+//          qw[j][b*32 + 8*g + 4 + t] + 8 in its high nibble, then the 64 fp32 scales sw[j][b]
+//          (sw = max|w| / 7, qw = nearest-even(w / sw) in [-7, 7]). 20 bytes per 32 weights.
+// Owns its buffer; immutable after Pack, so safe to share between threads.
 class PackedWeight {
  public:
   static constexpr int64_t kPanel = 64;
+  static constexpr int64_t kInt8Block = 32;  // k per int8 scale
+  static constexpr size_t kInt8BlockBytes = 2048 + 64 * sizeof(float);
+  static constexpr size_t kInt4BlockBytes = 1024 + 64 * sizeof(float);
 
   PackedWeight() = default;
   // Throws std::bad_alloc when memory runs out (PrepareGemmWeight<kCpu> turns it into a status).
-  static PackedWeight Pack(const float* w, int64_t n, int64_t k);
+  static PackedWeight Pack(const float* w, int64_t n, int64_t k,
+                           WeightDtype dtype = WeightDtype::kF32);
 
+  WeightDtype dtype() const { return dtype_; }
   int64_t n() const { return n_; }
   int64_t k() const { return k_; }
   int64_t panels() const { return (n_ + kPanel - 1) / kPanel; }
-  const float* panel(int64_t p) const { return data_.get() + p * kPanel * k_; }
+  size_t panel_bytes() const { return PanelBytes(dtype_, k_); }
+  size_t bytes() const { return static_cast<size_t>(panels()) * panel_bytes(); }
+  const uint8_t* panel_data(int64_t p) const { return data_.get() + p * panel_bytes(); }
+  // kF32 only: panel p's floats.
+  const float* panel(int64_t p) const { return reinterpret_cast<const float*>(panel_data(p)); }
+
+  static size_t PanelBytes(WeightDtype dtype, int64_t k);
 
  private:
   struct Free {
-    void operator()(float* p) const { std::free(p); }
+    void operator()(uint8_t* p) const { std::free(p); }
   };
-  std::unique_ptr<float, Free> data_;
+  std::unique_ptr<uint8_t, Free> data_;
+  WeightDtype dtype_ = WeightDtype::kF32;
   int64_t n_ = 0, k_ = 0;
 };
+
+// The nearest-even bf16 of f as its 16 bits (NaN stays a quiet NaN), and back (exact).
+uint16_t Bf16FromFloat(float f);
+float FloatFromBf16(uint16_t b);
+
+// kInt8's quantisation of one block of `len` (<= 32) activations, the rule the weights use too:
+// scale = max|x| / 127, q[t] = nearest-even(x[t] / scale), clamped to [-127, 127]; all q = 0 (and
+// scale 0) when max|x| is 0. A block holding an Inf or NaN gets scale NaN, so its outputs are NaN
+// as with fp32 weights. q[len..31] = 0. Returns the scale.
+float QuantizeBlockInt8(const float* x, int64_t len, int8_t* q);
+// The same rule to [-7, 7]: scale = max|x| / 7 (kInt4's weights).
+float QuantizeBlockInt4(const float* x, int64_t len, int8_t* q);
 
 // y[m, w.n()] = x[m, w.k()] * w^T (+ y). See the top of this file for the order of operations.
 void GemmPacked(const float* x, int64_t m, const PackedWeight& w, float* y, bool accumulate,
                 const Parallel& par);
 
-// Element types a GemmWeight can hold (the activations x and y are always fp32).
-enum class WeightDtype { kF32 };
+// How PrepareGemmWeight prepares a weight: its element type and, on kCuda, whether the
+// fixed-order kernel multiplies it (GemmWeight::batch_invariant).
+struct GemmWeightOptions {
+  WeightDtype dtype = WeightDtype::kF32;
+  bool batch_invariant = false;
+};
 
 // A weight w [n, k] (nn.Linear layout) prepared for device D's GEMM. Owns its storage; immutable
 // after PrepareGemmWeight, so safe to share between threads. Move-only.
@@ -79,10 +147,13 @@ struct GemmWeight {
   bool batch_invariant = false;
 };
 
-// Prepares the host weight w [n, k] (fp32) for D. Fails with ResourceExhausted when D is out of
-// memory (or the device's error); kCuda: the copy completes at the next Synchronize<kCuda>.
+// Prepares the host weight w [n, k] (fp32) for D as options.dtype (kCpu quantises it here).
+// Fails with ResourceExhausted when D is out of memory (or the device's error), Unimplemented for
+// a type D has no body for (kCuda: all but kF32 so far); kCuda: the copy completes at the next
+// Synchronize<kCuda>.
 template <Device D>
-absl::StatusOr<GemmWeight<D>> PrepareGemmWeight(const float* w, int64_t n, int64_t k);
+absl::StatusOr<GemmWeight<D>> PrepareGemmWeight(const float* w, int64_t n, int64_t k,
+                                                const GemmWeightOptions& options = {});
 
 // y[m, w.n] = x[m, w.k] * w^T (+ y when accumulate). x and y are in D's memory. kCpu: exactly
 // GemmPacked (the order of operations above); kCuda: asynchronous, `par` unused.
@@ -90,7 +161,7 @@ template <Device D>
 void Gemm(const float* x, int64_t m, const GemmWeight<D>& w, float* y, bool accumulate,
           const Parallel& par);
 
-// Which body GemmPacked runs. All give identical bits; they differ only in speed.
+// Which bodies GemmPacked runs. All give identical bits; they differ only in speed.
 enum class GemmIsa { kScalar, kAvx2, kAvx512 };
 const char* GemmIsaName(GemmIsa isa);
 // The fastest body this CPU supports (AVX-512F, else AVX2 + FMA, else scalar).
@@ -99,6 +170,10 @@ GemmIsa ActiveGemmIsa();
 // Selects a body (tests and benchmarks compare them). Returns false, changing nothing, when the
 // CPU lacks it. Not synchronised with running GEMMs: call it while none runs.
 bool SetGemmIsa(GemmIsa isa);
+// The body that runs `dtype` while `isa` is selected, e.g. "avx512-vnni" for kInt8 and kInt4
+// under kAvx512 on a CPU with AVX512-VNNI, "avx2" on one without (tests and benchmarks name what
+// they ran).
+const char* GemmBodyName(GemmIsa isa, WeightDtype dtype);
 
 }  // namespace flatstate
 

@@ -1,11 +1,12 @@
-// CPU GEMM on packed weights: see kernels/gemm.h for the contract (one in-order fma chain per
-// output element, identical bits from every body).
+// CPU GEMM on packed weights: see kernels/gemm.h for the contract (one in-order chain per output
+// element, identical bits from every body). This file holds the fp32 bodies, packing and the
+// dispatch by weight type; bf16 and int8 bodies are in cpu/gemm_bf16.cc and cpu/gemm_int8.cc.
 //
-// Work is cut into tiles of (up to 96 rows) x (one 64-column panel); a thread takes a contiguous
-// range of tiles. Inside a tile the body walks row blocks of MR rows, keeping MR x 64 accumulators
-// in registers while it streams the panel (k x 64 floats) from cache: AVX-512 uses MR = 6 (24
-// zmm accumulators), AVX2 MR = 2 on each 32-column half (8 ymm). Batch-1 decode is then a
-// stream over the weights with 4 (AVX-512) independent chains per panel.
+// Work is cut into tiles of (up to 96 rows) x (one 64-column panel) (cpu/gemm_internal.h).
+// Inside a tile the body walks row blocks of MR rows, keeping MR x 64 accumulators in registers
+// while it streams the panel (k x 64 floats) from cache: AVX-512 uses MR = 6 (24 zmm
+// accumulators), AVX2 MR = 2 on each 32-column half (8 ymm). Batch-1 decode is then a stream over
+// the weights with 4 (AVX-512) independent chains per panel.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -13,29 +14,18 @@
 #include <cmath>
 #include <cstring>
 #include <new>
+#include <string>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "kernels/cpu/gemm_internal.h"
 #include "kernels/gemm.h"
 
 namespace flatstate {
 namespace {
 
-constexpr int64_t kP = PackedWeight::kPanel;
-constexpr int64_t kTileRows = 96;
-
-// Writes an MR x 64 block of accumulators (row stride 64 in `acc`) to y, columns [0, cols).
-template <int MR>
-inline void Store(const float* acc, float* y, int64_t ldy, int64_t cols, bool accumulate) {
-  for (int i = 0; i < MR; ++i) {
-    float* dst = y + i * ldy;
-    const float* src = acc + i * kP;
-    if (accumulate) {
-      for (int64_t j = 0; j < cols; ++j) dst[j] += src[j];
-    } else {
-      std::memcpy(dst, src, sizeof(float) * cols);
-    }
-  }
-}
+using cpu::kP;
+using cpu::Store;
 
 // ---- Scalar body: the definition every other body must equal bit for bit. ----
 template <int MR>
@@ -74,22 +64,7 @@ __attribute__((target("avx512f"))) void BlockAvx512(const float* x, int64_t ldx,
       acc[i][3] = _mm512_fmadd_ps(xb, w3, acc[i][3]);
     }
   }
-  if (cols == kP) {
-    for (int i = 0; i < MR; ++i) {
-      float* dst = y + i * ldy;
-      for (int v = 0; v < 4; ++v) {
-        __m512 r = acc[i][v];
-        if (accumulate) r = _mm512_add_ps(_mm512_loadu_ps(dst + 16 * v), r);
-        _mm512_storeu_ps(dst + 16 * v, r);
-      }
-    }
-    return;
-  }
-  alignas(64) float buf[MR * kP];
-  for (int i = 0; i < MR; ++i) {
-    for (int v = 0; v < 4; ++v) _mm512_store_ps(buf + i * kP + 16 * v, acc[i][v]);
-  }
-  Store<MR>(buf, y, ldy, cols, accumulate);
+  cpu::StoreZmm<MR>(acc, y, ldy, cols, accumulate);
 }
 
 // ---- AVX2 + FMA body: each 64-column panel as two 32-column halves. ----
@@ -175,19 +150,45 @@ std::atomic<GemmIsa>& Active() {
 
 }  // namespace
 
-PackedWeight PackedWeight::Pack(const float* w, int64_t n, int64_t k) {
+size_t PackedWeight::PanelBytes(WeightDtype dtype, int64_t k) {
+  switch (dtype) {
+    case WeightDtype::kBf16:
+      return static_cast<size_t>((k + 1) / 2) * kPanel * 2 * sizeof(uint16_t);
+    case WeightDtype::kInt8:
+      return static_cast<size_t>((k + kInt8Block - 1) / kInt8Block) * kInt8BlockBytes;
+    case WeightDtype::kInt4:
+      return static_cast<size_t>((k + kInt8Block - 1) / kInt8Block) * kInt4BlockBytes;
+    case WeightDtype::kF32:
+      break;
+  }
+  return static_cast<size_t>(k) * kPanel * sizeof(float);
+}
+
+PackedWeight PackedWeight::Pack(const float* w, int64_t n, int64_t k, WeightDtype dtype) {
   PackedWeight pw;
+  pw.dtype_ = dtype;
   pw.n_ = n;
   pw.k_ = k;
-  const size_t need = static_cast<size_t>(pw.panels() * kPanel * k);
   // aligned_alloc wants a size that is a multiple of the alignment.
-  const size_t bytes = (need * sizeof(float) + 63) / 64 * 64;
-  pw.data_.reset(static_cast<float*>(std::aligned_alloc(64, bytes == 0 ? 64 : bytes)));
+  const size_t bytes = (pw.bytes() + 63) / 64 * 64;
+  pw.data_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, bytes == 0 ? 64 : bytes)));
   if (pw.data_ == nullptr) throw std::bad_alloc();
-  float* out = pw.data_.get();
+  switch (dtype) {
+    case WeightDtype::kBf16:
+      cpu::PackBf16(w, n, k, pw.data_.get());
+      return pw;
+    case WeightDtype::kInt8:
+      cpu::PackInt8(w, n, k, pw.data_.get());
+      return pw;
+    case WeightDtype::kInt4:
+      cpu::PackInt4(w, n, k, pw.data_.get());
+      return pw;
+    case WeightDtype::kF32:
+      break;
+  }
   for (int64_t p = 0; p < pw.panels(); ++p) {
     const int64_t c0 = p * kPanel, cols = std::min(kPanel, n - c0);
-    float* dst = out + p * kPanel * k;
+    float* dst = reinterpret_cast<float*>(pw.data_.get() + p * pw.panel_bytes());
     for (int64_t kk = 0; kk < k; ++kk) {
       float* row = dst + kk * kPanel;
       for (int64_t j = 0; j < cols; ++j) row[j] = w[(c0 + j) * k + kk];
@@ -195,6 +196,30 @@ PackedWeight PackedWeight::Pack(const float* w, int64_t n, int64_t k) {
     }
   }
   return pw;
+}
+
+const char* WeightDtypeName(WeightDtype dtype) {
+  switch (dtype) {
+    case WeightDtype::kBf16:
+      return "bf16";
+    case WeightDtype::kInt8:
+      return "int8";
+    case WeightDtype::kInt4:
+      return "int4";
+    case WeightDtype::kF32:
+      break;
+  }
+  return "f32";
+}
+
+absl::StatusOr<WeightDtype> ParseWeightDtype(absl::string_view name) {
+  const std::string lower = absl::AsciiStrToLower(name);
+  for (WeightDtype d :
+       {WeightDtype::kF32, WeightDtype::kBf16, WeightDtype::kInt8, WeightDtype::kInt4}) {
+    if (lower == WeightDtypeName(d)) return d;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("weight_dtype: unknown type '", name, "' (expected f32, bf16, int8 or int4)"));
 }
 
 const char* GemmIsaName(GemmIsa isa) {
@@ -223,40 +248,50 @@ bool SetGemmIsa(GemmIsa isa) {
   return true;
 }
 
+const char* GemmBodyName(GemmIsa isa, WeightDtype dtype) {
+  if ((dtype == WeightDtype::kInt8 || dtype == WeightDtype::kInt4) && isa == GemmIsa::kAvx512) {
+    return cpu::HasInt8Vnni() ? "avx512-vnni" : "avx2";
+  }
+  return GemmIsaName(isa);
+}
+
 void GemmPacked(const float* x, int64_t m, const PackedWeight& w, float* y, bool accumulate,
                 const Parallel& par) {
   const int64_t n = w.n(), k = w.k();
   if (m <= 0 || n <= 0) return;
-  const RowsFn rows = RowsFor(ActiveGemmIsa());
-  const int64_t panels = w.panels();
-  const int64_t row_tiles = (m + kTileRows - 1) / kTileRows;
-  auto tiles = [&](int64_t b, int64_t e) {
-    for (int64_t t = b; t < e; ++t) {
-      const int64_t rt = t / panels, p = t % panels;
-      const int64_t r0 = rt * kTileRows, r1 = std::min(m, r0 + kTileRows);
-      const int64_t c0 = p * kP;
-      rows(x, k, r0, r1, w.panel(p), y + c0, n, std::min(kP, n - c0), accumulate);
-    }
-  };
-  // Small problems (under ~25 us of work) stay on the calling thread: waking the pool costs more.
-  if (par.num_threads() == 1 || static_cast<double>(m) * n * k < 1e6) {
-    tiles(0, row_tiles * panels);
-  } else {
-    par.For(row_tiles * panels, tiles);
+  const GemmIsa isa = ActiveGemmIsa();
+  switch (w.dtype()) {
+    case WeightDtype::kBf16:
+      return cpu::GemmBf16(x, m, w, y, accumulate, par, isa);
+    case WeightDtype::kInt8:
+      return cpu::GemmInt8(x, m, w, y, accumulate, par, isa);
+    case WeightDtype::kInt4:
+      return cpu::GemmInt4(x, m, w, y, accumulate, par, isa);
+    case WeightDtype::kF32:
+      break;
   }
+  const RowsFn rows = RowsFor(isa);
+  cpu::ForTiles(m, w.panels(), static_cast<double>(m) * n * k, par,
+                [&](int64_t r0, int64_t r1, int64_t p) {
+                  const int64_t c0 = p * kP;
+                  rows(x, k, r0, r1, w.panel(p), y + c0, n, std::min(kP, n - c0), accumulate);
+                });
 }
 
 template <>
-absl::StatusOr<GemmWeight<Device::kCpu>> PrepareGemmWeight<Device::kCpu>(const float* w,
-                                                                         int64_t n, int64_t k) {
+absl::StatusOr<GemmWeight<Device::kCpu>> PrepareGemmWeight<Device::kCpu>(
+    const float* w, int64_t n, int64_t k, const GemmWeightOptions& options) {
   GemmWeight<Device::kCpu> gw;
+  gw.dtype = options.dtype;
   gw.n = n;
   gw.k = k;
+  gw.batch_invariant = options.batch_invariant;
   try {
-    gw.packed = PackedWeight::Pack(w, n, k);
+    gw.packed = PackedWeight::Pack(w, n, k, options.dtype);
   } catch (const std::bad_alloc&) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("out of host memory packing a ", n, " x ", k, " weight"));
+    return absl::ResourceExhaustedError(absl::StrCat("out of host memory packing a ", n, " x ", k,
+                                                     " ", WeightDtypeName(options.dtype),
+                                                     " weight"));
   }
   return gw;
 }

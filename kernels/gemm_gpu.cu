@@ -14,6 +14,7 @@
 // never the order inside one.
 #include <cublas_v2.h>
 
+#include "absl/strings/str_cat.h"
 #include "kernels/cuda/context.h"
 #include "kernels/gemm.h"
 
@@ -74,11 +75,18 @@ __global__ void GemmFixedOrder(const float* __restrict__ x, int m, const float* 
 }  // namespace
 
 template <>
-absl::StatusOr<GemmWeight<Device::kCuda>> PrepareGemmWeight<Device::kCuda>(const float* w,
-                                                                           int64_t n, int64_t k) {
+absl::StatusOr<GemmWeight<Device::kCuda>> PrepareGemmWeight<Device::kCuda>(
+    const float* w, int64_t n, int64_t k, const GemmWeightOptions& options) {
+  if (options.dtype != WeightDtype::kF32) {
+    return absl::UnimplementedError(
+        absl::StrCat(WeightDtypeName(options.dtype),
+                     " weights are not implemented on CUDA yet (kernels/gemm_gpu.cu has f32 "
+                     "only): use --weight_dtype f32 with --device cuda"));
+  }
   GemmWeight<Device::kCuda> gw;
   gw.n = n;
   gw.k = k;
+  gw.batch_invariant = options.batch_invariant;
   const size_t bytes = sizeof(float) * static_cast<size_t>(n * k);
   if (absl::Status st = gw.data.Reserve(bytes); !st.ok()) return st;
   if (absl::Status st = CopyToDevice<Device::kCuda>(gw.data.data(), w, bytes); !st.ok()) {

@@ -48,6 +48,10 @@ ABSL_FLAG(uint64_t, prefix_cache_bytes, kDefaults.prefix_cache_bytes,
           "per model: bytes of prompt-prefix state snapshots (linear) or KV blocks (softmax) kept "
           "so that a request resending a known prefix prefills only the rest; 0: off "
           "(docs/http-api.md, \"Prefix cache\")");
+ABSL_FLAG(std::string, weight_dtype, kDefaults.weight_dtype,
+          "f32 | bf16 | int8 | int4: the models' layer weights are quantised to this type at load "
+          "(CPU; int8/int4: one scale per 32 weights, like Q8_0/Q4_0; docs/model-format.md). "
+          "--device=cuda: f32");
 ABSL_FLAG(
     int64_t, step_token_budget, kDefaults.step_token_budget,
     "tokens one engine step may run per model (decodes first, prefill chunks share the rest)");
@@ -102,6 +106,7 @@ int main(int argc, char** argv) {
   o.kv_blocks = absl::GetFlag(FLAGS_kv_blocks);
   o.batch_invariant = absl::GetFlag(FLAGS_batch_invariant);
   o.prefix_cache_bytes = absl::GetFlag(FLAGS_prefix_cache_bytes);
+  o.weight_dtype = absl::GetFlag(FLAGS_weight_dtype);
   o.step_token_budget = absl::GetFlag(FLAGS_step_token_budget);
   o.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   o.session_store = absl::GetFlag(FLAGS_session_store);

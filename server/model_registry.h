@@ -24,7 +24,8 @@ struct LoadedModel {
   std::unique_ptr<Engine> engine;
 
   const ModelConfig& config() const { return engine->config(); }
-  const std::string& fingerprint() const { return engine->model().fingerprint(); }
+  // The engine's (Engine::fingerprint: the model's, with the weight type when quantised).
+  const std::string& fingerprint() const { return engine->fingerprint(); }
 };
 
 class ModelRegistry {

@@ -45,10 +45,15 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<Model> mo
     e->kv_ = std::make_unique<KvBlockPool>(options.kv_blocks, options.kv_block_size,
                                            c.num_hidden_layers, c.hidden_size);
   }
-  ASSIGN_OR_RETURN(e->forward_, ForwardPass::Create(e->model_.get(), options.device, e->kv_.get(),
-                                                    e->parallel_.get(), options.chunk_size,
-                                                    options.batch_invariant));
-  e->ckpt_model_ = CheckpointModel{e->model_->fingerprint(), c};
+  ASSIGN_OR_RETURN(
+      e->forward_,
+      ForwardPass::Create(e->model_.get(), options.device, e->kv_.get(), e->parallel_.get(),
+                          options.chunk_size, {options.weight_dtype, options.batch_invariant}));
+  std::string fingerprint = e->model_->fingerprint();
+  if (options.weight_dtype != WeightDtype::kF32) {
+    absl::StrAppend(&fingerprint, "-", WeightDtypeName(options.weight_dtype));
+  }
+  e->ckpt_model_ = CheckpointModel{std::move(fingerprint), c};
   e->prefix_grid_ = e->forward_->chunk_size();
   if (e->kv_ != nullptr) e->prefix_grid_ = std::lcm(e->prefix_grid_, options.kv_block_size);
   if (options.prefix_cache_bytes > 0) {

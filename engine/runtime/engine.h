@@ -56,6 +56,7 @@
 #include "engine/session/session_state.h"
 #include "engine/util/thread_pool.h"
 #include "kernels/device.h"
+#include "kernels/gemm.h"
 
 namespace flatstate {
 
@@ -73,6 +74,10 @@ struct EngineOptions {
   bool batch_invariant = false;
   // Bytes the prefix cache may hold (see above); 0: no cache.
   size_t prefix_cache_bytes = 0;
+  // The layers' GEMM weights are quantised to this type at load, from the fp32 file (kernels/
+  // gemm.h; docs/model-format.md says which tensors stay fp32). CUDA: f32 only so far
+  // (Unimplemented otherwise).
+  WeightDtype weight_dtype = WeightDtype::kF32;
 };
 
 // One session's part of a step. A session may appear in at most one request of a step.
@@ -104,6 +109,11 @@ class Engine {
   const Model& model() const { return *model_; }
   const ModelConfig& config() const { return model_->config(); }
   Device device() const { return options_.device; }
+  WeightDtype weight_dtype() const { return options_.weight_dtype; }
+  // What this engine computes with: Model::fingerprint(), followed by "-bf16", "-int8" or "-int4"
+  // when the weights are quantised, since the outputs then differ. Checkpoints carry it, so a
+  // session continues only on an engine that computes the same bits (Restore: FailedPrecondition).
+  const std::string& fingerprint() const { return ckpt_model_.fingerprint; }
   int chunk_size() const { return forward_->chunk_size(); }
   KvBlockPool* kv_pool() { return kv_.get(); }  // null for linear kinds
   // Free KV blocks plus those only the prefix cache holds (admission frees them on demand): what

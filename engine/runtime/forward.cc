@@ -26,7 +26,7 @@ absl::StatusOr<std::unique_ptr<ForwardPass>> ForwardPass::Create(const Model* mo
                                                                  KvBlockPool* kv,
                                                                  const Parallel* par,
                                                                  int chunk_size,
-                                                                 bool batch_invariant) {
+                                                                 const GemmWeightOptions& gemm) {
   const ModelConfig& c = model->config();
   if (!c.is_linear() && kv == nullptr) {
     return absl::InvalidArgumentError("softmax model needs a KV block pool");
@@ -64,8 +64,7 @@ absl::StatusOr<std::unique_ptr<ForwardPass>> ForwardPass::Create(const Model* mo
       }
     }
   }
-  ASSIGN_OR_RETURN(fp->runner_,
-                   CreateStepRunner(device, model, kv, par, chunk_size, heads, batch_invariant));
+  ASSIGN_OR_RETURN(fp->runner_, CreateStepRunner(device, model, kv, par, chunk_size, heads, gemm));
   return fp;
 }
 

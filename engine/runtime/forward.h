@@ -29,6 +29,7 @@
 #include "engine/model/model.h"
 #include "engine/session/session_state.h"
 #include "kernels/device.h"
+#include "kernels/gemm.h"
 #include "kernels/linear_attention.h"
 #include "kernels/memory.h"
 #include "kernels/parallel.h"
@@ -48,10 +49,12 @@ class ForwardPass {
   ~ForwardPass();
 
   // `kv` is required for softmax models and ignored otherwise; `par` must outlive this object.
+  // `gemm`: the GEMM weights' type and (CUDA) kernel (kernels/gemm.h; see forward_device.h for
+  // which weights take the type); Unimplemented when `device` has no GEMM for gemm.dtype.
   static absl::StatusOr<std::unique_ptr<ForwardPass>> Create(const Model* model, Device device,
                                                              KvBlockPool* kv, const Parallel* par,
                                                              int chunk_size,
-                                                             bool batch_invariant = false);
+                                                             const GemmWeightOptions& gemm = {});
 
   // Runs every sequence's tokens, advances state->position and the recurrent state / KV cache.
   // `logits` receives, in batch order, vocab floats per returned row. On error nothing is changed.

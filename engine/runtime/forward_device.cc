@@ -11,7 +11,7 @@ namespace flatstate {
 template <Device D>
 absl::StatusOr<std::unique_ptr<DeviceForward<D>>> DeviceForward<D>::Create(
     const Model* model, KvBlockPool* kv, const Parallel* par, int chunk_size,
-    std::span<const LinearHead> heads, bool batch_invariant) {
+    std::span<const LinearHead> heads, const GemmWeightOptions& gemm) {
   const ModelConfig& c = model->config();
   const StateLayout layout = MakeStateLayout(c);
   for (const LayerStateLayout& l : layout.layers) {
@@ -30,7 +30,7 @@ absl::StatusOr<std::unique_ptr<DeviceForward<D>>> DeviceForward<D>::Create(
   f->kv_ = kv;
   f->par_ = par;
   f->chunk_ = chunk_size;
-  f->batch_invariant_ = batch_invariant;
+  f->gemm_ = gemm;
   f->layout_ = layout;
   f->state_floats_ = layout.floats;
   f->qkv_width_ = 3 * int64_t{c.hidden_size} +
@@ -82,14 +82,14 @@ absl::Status DeviceForward<D>::BindWeights(std::span<const LinearHead> heads) {
       : c.attention_kind == AttentionKind::kGated ? int64_t{c.rfa_num_features} * c.head_dim
                                                   : 0;
   const int H = c.num_attention_heads;
-  auto prepare = [this](const float* host, int64_t n, int64_t k) -> absl::StatusOr<GemmWeight<D>> {
-    ASSIGN_OR_RETURN(GemmWeight<D> gw, PrepareGemmWeight<D>(host, n, k));
-    gw.batch_invariant = batch_invariant_;
-    return gw;
+  auto prepare = [this](const float* host, int64_t n, int64_t k) {
+    return PrepareGemmWeight<D>(host, n, k, gemm_);
   };
   ASSIGN_OR_RETURN(embed_, Place(w.embed, V * hidden));
   ASSIGN_OR_RETURN(norm_, Place(w.norm, hidden));
-  ASSIGN_OR_RETURN(lm_head_, prepare(w.lm_head, V, hidden));
+  // The output head stays f32 whatever the layers' type (see forward_device.h).
+  ASSIGN_OR_RETURN(lm_head_, PrepareGemmWeight<D>(w.lm_head, V, hidden,
+                                                  {WeightDtype::kF32, gemm_.batch_invariant}));
   heads_host_.assign(heads.begin(), heads.end());
   layers_.resize(w.layers.size());
   for (size_t l = 0; l < w.layers.size(); ++l) {
@@ -448,13 +448,13 @@ absl::StatusOr<std::unique_ptr<StepRunner>> CreateStepRunner(Device d, const Mod
                                                              KvBlockPool* kv, const Parallel* par,
                                                              int chunk_size,
                                                              std::span<const LinearHead> heads,
-                                                             bool batch_invariant) {
+                                                             const GemmWeightOptions& gemm) {
   RETURN_IF_ERROR(CheckDevice(d));
   if (d == Device::kCpu) {
-    return DeviceForward<Device::kCpu>::Create(model, kv, par, chunk_size, heads, batch_invariant);
+    return DeviceForward<Device::kCpu>::Create(model, kv, par, chunk_size, heads, gemm);
   }
 #ifdef FLATSTATE_HAVE_CUDA
-  return DeviceForward<Device::kCuda>::Create(model, kv, par, chunk_size, heads, batch_invariant);
+  return DeviceForward<Device::kCuda>::Create(model, kv, par, chunk_size, heads, gemm);
 #else
   return absl::FailedPreconditionError("device cuda: this build has no CUDA backend");
 #endif

@@ -4,9 +4,12 @@
 // calls it through the StepRunner interface.
 //
 // Weights are bound at Create by name, field by field from the Model's LayerWeights /
-// ModelWeights, and prepared for D once: GEMM weights through PrepareGemmWeight<D> (CPU: packed
-// panels; CUDA: device copies), other tensors used in place where D's memory is host memory,
-// else copied to the device.
+// ModelWeights, and prepared for D once: the layers' GEMM weights (wqkv, wo, w1, w2) through
+// PrepareGemmWeight<D> as GemmWeightOptions::dtype (CPU: packed panels, quantised for bf16/int8;
+// CUDA: device copies), the output head as f32 always (256 x hidden: a negligible share of the
+// bytes, and the logits stay closest to the f32 model's), other tensors (embeddings, norms,
+// conv, decay, feature projections) as f32, used in place where D's memory is host memory, else
+// copied to the device.
 //
 // State. Where D's memory is host memory (kCpu) the ops read and write the sessions' linear
 // state and the engine's KvBlockPool in place. Otherwise (kCuda): linear states live in a device
@@ -83,12 +86,13 @@ class StepRunner {
 // DeviceForward<d> for a runtime device: FailedPrecondition / Unavailable when `d` is not
 // compiled in or not usable (CheckDevice). `heads` are the per-(layer, head) descriptors with
 // host feature_proj pointers; `kv` (softmax) and `par` must outlive the result.
-// `batch_invariant`: every GEMM weight's GemmWeight::batch_invariant (kernels/gemm.h).
+// `gemm`: how the GEMM weights are prepared (kernels/gemm.h; the output head ignores its dtype).
+// Unimplemented when D has no GEMM body for gemm.dtype.
 absl::StatusOr<std::unique_ptr<StepRunner>> CreateStepRunner(Device d, const Model* model,
                                                              KvBlockPool* kv, const Parallel* par,
                                                              int chunk_size,
                                                              std::span<const LinearHead> heads,
-                                                             bool batch_invariant);
+                                                             const GemmWeightOptions& gemm);
 
 template <Device D>
 class DeviceForward final : public StepRunner {
@@ -96,7 +100,7 @@ class DeviceForward final : public StepRunner {
   static absl::StatusOr<std::unique_ptr<DeviceForward>> Create(const Model* model, KvBlockPool* kv,
                                                                const Parallel* par, int chunk_size,
                                                                std::span<const LinearHead> heads,
-                                                               bool batch_invariant);
+                                                               const GemmWeightOptions& gemm);
 
   absl::Status Run(std::span<const SequenceRun> batch, const std::vector<int64_t>& row_start,
                    std::vector<float>* logits) override;
@@ -139,7 +143,7 @@ class DeviceForward final : public StepRunner {
   const Parallel* par_ = nullptr;
   SerialParallel serial_;
   int chunk_ = 64;
-  bool batch_invariant_ = false;  // GemmWeight::batch_invariant of every GEMM weight
+  GemmWeightOptions gemm_;  // how the GEMM weights are prepared
   StateLayout layout_;
   int64_t qkv_width_ = 0;  // floats per row of the q|k|v(|gate) GEMM's output
 

@@ -236,6 +236,27 @@ TEST_P(DeviceKernels, BatchInvariantGemmIsBitExactWithCpu) {
 
 // ---- element-wise and normalisation ----
 
+// Every weight type prepares on the CPU; CUDA has f32 only so far and says so (Unimplemented,
+// naming the type), never a wrong product.
+TEST_P(DeviceKernels, GemmWeightTypesPrepareOrSayUnimplemented) {
+  const int64_t n = 64, k = 64;
+  const auto w = Random(n * k, 18);
+  for (WeightDtype dtype :
+       {WeightDtype::kF32, WeightDtype::kBf16, WeightDtype::kInt8, WeightDtype::kInt4}) {
+    absl::Status st = PrepareGemmWeight<Device::kCpu>(w.data(), n, k, {dtype}).status();
+#ifdef FLATSTATE_HAVE_CUDA
+    if (dev() == Device::kCuda)
+      st = PrepareGemmWeight<Device::kCuda>(w.data(), n, k, {dtype}).status();
+#endif
+    if (dev() == Device::kCpu || dtype == WeightDtype::kF32) {
+      EXPECT_TRUE(st.ok()) << WeightDtypeName(dtype) << ": " << st;
+    } else {
+      EXPECT_EQ(st.code(), absl::StatusCode::kUnimplemented) << st;
+      EXPECT_NE(st.message().find(WeightDtypeName(dtype)), absl::string_view::npos) << st;
+    }
+  }
+}
+
 TEST_P(DeviceKernels, RmsNormGeluAddMatchCpu) {
   const int64_t rows = 5, dim = 768;
   const auto x = Random(rows * dim, 8, 3.f), w = Random(dim, 9), b = Random(rows * dim, 10);

@@ -50,6 +50,20 @@ TEST(ModelRegistryTest, LoadsFindsAndPicksTheDefault) {
             "model: unknown model 'nope' (loaded: a-linear-elu, b-softmax)");
 }
 
+// Quantised weights: each model's fingerprint (what checkpoints carry and FindByFingerprint
+// matches) is its engine's, the file's with the type appended.
+TEST(ModelRegistryTest, QuantisedEnginesCarryTheTypeInTheFingerprint) {
+  EngineOptions o = Small();
+  o.weight_dtype = WeightDtype::kInt8;
+  auto reg = ModelRegistry::Load(TwoModels(), o, "");
+  ASSERT_TRUE(reg.ok()) << reg.status();
+  LoadedModel* lin = reg->Find("a-linear-elu");
+  ASSERT_NE(lin, nullptr);
+  EXPECT_EQ(lin->fingerprint(), lin->engine->model().fingerprint() + "-int8");
+  EXPECT_EQ(reg->FindByFingerprint(lin->fingerprint()), lin);
+  EXPECT_EQ(reg->FindByFingerprint(lin->engine->model().fingerprint()), nullptr);
+}
+
 TEST(ModelRegistryTest, RequestedDefaultMustBeLoaded) {
   auto reg = ModelRegistry::Load(TwoModels(), Small(), "b-softmax");
   ASSERT_TRUE(reg.ok()) << reg.status();

@@ -194,6 +194,14 @@ TEST(ServerOptionsTest, BadSessionStoreFlagsAreRefusedAtCreate) {
   EXPECT_THAT(std::string(s.status().message()), ::testing::HasSubstr("session_store"));
 }
 
+TEST(ServerOptionsTest, UnknownWeightDtypeIsRefusedAtCreate) {
+  server::ServerOptions o = TestOptions();
+  o.weight_dtype = "int2";
+  absl::StatusOr<std::unique_ptr<server::Server>> s = server::Server::Create(o);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.status().message()), ::testing::HasSubstr("weight_dtype"));
+}
+
 TEST(ServerLimits, MaxSessionsAndKvPool) {
   server::ServerOptions o = TestOptions();
   o.max_sessions = 2;

@@ -38,10 +38,12 @@ inline std::unique_ptr<Engine> MakeEngineWith(const std::string& dir, const Engi
 }
 
 inline std::unique_ptr<Engine> MakeEngine(const std::string& dir, int threads = 2,
-                                          int kv_blocks = 512) {
+                                          int kv_blocks = 512,
+                                          WeightDtype dtype = WeightDtype::kF32) {
   EngineOptions o;
   o.threads = threads;
   o.kv_blocks = kv_blocks;
+  o.weight_dtype = dtype;
   return MakeEngineWith(dir, o);
 }
 

@@ -1,0 +1,214 @@
+// The bf16-weight CPU GEMM (kernels/gemm.h, WeightDtype::kBf16): the fp32 chain
+// acc = fma(x[i][kk], float(wb[j][kk]), acc) over kk in order, on weights stored as bf16.
+//
+// Widening a bf16 to fp32 is exact (its 16 bits become the float's top half), so every body
+// computes the same fma chain as the scalar definition, bit for bit. The panel keeps two
+// consecutive k of a column in one 32-bit lane (kk even in the low half, odd in the high half):
+// one 512-bit load then gives 16 columns at two k, widened by a shift (even) and a mask (odd),
+// two cheap integer ops per 16 weights. Register tiling is the fp32 bodies' (gemm_cpu.cc):
+// AVX-512 MR = 6 rows x 64 columns, AVX2 MR = 2 rows on each 32-column half.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/gemm_internal.h"
+#include "kernels/gemm.h"
+
+namespace flatstate {
+
+uint16_t Bf16FromFloat(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof(u));
+  if (std::isnan(f)) return static_cast<uint16_t>((u >> 16) | 0x40);  // stays a quiet NaN
+  u += 0x7FFF + ((u >> 16) & 1);  // round to nearest, ties to even (may round up to Inf)
+  return static_cast<uint16_t>(u >> 16);
+}
+
+float FloatFromBf16(uint16_t b) {
+  const uint32_t u = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof(f));
+  return f;
+}
+
+namespace cpu {
+namespace {
+
+// ---- Scalar body: the definition every other body must equal bit for bit. ----
+template <int MR>
+void BlockScalar(const float* x, int64_t ldx, const uint16_t* p, int64_t k, float* y, int64_t ldy,
+                 int64_t cols, bool accumulate) {
+  alignas(64) float acc[MR * kP] = {};
+  for (int64_t kk = 0; kk < k; ++kk) {
+    const uint16_t* wk = p + (kk / 2) * 2 * kP + (kk & 1);
+    for (int i = 0; i < MR; ++i) {
+      const float xv = x[i * ldx + kk];
+      float* a = acc + i * kP;
+      for (int64_t j = 0; j < kP; ++j) a[j] = std::fma(xv, FloatFromBf16(wk[2 * j]), a[j]);
+    }
+  }
+  Store<MR>(acc, y, ldy, cols, accumulate);
+}
+
+// ---- AVX-512F body. ----
+template <int MR>
+__attribute__((target("avx512f"))) inline void FmaRows(const float* x, int64_t ldx, int64_t kk,
+                                                       const __m512 (&w)[4], __m512 (&acc)[MR][4]) {
+  for (int i = 0; i < MR; ++i) {
+    const __m512 xb = _mm512_set1_ps(x[i * ldx + kk]);
+    for (int v = 0; v < 4; ++v) acc[i][v] = _mm512_fmadd_ps(xb, w[v], acc[i][v]);
+  }
+}
+
+// The low bf16 of each lane as a float. The shift in its zero-masked form, all lanes: the plain
+// intrinsic's undefined-value source trips GCC 12's -Wmaybe-uninitialized. Same result.
+__attribute__((target("avx512f"))) inline __m512 LowHalf(__m512i v) {
+  return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, v, 16));
+}
+
+template <int MR>
+__attribute__((target("avx512f"))) void BlockAvx512(const float* x, int64_t ldx, const uint16_t* p,
+                                                    int64_t k, float* y, int64_t ldy, int64_t cols,
+                                                    bool accumulate) {
+  __m512 acc[MR][4];
+  for (int i = 0; i < MR; ++i) {
+    for (int v = 0; v < 4; ++v) acc[i][v] = _mm512_setzero_ps();
+  }
+  const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+  int64_t kk = 0;
+  __m512 w[4];
+  for (; kk + 2 <= k; kk += 2) {
+    const __m512i* wk = reinterpret_cast<const __m512i*>(p + kk * kP);
+    for (int v = 0; v < 4; ++v) {
+      w[v] = LowHalf(_mm512_load_si512(wk + v));
+    }
+    FmaRows<MR>(x, ldx, kk, w, acc);
+    for (int v = 0; v < 4; ++v) {
+      w[v] = _mm512_castsi512_ps(_mm512_and_si512(_mm512_load_si512(wk + v), high));
+    }
+    FmaRows<MR>(x, ldx, kk + 1, w, acc);
+  }
+  if (kk < k) {  // odd k: the last pair's low half only
+    const __m512i* wk = reinterpret_cast<const __m512i*>(p + kk * kP);
+    for (int v = 0; v < 4; ++v) {
+      w[v] = LowHalf(_mm512_load_si512(wk + v));
+    }
+    FmaRows<MR>(x, ldx, kk, w, acc);
+  }
+  StoreZmm<MR>(acc, y, ldy, cols, accumulate);
+}
+
+// ---- AVX2 + FMA body: each 64-column panel as two 32-column halves. ----
+template <int MR>
+__attribute__((target("avx2,fma"))) inline void FmaRowsAvx2(const float* x, int64_t ldx, int64_t kk,
+                                                            __m256 w, int v, __m256 (&acc)[MR][4]) {
+  for (int i = 0; i < MR; ++i) {
+    acc[i][v] = _mm256_fmadd_ps(_mm256_broadcast_ss(x + i * ldx + kk), w, acc[i][v]);
+  }
+}
+
+// `p` points at the half's first column in pair row 0 (pair rows are 2 * kP uint16 apart).
+template <int MR>
+__attribute__((target("avx2,fma"))) void HalfAvx2(const float* x, int64_t ldx, const uint16_t* p,
+                                                  int64_t k, float* acc_out) {
+  __m256 acc[MR][4];
+  for (int i = 0; i < MR; ++i) {
+    for (int v = 0; v < 4; ++v) acc[i][v] = _mm256_setzero_ps();
+  }
+  const __m256i high = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+  int64_t kk = 0;
+  for (; kk + 2 <= k; kk += 2) {
+    const uint16_t* wk = p + kk * kP;
+    for (int v = 0; v < 4; ++v) {
+      const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(wk + 16 * v));
+      FmaRowsAvx2<MR>(x, ldx, kk, _mm256_castsi256_ps(_mm256_slli_epi32(raw, 16)), v, acc);
+      FmaRowsAvx2<MR>(x, ldx, kk + 1, _mm256_castsi256_ps(_mm256_and_si256(raw, high)), v, acc);
+    }
+  }
+  if (kk < k) {
+    const uint16_t* wk = p + kk * kP;
+    for (int v = 0; v < 4; ++v) {
+      const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(wk + 16 * v));
+      FmaRowsAvx2<MR>(x, ldx, kk, _mm256_castsi256_ps(_mm256_slli_epi32(raw, 16)), v, acc);
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    for (int v = 0; v < 4; ++v) _mm256_storeu_ps(acc_out + i * kP + 8 * v, acc[i][v]);
+  }
+}
+
+template <int MR>
+__attribute__((target("avx2,fma"))) void BlockAvx2(const float* x, int64_t ldx, const uint16_t* p,
+                                                   int64_t k, float* y, int64_t ldy, int64_t cols,
+                                                   bool accumulate) {
+  alignas(64) float buf[MR * kP];
+  HalfAvx2<MR>(x, ldx, p, k, buf);
+  if (cols > kP / 2) HalfAvx2<MR>(x, ldx, p + kP, k, buf + kP / 2);
+  Store<MR>(buf, y, ldy, cols, accumulate);
+}
+
+using BlockFn = void (*)(const float*, int64_t, const uint16_t*, int64_t, float*, int64_t, int64_t,
+                         bool);
+
+// Rows [r0, r1) of one panel, in blocks of kMr rows (the tail one row at a time).
+template <int kMr, BlockFn kBlock, BlockFn kOne>
+void RunRows(const float* x, int64_t k, int64_t r0, int64_t r1, const uint16_t* panel, float* y,
+             int64_t ldy, int64_t cols, bool accumulate) {
+  int64_t r = r0;
+  for (; r + kMr <= r1; r += kMr) {
+    kBlock(x + r * k, k, panel, k, y + r * ldy, ldy, cols, accumulate);
+  }
+  for (; r < r1; ++r) kOne(x + r * k, k, panel, k, y + r * ldy, ldy, cols, accumulate);
+}
+
+using RowsFn = void (*)(const float*, int64_t, int64_t, int64_t, const uint16_t*, float*, int64_t,
+                        int64_t, bool);
+
+RowsFn RowsFor(GemmIsa isa) {
+  switch (isa) {
+    case GemmIsa::kAvx512:
+      return &RunRows<6, &BlockAvx512<6>, &BlockAvx512<1>>;
+    case GemmIsa::kAvx2:
+      return &RunRows<2, &BlockAvx2<2>, &BlockAvx2<1>>;
+    case GemmIsa::kScalar:
+      break;
+  }
+  return &RunRows<4, &BlockScalar<4>, &BlockScalar<1>>;
+}
+
+}  // namespace
+
+void PackBf16(const float* w, int64_t n, int64_t k, uint8_t* out) {
+  const int64_t panels = (n + kP - 1) / kP;
+  const size_t panel_bytes = PackedWeight::PanelBytes(WeightDtype::kBf16, k);
+  for (int64_t p = 0; p < panels; ++p) {
+    const int64_t c0 = p * kP, cols = std::min(kP, n - c0);
+    uint16_t* dst = reinterpret_cast<uint16_t*>(out + p * panel_bytes);
+    for (int64_t t = 0; t < (k + 1) / 2; ++t) {
+      uint16_t* row = dst + t * 2 * kP;
+      for (int64_t j = 0; j < kP; ++j) {
+        for (int64_t h = 0; h < 2; ++h) {
+          const int64_t kk = 2 * t + h;
+          row[2 * j + h] = j < cols && kk < k ? Bf16FromFloat(w[(c0 + j) * k + kk]) : 0;
+        }
+      }
+    }
+  }
+}
+
+void GemmBf16(const float* x, int64_t m, const PackedWeight& w, float* y, bool accumulate,
+              const Parallel& par, GemmIsa isa) {
+  const int64_t n = w.n(), k = w.k();
+  const RowsFn rows = RowsFor(isa);
+  ForTiles(m, w.panels(), static_cast<double>(m) * n * k, par,
+           [&](int64_t r0, int64_t r1, int64_t p) {
+             const int64_t c0 = p * kP;
+             rows(x, k, r0, r1, reinterpret_cast<const uint16_t*>(w.panel_data(p)), y + c0, n,
+                  std::min(kP, n - c0), accumulate);
+           });
+}
+
+}  // namespace cpu
+}  // namespace flatstate
