@@ -100,6 +100,15 @@ Engine* GetEngine(const std::string& dir, int threads, int kv_blocks = 0,
   }
   o.device = *device;
   o.weight_dtype = dtype;
+  // FLATSTATE_BENCH_KV_DTYPE=bf16: softmax engines keep a bf16 K/V cache (--kv_dtype).
+  if (const char* kv = std::getenv("FLATSTATE_BENCH_KV_DTYPE"); kv != nullptr) {
+    auto kv_dtype = ParseKvDtype(kv);
+    if (!kv_dtype.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(kv_dtype.status().message()).c_str());
+      std::exit(1);
+    }
+    o.kv_dtype = *kv_dtype;
+  }
   auto e = Engine::Create(std::move(*model), o);
   if (!e.ok()) {
     std::fprintf(stderr, "%s\n", std::string(e.status().message()).c_str());
@@ -131,9 +140,11 @@ void FastForward(Engine* e, SessionState* s, int64_t ctx) {
     for (int32_t b : s->kv_blocks) {
       for (int l = 0; l < e->config().num_hidden_layers; ++l) {
         for (int slot = 0; slot < e->kv_pool()->block_size(); ++slot) {
-          float* k = e->kv_pool()->K(b, l, slot);
-          float* v = e->kv_pool()->V(b, l, slot);
-          for (int d = 0; d < e->config().hidden_size; ++d) k[d] = u(g), v[d] = u(g);
+          std::vector<float> row(e->config().hidden_size);
+          for (int kv = 0; kv < 2; ++kv) {
+            for (float& x : row) x = u(g);
+            e->kv_pool()->WriteRow(b, l, kv, slot, row.data());
+          }
         }
       }
     }

@@ -49,6 +49,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "kernels/bf16.h"
 #include "kernels/device.h"
 #include "kernels/memory.h"
 #include "kernels/parallel.h"
@@ -111,9 +112,7 @@ class PackedWeight {
   int64_t n_ = 0, k_ = 0;
 };
 
-// The nearest-even bf16 of f as its 16 bits (NaN stays a quiet NaN), and back (exact).
-uint16_t Bf16FromFloat(float f);
-float FloatFromBf16(uint16_t b);
+// Bf16FromFloat / FloatFromBf16: kernels/bf16.h.
 
 // kInt8's quantisation of one block of `len` (<= 32) activations, the rule the weights use too:
 // scale = max|x| / 127, q[t] = nearest-even(x[t] / scale), clamped to [-127, 127]; all q = 0 (and

@@ -3,8 +3,9 @@
 //
 // PagedKv describes the engine's block pool memory without owning it and is the one statement
 // of its address formula: block b holds, for every layer l, K then V, each [block_size][hidden]
-// fp32, i.e. row (b, l, kv, slot) starts at
-//   base + (((b * num_layers + l) * 2 + kv) * block_size + slot) * hidden
+// elements of the pool's KvDtype (fp32, or bf16: --kv_dtype), i.e. row (b, l, kv, slot) starts
+// at element
+//   (((b * num_layers + l) * 2 + kv) * block_size + slot) * hidden
 // (PagedKv::RowOffset: the formula for any code that addresses pool memory, KvBlockPool too).
 // Token t of a sequence lives in block table[t / block_size], slot t % block_size.
 //
@@ -19,16 +20,27 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "kernels/device.h"
 #include "kernels/parallel.h"
 
 namespace flatstate {
 
+// Element type of the K/V cache. bf16 halves the bytes a decode step reads; a row is rounded to
+// the nearest-even bf16 once, when it is written, and widened exactly when it is read.
+enum class KvDtype : uint8_t { kF32, kBf16 };
+absl::string_view KvDtypeName(KvDtype d);  // "f32" | "bf16"
+// Parses --kv_dtype; InvalidArgument naming the flag and the accepted values otherwise.
+absl::StatusOr<KvDtype> ParseKvDtype(absl::string_view name);
+inline constexpr size_t KvDtypeBytes(KvDtype d) { return d == KvDtype::kBf16 ? 2 : 4; }
+
 struct PagedKv {
-  float* base = nullptr;
+  void* base = nullptr;
   int block_size = 16;
   int num_layers = 0;
   int hidden = 0;
+  KvDtype dtype = KvDtype::kF32;
 
   // Floats from the pool's base to row `slot` of K (kv = 0) or V (kv = 1) of `layer` in `block`.
   FS_HOST_DEVICE static int64_t RowOffset(int32_t block, int layer, int kv, int slot,
@@ -36,8 +48,14 @@ struct PagedKv {
     return (((static_cast<int64_t>(block) * num_layers + layer) * 2 + kv) * block_size + slot) *
            static_cast<int64_t>(hidden);
   }
+  // kF32 pools: the row's floats. kBf16 pools: Bf16Row, its 16-bit elements.
   FS_HOST_DEVICE float* Row(int32_t block, int layer, int kv, int slot) const {
-    return base + RowOffset(block, layer, kv, slot, block_size, num_layers, hidden);
+    return static_cast<float*>(base) +
+           RowOffset(block, layer, kv, slot, block_size, num_layers, hidden);
+  }
+  FS_HOST_DEVICE uint16_t* Bf16Row(int32_t block, int layer, int kv, int slot) const {
+    return static_cast<uint16_t*>(base) +
+           RowOffset(block, layer, kv, slot, block_size, num_layers, hidden);
   }
   FS_HOST_DEVICE float* Key(const int32_t* table, int layer, int64_t t) const {
     return Row(table[t / block_size], layer, 0, static_cast<int>(t % block_size));
@@ -54,10 +72,11 @@ struct PagedRow {
   int64_t table = 0;  // offset of the row's block table in `tables`
 };
 
-// OK when D's paged-attention kernels take head_dim (kCuda: their shared memory fits the default
-// 48 KiB); InvalidArgument naming the limit otherwise. kCpu takes any head_dim.
+// OK when D's paged-attention kernels take head_dim and the pool's dtype (kCuda: their shared
+// memory fits the default 48 KiB; kF32 only). InvalidArgument / Unimplemented naming the limit
+// otherwise. kCpu takes any head_dim and both dtypes.
 template <Device D>
-absl::Status CheckPagedAttentionShape(int head_dim);
+absl::Status CheckPagedAttentionShape(int head_dim, KvDtype dtype);
 
 // Rotate-half RoPE on q and k of every row (heads of head_dim, at position ctx - 1, angles in
 // double), then the row's K and V written into its slot of `layer`. Each row's slot must be
@@ -69,6 +88,17 @@ void RopeAndWriteKv(const PagedKv& kv, const int32_t* tables, const PagedRow* ro
 
 // out row rows[i].row, head h = softmax(q_h . K[0..ctx) / sqrt(hd)) V[0..ctx) for q_h that row's
 // head h, over its session's context of `layer` (K/V already written for every position < ctx).
+//
+// kCpu: FlashAttention-style online softmax. Keys are taken in fixed groups of kKeyTile
+// positions (absolute: [16j, 16j + 16)), in ascending order; per group a row's scores, running
+// max, rescale and weighted sum of V are one fixed chain, whatever else is computed with it. Rows
+// of one session that follow each other (a prefill) are processed kQueryTile at a time against
+// each key group (one task per tile and pair of heads), so a K/V row is read once per
+// tile instead of once per query; the tiling only
+// chooses which chains run together, so a row's result does not depend on the batch, on the
+// split of a prompt, on the pool's block size or on the thread (bitwise). kCuda: kF32 only.
+inline constexpr int kKeyTile = 16;
+inline constexpr int kQueryTile = 16;
 template <Device D>
 void PagedAttention(const PagedKv& kv, const int32_t* tables, const PagedRow* rows, int64_t n,
                     const float* qkv, int64_t stride, float* out, int64_t out_stride, int layer,

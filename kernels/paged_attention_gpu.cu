@@ -125,7 +125,11 @@ size_t SmemBytes(int hd) {
 }  // namespace cuda
 
 template <>
-absl::Status CheckPagedAttentionShape<Device::kCuda>(int head_dim) {
+absl::Status CheckPagedAttentionShape<Device::kCuda>(int head_dim, KvDtype dtype) {
+  if (dtype != KvDtype::kF32) {
+    return absl::UnimplementedError(absl::StrCat("device cuda: --kv_dtype ", KvDtypeName(dtype),
+                                                 " has no CUDA body yet (use f32)"));
+  }
   if (head_dim < 1 || cuda::SmemBytes(head_dim) > cuda::kSmemLimit) {
     return absl::InvalidArgumentError(
         absl::StrCat("device cuda: head_dim ", head_dim, " exceeds the paged-attention kernel"));

@@ -198,7 +198,7 @@ grpc::ServerUnaryReactor* InferenceService::ListModels(grpc::CallbackServerConte
       info->set_attention_kind(std::string(AttentionKindName(c.attention_kind)));
       info->set_fingerprint(m->fingerprint());
       info->set_state_bytes_per_session(c.state_bytes());
-      info->set_kv_bytes_per_token(c.is_linear() ? 0 : c.kv_bytes_per_token());
+      info->set_kv_bytes_per_token(m->engine->kv_bytes_per_token());
       info->set_device(device_);
       info->set_is_default(m->name == loop_->default_model());
       info->set_vocab_size(c.vocab_size);

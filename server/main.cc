@@ -52,6 +52,9 @@ ABSL_FLAG(std::string, weight_dtype, kDefaults.weight_dtype,
           "f32 | bf16 | int8 | int4: the models' layer weights are quantised to this type at load "
           "(CPU; int8/int4: one scale per 32 weights, like Q8_0/Q4_0; docs/model-format.md). "
           "--device=cuda: f32");
+ABSL_FLAG(std::string, kv_dtype, kDefaults.kv_dtype,
+          "f32 | bf16: element type of the softmax models' K/V cache (bf16 halves its bytes; "
+          "CPU; --device=cuda: f32)");
 ABSL_FLAG(
     int64_t, step_token_budget, kDefaults.step_token_budget,
     "tokens one engine step may run per model (decodes first, prefill chunks share the rest)");
@@ -107,6 +110,7 @@ int main(int argc, char** argv) {
   o.batch_invariant = absl::GetFlag(FLAGS_batch_invariant);
   o.prefix_cache_bytes = absl::GetFlag(FLAGS_prefix_cache_bytes);
   o.weight_dtype = absl::GetFlag(FLAGS_weight_dtype);
+  o.kv_dtype = absl::GetFlag(FLAGS_kv_dtype);
   o.step_token_budget = absl::GetFlag(FLAGS_step_token_budget);
   o.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   o.session_store = absl::GetFlag(FLAGS_session_store);

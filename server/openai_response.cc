@@ -133,7 +133,7 @@ json ModelsJson(const ModelRegistry& models, const std::string& device) {
                     {"owned_by", "flatstate"},
                     {"attention_kind", std::string(AttentionKindName(c.attention_kind))},
                     {"state_bytes_per_session", c.state_bytes()},
-                    {"kv_bytes_per_token", c.is_linear() ? 0 : c.kv_bytes_per_token()},
+                    {"kv_bytes_per_token", m->engine->kv_bytes_per_token()},
                     {"fingerprint", m->fingerprint()},
                     {"vocab_size", c.vocab_size},
                     {"device", device},

@@ -25,11 +25,14 @@ int LocalGenerate() {
   if (!device.ok()) return Fail(device.status());
   auto weight_dtype = ParseWeightDtype(absl::GetFlag(FLAGS_weight_dtype));
   if (!weight_dtype.ok()) return Fail(weight_dtype.status());
+  auto kv_dtype = ParseKvDtype(absl::GetFlag(FLAGS_kv_dtype));
+  if (!kv_dtype.ok()) return Fail(kv_dtype.status());
   auto model = Model::Load(absl::GetFlag(FLAGS_local_model));
   if (!model.ok()) return Fail(model.status());
   EngineOptions opts;
   opts.device = *device;
   opts.weight_dtype = *weight_dtype;
+  opts.kv_dtype = *kv_dtype;
   opts.threads = absl::GetFlag(FLAGS_threads);
   auto engine = Engine::Create(std::move(*model), opts);
   if (!engine.ok()) return Fail(engine.status());

@@ -40,6 +40,7 @@ ABSL_FLAG(std::string, device, "cpu", "auto | cpu | cuda (local mode)");
 ABSL_FLAG(std::string, weight_dtype, "f32",
           "f32 | bf16 | int8 | int4: layer weights quantised at load (local mode; "
           "docs/model-format.md)");
+ABSL_FLAG(std::string, kv_dtype, "f32", "f32 | bf16: softmax K/V cache element type (local mode)");
 ABSL_FLAG(bool, stats, true, "print timing/usage to stderr at the end of generate");
 ABSL_FLAG(std::string, server, "localhost:50051", "server address host:port");
 ABSL_FLAG(std::string, auth_token, "", "sent as 'authorization: Bearer <token>'");

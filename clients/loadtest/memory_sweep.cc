@@ -246,12 +246,15 @@ class ModelSweep {
 
   void CheckSoftmax() {
     const auto& pts = result_.points;
-    const uint64_t per_token = 2 * info_.num_layers() * info_.hidden_size() * 4;
-    checks_->Add(info_.kv_bytes_per_token() == per_token,
-                 absl::StrCat(name(), " kv_bytes_per_token"),
-                 absl::StrFormat("ListModels %d B, 2 x %d layers x %d x 4 B = %d B",
-                                 info_.kv_bytes_per_token(), info_.num_layers(),
-                                 info_.hidden_size(), per_token));
+    // 4 B per element (--kv_dtype f32) or 2 B (bf16).
+    const uint64_t elems = 2 * info_.num_layers() * info_.hidden_size();
+    const uint64_t per_token = info_.kv_bytes_per_token();
+    checks_->Add(
+        per_token == elems * 4 || per_token == elems * 2,
+        absl::StrCat(name(), " kv_bytes_per_token"),
+        absl::StrFormat("ListModels %d B, 2 x %d layers x %d x (4 B f32 | 2 B bf16) = "
+                        "%d | %d B",
+                        per_token, info_.num_layers(), info_.hidden_size(), elems * 4, elems * 2));
     if (!pts.empty()) {
       bool exact = true;
       std::string worst;

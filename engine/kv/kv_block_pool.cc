@@ -2,19 +2,23 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstring>
 #include <functional>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/bf16.h"
 #include "kernels/paged_attention.h"
 
 namespace flatstate {
 
-KvBlockPool::KvBlockPool(int num_blocks, int block_size, int num_layers, int hidden)
+KvBlockPool::KvBlockPool(int num_blocks, int block_size, int num_layers, int hidden, KvDtype dtype)
     : num_blocks_(std::max(num_blocks, 0)),
       block_size_(std::max(block_size, 1)),
       num_layers_(std::max(num_layers, 0)),
-      hidden_(std::max(hidden, 0)) {
-  const size_t floats = static_cast<size_t>(num_blocks_) * bytes_per_block() / sizeof(float);
+      hidden_(std::max(hidden, 0)),
+      dtype_(dtype) {
+  const size_t floats =
+      (static_cast<size_t>(num_blocks_) * bytes_per_block() + sizeof(float) - 1) / sizeof(float);
   // Deliberately not value-initialised: untouched pages stay out of the resident set.
   data_.reset(new float[floats]);
   free_.reserve(num_blocks_);
@@ -45,12 +49,7 @@ void KvBlockPool::SortFree() {
 }
 
 size_t KvBlockPool::bytes_per_block() const {
-  return sizeof(float) * 2 * static_cast<size_t>(num_layers_) * block_size_ * hidden_;
-}
-
-size_t KvBlockPool::Offset(int32_t block, int layer, int kv, int slot) const {
-  return static_cast<size_t>(
-      PagedKv::RowOffset(block, layer, kv, slot, block_size_, num_layers_, hidden_));
+  return KvDtypeBytes(dtype_) * 2 * static_cast<size_t>(num_layers_) * block_size_ * hidden_;
 }
 
 int64_t KvBlockPool::BlocksFor(int64_t tokens, int block_size) {
@@ -123,17 +122,28 @@ void KvBlockPool::Truncate(std::vector<int32_t>* table, size_t size) {
   Release(&tail);
 }
 
-float* KvBlockPool::K(int32_t block, int layer, int slot) {
-  return data_.get() + Offset(block, layer, 0, slot);
+void KvBlockPool::ReadRow(int32_t block, int layer, int kv, int slot, float* out) const {
+  const PagedKv p = view();
+  if (dtype_ == KvDtype::kF32) {
+    std::memcpy(out, p.Row(block, layer, kv, slot), sizeof(float) * hidden_);
+    return;
+  }
+  const uint16_t* src = p.Bf16Row(block, layer, kv, slot);
+  for (int d = 0; d < hidden_; ++d) out[d] = FloatFromBf16(src[d]);
 }
-float* KvBlockPool::V(int32_t block, int layer, int slot) {
-  return data_.get() + Offset(block, layer, 1, slot);
+
+void KvBlockPool::WriteRow(int32_t block, int layer, int kv, int slot, const float* in) {
+  const PagedKv p = view();
+  if (dtype_ == KvDtype::kF32) {
+    std::memcpy(p.Row(block, layer, kv, slot), in, sizeof(float) * hidden_);
+    return;
+  }
+  uint16_t* dst = p.Bf16Row(block, layer, kv, slot);
+  for (int d = 0; d < hidden_; ++d) dst[d] = Bf16FromFloat(in[d]);
 }
-const float* KvBlockPool::K(int32_t block, int layer, int slot) const {
-  return data_.get() + Offset(block, layer, 0, slot);
-}
-const float* KvBlockPool::V(int32_t block, int layer, int slot) const {
-  return data_.get() + Offset(block, layer, 1, slot);
+
+PagedKv KvBlockPool::view() const {
+  return PagedKv{data_.get(), block_size_, num_layers_, hidden_, dtype_};
 }
 
 }  // namespace flatstate

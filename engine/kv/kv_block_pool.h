@@ -2,8 +2,9 @@
 // a free list, and per-session block tables (std::vector<int32_t> owned by the session).
 //
 // A block holds `block_size` token slots for every layer: for layer l, K and V are each
-// [block_size, hidden] fp32, so one block id covers a token range in all layers (the address
-// formula is kernels/paged_attention.h's PagedKv::RowOffset, shared with the attention ops).
+// [block_size, hidden] elements of the pool's KvDtype (fp32, or bf16 with --kv_dtype bf16), so
+// one block id covers a token range in all layers (the address formula is kernels/
+// paged_attention.h's PagedKv::RowOffset, shared with the attention ops).
 // Memory is one allocation made at construction; pages are touched only when written.
 //
 // The block arithmetic (how many blocks cover n tokens, how many more a table needs) lives here
@@ -30,13 +31,15 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "kernels/paged_attention.h"
 
 namespace flatstate {
 
 class KvBlockPool {
  public:
   // Negative sizes are treated as 0 and block_size < 1 as 1 (a constructor cannot fail).
-  KvBlockPool(int num_blocks, int block_size, int num_layers, int hidden);
+  KvBlockPool(int num_blocks, int block_size, int num_layers, int hidden,
+              KvDtype dtype = KvDtype::kF32);
 
   // Blocks of `block_size` (< 1 counts as 1) token slots that cover `tokens` slots:
   // ceil(tokens / block_size), 0 for tokens <= 0.
@@ -62,11 +65,15 @@ class KvBlockPool {
   // a table of `size` blocks or fewer is left as it is.
   void Truncate(std::vector<int32_t>* table, size_t size);
 
-  // Row `slot` (0..block_size-1) of K or V for `layer` in `block`: `hidden` floats.
-  float* K(int32_t block, int layer, int slot);
-  float* V(int32_t block, int layer, int slot);
-  const float* K(int32_t block, int layer, int slot) const;
-  const float* V(int32_t block, int layer, int slot) const;
+  // Row `slot` (0..block_size-1) of K (kv = 0) or V (kv = 1) for `layer` in `block`, as
+  // `hidden` floats: ReadRow widens (exact), WriteRow rounds to the pool's dtype (nearest-even
+  // bf16) — the same rounding as the attention op's K/V write.
+  void ReadRow(int32_t block, int layer, int kv, int slot, float* out) const;
+  void WriteRow(int32_t block, int layer, int kv, int slot, const float* in);
+  // The pool's memory as the attention ops address it.
+  PagedKv view() const;
+  void* data() { return data_.get(); }
+  KvDtype dtype() const { return dtype_; }
 
   int block_size() const { return block_size_; }
   int num_layers() const { return num_layers_; }
@@ -80,12 +87,11 @@ class KvBlockPool {
   int blocks_cache_only() const { return blocks_cache_only_; }
   // References to `block` (sessions' and the cache's); 0 for a free block or an invalid id.
   int refs(int32_t block) const;
-  size_t bytes_per_block() const;
+  size_t bytes_per_block() const;  // 2 * layers * block_size * hidden * KvDtypeBytes(dtype)
   size_t bytes_used() const { return bytes_per_block() * blocks_used(); }
   size_t bytes_total() const { return bytes_per_block() * num_blocks_; }
 
  private:
-  size_t Offset(int32_t block, int layer, int kv, int slot) const;
   bool Valid(int32_t b) const { return b >= 0 && b < num_blocks_; }
   // Adds `table_delta` table references and `cache_delta` cache references to block `b` (refs
   // never go below 0), keeps the cache counters, and frees the block when its refs reach 0.
@@ -94,7 +100,8 @@ class KvBlockPool {
   void SortFree();
 
   int num_blocks_, block_size_, num_layers_, hidden_;
-  std::unique_ptr<float[]> data_;
+  KvDtype dtype_;
+  std::unique_ptr<float[]> data_;    // bytes_total() bytes (float-aligned)
   std::vector<int32_t> free_;        // stack; lowest ids handed out first
   std::vector<int32_t> refs_;        // per block: every reference (tables and cache)
   std::vector<int32_t> cache_refs_;  // per block: the prefix cache's references

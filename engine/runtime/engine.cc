@@ -43,7 +43,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<Model> mo
   const ModelConfig& c = e->model_->config();
   if (!c.is_linear()) {
     e->kv_ = std::make_unique<KvBlockPool>(options.kv_blocks, options.kv_block_size,
-                                           c.num_hidden_layers, c.hidden_size);
+                                           c.num_hidden_layers, c.hidden_size, options.kv_dtype);
   }
   ASSIGN_OR_RETURN(
       e->forward_,
@@ -52,6 +52,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<Model> mo
   std::string fingerprint = e->model_->fingerprint();
   if (options.weight_dtype != WeightDtype::kF32) {
     absl::StrAppend(&fingerprint, "-", WeightDtypeName(options.weight_dtype));
+  }
+  if (!c.is_linear() && options.kv_dtype != KvDtype::kF32) {
+    absl::StrAppend(&fingerprint, "-kv-", KvDtypeName(options.kv_dtype));
   }
   e->ckpt_model_ = CheckpointModel{std::move(fingerprint), c};
   e->prefix_grid_ = e->forward_->chunk_size();

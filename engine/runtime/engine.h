@@ -78,6 +78,9 @@ struct EngineOptions {
   // gemm.h; docs/model-format.md says which tensors stay fp32). CUDA: f32 only so far
   // (Unimplemented otherwise).
   WeightDtype weight_dtype = WeightDtype::kF32;
+  // Softmax only: the K/V cache's element type (kernels/paged_attention.h). bf16 halves the KV
+  // bytes per token (and what a decode step reads); CUDA: f32 only so far (Unimplemented).
+  KvDtype kv_dtype = KvDtype::kF32;
 };
 
 // One session's part of a step. A session may appear in at most one request of a step.
@@ -110,8 +113,13 @@ class Engine {
   const ModelConfig& config() const { return model_->config(); }
   Device device() const { return options_.device; }
   WeightDtype weight_dtype() const { return options_.weight_dtype; }
+  // Softmax: K/V bytes one token holds in this engine's pool (its KvDtype); 0 for the others.
+  size_t kv_bytes_per_token() const {
+    return kv_ == nullptr ? 0 : kv_->bytes_per_block() / static_cast<size_t>(kv_->block_size());
+  }
   // What this engine computes with: Model::fingerprint(), followed by "-bf16", "-int8" or "-int4"
-  // when the weights are quantised, since the outputs then differ. Checkpoints carry it, so a
+  // when the weights are quantised and, for softmax, "-kv-bf16" with a bf16 K/V cache, since the
+  // outputs then differ. Checkpoints carry it, so a
   // session continues only on an engine that computes the same bits (Restore: FailedPrecondition).
   const std::string& fingerprint() const { return ckpt_model_.fingerprint; }
   int chunk_size() const { return forward_->chunk_size(); }

@@ -23,7 +23,7 @@ absl::StatusOr<std::unique_ptr<DeviceForward<D>>> DeviceForward<D>::Create(
     if (l.attention.window)
       RETURN_IF_ERROR(CheckWindowAttentionShape<D>(c.head_dim, c.window_size));
   }
-  if (!c.is_linear()) RETURN_IF_ERROR(CheckPagedAttentionShape<D>(c.head_dim));
+  if (!c.is_linear()) RETURN_IF_ERROR(CheckPagedAttentionShape<D>(c.head_dim, kv->dtype()));
   auto f = std::unique_ptr<DeviceForward>(new DeviceForward());
   f->model_ = model;
   f->cfg_ = &c;
@@ -43,13 +43,14 @@ absl::StatusOr<std::unique_ptr<DeviceForward<D>>> DeviceForward<D>::Create(
   }
   RETURN_IF_ERROR(f->BindWeights(heads));
   if (!c.is_linear()) {
-    float* base = kv->K(0, 0, 0);
+    void* base = kv->data();
     if constexpr (!kHostMemory<D>) {
       // Same geometry and block ids as the host pool, which keeps the accounting.
       RETURN_IF_ERROR(f->kv_mirror_.Reserve(kv->bytes_total()));
       base = f->kv_mirror_.template as<float>();
     }
-    f->pool_ = PagedKv{base, kv->block_size(), kv->num_layers(), kv->hidden()};
+    f->pool_ = kv->view();
+    f->pool_.base = base;
   }
   RETURN_IF_ERROR(Synchronize<D>());  // the weight copies are complete
   return f;
@@ -363,7 +364,7 @@ absl::Status DeviceForward<D>::CopyKv(std::span<const int32_t> blocks, bool to_h
     const size_t bpb = kv_->bytes_per_block();
     for (int32_t b : blocks) {
       if (b < 0 || b >= kv_->blocks_total()) continue;
-      char* host = reinterpret_cast<char*>(kv_->K(b, 0, 0));
+      char* host = static_cast<char*>(kv_->data()) + b * bpb;
       char* dev = kv_mirror_.template as<char>() + b * bpb;
       RETURN_IF_ERROR(to_host ? CopyToHost<D>(host, dev, bpb) : CopyToDevice<D>(dev, host, bpb));
     }

@@ -189,12 +189,15 @@ void WriteKvRows(const ModelConfig& c, const SessionState& state, const KvBlockP
                  int64_t begin, int64_t end, std::string* out) {
   Writer w(out);
   const int bs = pool.block_size();
+  std::vector<float> row(c.hidden_size);  // widened from the pool's dtype (exact)
   for (int64_t t = begin; t < end; ++t) {
     const int32_t block = state.kv_blocks[t / bs];
     const int slot = static_cast<int>(t % bs);
     for (int l = 0; l < c.num_hidden_layers; ++l) {
-      w.Floats(pool.K(block, l, slot), c.hidden_size);
-      w.Floats(pool.V(block, l, slot), c.hidden_size);
+      for (int kv = 0; kv < 2; ++kv) {
+        pool.ReadRow(block, l, kv, slot, row.data());
+        w.Floats(row.data(), c.hidden_size);
+      }
     }
   }
 }
@@ -352,14 +355,16 @@ absl::Status RestoreSession(const CheckpointModel& model, std::string_view blob,
     const int bs = pool->block_size();
     const size_t row_bytes = sizeof(float) * c.hidden_size;
     const char* src = payload.data();
+    std::vector<float> row(c.hidden_size);
     for (int64_t t = 0; t < h.position; ++t) {
       const int32_t block = st.kv_blocks[t / bs];
       const int slot = static_cast<int>(t % bs);
       for (int l = 0; l < c.num_hidden_layers; ++l) {
-        LoadLeFloats(src, c.hidden_size, pool->K(block, l, slot));
-        src += row_bytes;
-        LoadLeFloats(src, c.hidden_size, pool->V(block, l, slot));
-        src += row_bytes;
+        for (int kv = 0; kv < 2; ++kv) {
+          LoadLeFloats(src, c.hidden_size, row.data());
+          pool->WriteRow(block, l, kv, slot, row.data());  // exact for a pool of the writer's dtype
+          src += row_bytes;
+        }
       }
     }
     releaser.Dismiss();

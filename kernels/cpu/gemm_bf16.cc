@@ -18,21 +18,6 @@
 
 namespace flatstate {
 
-uint16_t Bf16FromFloat(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof(u));
-  if (std::isnan(f)) return static_cast<uint16_t>((u >> 16) | 0x40);  // stays a quiet NaN
-  u += 0x7FFF + ((u >> 16) & 1);  // round to nearest, ties to even (may round up to Inf)
-  return static_cast<uint16_t>(u >> 16);
-}
-
-float FloatFromBf16(uint16_t b) {
-  const uint32_t u = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &u, sizeof(f));
-  return f;
-}
-
 namespace cpu {
 namespace {
 

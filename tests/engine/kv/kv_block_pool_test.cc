@@ -140,42 +140,63 @@ TEST(KvBlockPoolTest, TruncateUndoesReserve) {
   EXPECT_EQ(other, std::vector<int32_t>{1});
 }
 
-TEST(KvBlockPoolTest, RowsDoNotAlias) {
+// Every row of both dtypes is its own memory (what is written is read back, nothing else moves)
+// and the rows span exactly bytes_total(); bf16 rows hold the nearest-even bf16 of what was
+// written (the values here are exact in bf16: small integers), in half the bytes.
+TEST(KvBlockPoolTest, RowsDoNotAliasInEitherDtype) {
   constexpr int kBlocks = 3, kBs = 4, kLayers = 2, kHidden = 5;
-  KvBlockPool pool(kBlocks, kBs, kLayers, kHidden);
-  auto value = [](int b, int l, int kv, int s, int h) {
-    return static_cast<float>(((((b * kLayers + l) * 2 + kv) * kBs + s) * kHidden) + h);
-  };
-  std::set<const float*> rows;
-  for (int b = 0; b < kBlocks; ++b) {
-    for (int l = 0; l < kLayers; ++l) {
-      for (int s = 0; s < kBs; ++s) {
-        float* k = pool.K(b, l, s);
-        float* v = pool.V(b, l, s);
-        EXPECT_TRUE(rows.insert(k).second);
-        EXPECT_TRUE(rows.insert(v).second);
-        for (int h = 0; h < kHidden; ++h) {
-          k[h] = value(b, l, 0, s, h);
-          v[h] = value(b, l, 1, s, h);
+  for (KvDtype dtype : {KvDtype::kF32, KvDtype::kBf16}) {
+    SCOPED_TRACE(std::string(KvDtypeName(dtype)));
+    KvBlockPool pool(kBlocks, kBs, kLayers, kHidden, dtype);
+    EXPECT_EQ(pool.bytes_per_block(), KvDtypeBytes(dtype) * 2 * kLayers * kBs * kHidden);
+    auto value = [](int b, int l, int kv, int s, int h) {
+      return static_cast<float>(((((b * kLayers + l) * 2 + kv) * kBs + s) * kHidden) + h);
+    };
+    const PagedKv view = pool.view();
+    std::set<const char*> rows;
+    float row[kHidden];
+    for (int b = 0; b < kBlocks; ++b) {
+      for (int l = 0; l < kLayers; ++l) {
+        for (int s = 0; s < kBs; ++s) {
+          for (int kv = 0; kv < 2; ++kv) {
+            const char* at = static_cast<const char*>(view.base) +
+                             PagedKv::RowOffset(b, l, kv, s, kBs, kLayers, kHidden) *
+                                 static_cast<int64_t>(KvDtypeBytes(dtype));
+            EXPECT_TRUE(rows.insert(at).second);
+            for (int h = 0; h < kHidden; ++h) row[h] = value(b, l, kv, s, h);
+            pool.WriteRow(b, l, kv, s, row);
+          }
         }
       }
     }
-  }
-  const KvBlockPool& cpool = pool;
-  for (int b = 0; b < kBlocks; ++b) {
-    for (int l = 0; l < kLayers; ++l) {
-      for (int s = 0; s < kBs; ++s) {
-        for (int h = 0; h < kHidden; ++h) {
-          ASSERT_EQ(cpool.K(b, l, s)[h], value(b, l, 0, s, h));
-          ASSERT_EQ(cpool.V(b, l, s)[h], value(b, l, 1, s, h));
+    for (int b = 0; b < kBlocks; ++b) {
+      for (int l = 0; l < kLayers; ++l) {
+        for (int s = 0; s < kBs; ++s) {
+          for (int kv = 0; kv < 2; ++kv) {
+            pool.ReadRow(b, l, kv, s, row);
+            for (int h = 0; h < kHidden; ++h) ASSERT_EQ(row[h], value(b, l, kv, s, h));
+          }
         }
       }
     }
+    // Rows lie inside the single allocation: the first and last row span bytes_total().
+    const char* first = *rows.begin();
+    const char* last = *rows.rbegin();
+    EXPECT_EQ(static_cast<size_t>(last - first) + kHidden * KvDtypeBytes(dtype),
+              pool.bytes_total());
   }
-  // Rows lie inside the single allocation: the first and last row span bytes_total().
-  const float* first = cpool.K(0, 0, 0);
-  const float* last = cpool.V(kBlocks - 1, kLayers - 1, kBs - 1);
-  EXPECT_EQ(static_cast<size_t>(last + kHidden - first) * sizeof(float), pool.bytes_total());
+}
+
+TEST(KvBlockPoolTest, Bf16RowsRoundToNearestEven) {
+  KvBlockPool pool(1, 1, 1, 3, KvDtype::kBf16);
+  // 1 + 2^-8 is halfway between two bf16 values: ties to even (1.0); 1 + 3 * 2^-8 rounds up.
+  const float in[3] = {1.f + 1.f / 256, 1.f + 3.f / 256, -2.5f};
+  pool.WriteRow(0, 0, 0, 0, in);
+  float out[3];
+  pool.ReadRow(0, 0, 0, 0, out);
+  EXPECT_EQ(out[0], 1.f);
+  EXPECT_EQ(out[1], 1.f + 4.f / 256);
+  EXPECT_EQ(out[2], -2.5f);
 }
 
 }  // namespace

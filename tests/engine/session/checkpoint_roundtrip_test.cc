@@ -91,10 +91,12 @@ void ExpectRows(const KvBlockPool& a, const std::vector<int32_t>& ta, const KvBl
     for (int l = 0; l < a.num_layers(); ++l) {
       const int sa = t % a.block_size(), sb = t % b.block_size();
       const int32_t ba = ta[t / a.block_size()], bb = tb[t / b.block_size()];
-      ASSERT_EQ(std::memcmp(a.K(ba, l, sa), b.K(bb, l, sb), a.hidden() * sizeof(float)), 0)
-          << "t=" << t << " l=" << l;
-      ASSERT_EQ(std::memcmp(a.V(ba, l, sa), b.V(bb, l, sb), a.hidden() * sizeof(float)), 0)
-          << "t=" << t << " l=" << l;
+      for (int kv = 0; kv < 2; ++kv) {
+        std::vector<float> ra(a.hidden()), rb(b.hidden());
+        a.ReadRow(ba, l, kv, sa, ra.data());
+        b.ReadRow(bb, l, kv, sb, rb.data());
+        ASSERT_EQ(ra, rb) << "t=" << t << " l=" << l << " kv=" << kv;
+      }
     }
   }
 }

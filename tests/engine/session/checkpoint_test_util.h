@@ -91,12 +91,13 @@ inline void FillRows(KvBlockPool* pool, const std::vector<int32_t>& table, int64
   const int bs = pool->block_size();
   for (int64_t t = 0; t < tokens; ++t) {
     for (int l = 0; l < pool->num_layers(); ++l) {
-      float* k = pool->K(table[t / bs], l, t % bs);
-      float* v = pool->V(table[t / bs], l, t % bs);
+      std::vector<float> k(pool->hidden()), v(pool->hidden());
       for (int h = 0; h < pool->hidden(); ++h) {
         k[h] = static_cast<float>(t * 1000 + l * 100 + h) + 0.25f;
         v[h] = -static_cast<float>(t * 1000 + l * 100 + h) - 0.5f;
       }
+      pool->WriteRow(table[t / bs], l, 0, t % bs, k.data());
+      pool->WriteRow(table[t / bs], l, 1, t % bs, v.data());
     }
   }
 }

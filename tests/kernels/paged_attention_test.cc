@@ -1,0 +1,150 @@
+// The CPU body of PagedAttention (kernels/paged_attention.h), both K/V dtypes: against a float64
+// softmax over the whole context written here (K/V as the pool holds them), and bit-identical
+// rows whatever the query tiling (a prefill in one call, row by row, interleaved with another
+// session), the pool's block size, or the thread count.
+#include "kernels/paged_attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "engine/kv/kv_block_pool.h"
+#include "gtest/gtest.h"
+
+namespace flatstate::testing {
+namespace {
+
+constexpr int kHeads = 3, kHd = 8, kHidden = kHeads * kHd, kStride = 3 * kHidden;
+
+std::vector<float> Random(size_t n, uint32_t seed) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> d(0.f, 1.f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(g);
+  return v;
+}
+
+// A session of T tokens in a pool of block size `bs` with K/V rows from `kv_rows` ([T][2][D]);
+// its table is shuffled so blocks are not in order.
+struct Session {
+  KvBlockPool pool;
+  std::vector<int32_t> table;
+  Session(int bs, KvDtype dtype, const std::vector<float>& kv_rows, int64_t T, uint32_t seed)
+      : pool(static_cast<int>((T + bs - 1) / bs) + 2, bs, 1, kHidden, dtype) {
+    std::vector<int32_t> ids(pool.blocks_total());
+    std::iota(ids.begin(), ids.end(), 0);
+    std::shuffle(ids.begin(), ids.end(), std::mt19937(seed));
+    table.assign(ids.begin(), ids.begin() + (T + bs - 1) / bs);
+    for (int64_t t = 0; t < T; ++t) {
+      for (int kv = 0; kv < 2; ++kv) {
+        pool.WriteRow(table[t / bs], 0, kv, static_cast<int>(t % bs),
+                      kv_rows.data() + (t * 2 + kv) * kHidden);
+      }
+    }
+  }
+  // Runs PagedAttention over query rows (qkv row r, context ctx) given as PagedRows.
+  std::vector<float> Attend(const std::vector<float>& qkv, const std::vector<PagedRow>& rows,
+                            int64_t out_rows, const Parallel& par) {
+    std::vector<float> out(out_rows * kHidden, -1.f);
+    PagedAttention<Device::kCpu>(pool.view(), table.data(), rows.data(),
+                                 static_cast<int64_t>(rows.size()), qkv.data(), kStride, out.data(),
+                                 kHidden, 0, kHeads, kHd, par);
+    return out;
+  }
+};
+
+class PagedAttentionTest : public ::testing::TestWithParam<KvDtype> {};
+
+TEST_P(PagedAttentionTest, MatchesFloat64AndEveryTilingGivesTheSameBits) {
+  const KvDtype dtype = GetParam();
+  const int64_t T = 70;
+  const auto kv_rows = Random(T * 2 * kHidden, 1), qkv = Random(T * kStride, 2);
+  Session s16(16, dtype, kv_rows, T, 3);
+  SerialParallel serial;
+  // A prefill of all T rows in one call: row t at context t + 1.
+  std::vector<PagedRow> all;
+  for (int64_t t = 0; t < T; ++t) all.push_back(PagedRow{t, t + 1, 0});
+  const std::vector<float> whole = s16.Attend(qkv, all, T, serial);
+
+  // float64 reference over the rows the pool holds (widened).
+  for (int64_t t = 0; t < T; ++t) {
+    for (int h = 0; h < kHeads; ++h) {
+      std::vector<double> sc;
+      double mx = -1e300, sum = 0;
+      std::vector<float> k(kHidden), v(kHidden);
+      for (int64_t j = 0; j <= t; ++j) {
+        s16.pool.ReadRow(s16.table[j / 16], 0, 0, static_cast<int>(j % 16), k.data());
+        double d = 0;
+        for (int i = 0; i < kHd; ++i) d += double(qkv[t * kStride + h * kHd + i]) * k[h * kHd + i];
+        sc.push_back(d / std::sqrt(double(kHd)));
+        mx = std::max(mx, sc.back());
+      }
+      for (double& x : sc) sum += (x = std::exp(x - mx));
+      for (int i = 0; i < kHd; ++i) {
+        double o = 0;
+        for (int64_t j = 0; j <= t; ++j) {
+          s16.pool.ReadRow(s16.table[j / 16], 0, 1, static_cast<int>(j % 16), v.data());
+          o += sc[j] / sum * v[h * kHd + i];
+        }
+        ASSERT_NEAR(whole[t * kHidden + h * kHd + i], o, 2e-6) << "t " << t << " h " << h;
+      }
+    }
+  }
+
+  // Row by row (decode-like calls), in reverse order.
+  std::vector<float> single(T * kHidden);
+  for (int64_t t = T - 1; t >= 0; --t) {
+    const std::vector<float> one = s16.Attend(qkv, {PagedRow{t, t + 1, 0}}, T, serial);
+    std::copy(one.begin() + t * kHidden, one.begin() + (t + 1) * kHidden,
+              single.begin() + t * kHidden);
+  }
+  EXPECT_EQ(single, whole);
+
+  // Interleaved with another session's rows (tiles break at every switch), on 3 threads' worth
+  // of tasks, and in a pool with block size 4.
+  Session s4(4, dtype, kv_rows, T, 9);
+  std::vector<PagedRow> mixed;
+  std::vector<int32_t> tables = s4.table;
+  tables.insert(tables.end(), s4.table.begin(), s4.table.end());
+  for (int64_t t = 0; t < T; ++t) {
+    mixed.push_back(PagedRow{t, t + 1, 0});
+    if (t % 7 == 3) mixed.push_back(PagedRow{t, t + 1, static_cast<int64_t>(s4.table.size())});
+  }
+  std::vector<float> out(T * kHidden);
+  PagedAttention<Device::kCpu>(s4.pool.view(), tables.data(), mixed.data(),
+                               static_cast<int64_t>(mixed.size()), qkv.data(), kStride, out.data(),
+                               kHidden, 0, kHeads, kHd, serial);
+  EXPECT_EQ(out, whole);
+}
+
+TEST_P(PagedAttentionTest, Bf16WriteRoundsLikeThePool) {
+  const KvDtype dtype = GetParam();
+  KvBlockPool pool(2, 4, 1, kHidden, dtype);
+  std::vector<int32_t> table = {1};
+  auto qkv = Random(kStride, 5);
+  const std::vector<PagedRow> rows = {PagedRow{0, 3, 0}};  // position 2
+  SerialParallel serial;
+  RopeAndWriteKv<Device::kCpu>(pool.view(), table.data(), rows.data(), 1, qkv.data(), kStride, 0,
+                               kHeads, kHd, 10000.f, serial);
+  std::vector<float> k(kHidden), v(kHidden), want(kHidden);
+  pool.ReadRow(1, 0, 0, 2, k.data());
+  pool.ReadRow(1, 0, 1, 2, v.data());
+  KvBlockPool ref(1, 1, 1, kHidden, dtype);
+  ref.WriteRow(0, 0, 0, 0, qkv.data() + kHidden);  // the rotated k, rounded by the pool's rule
+  ref.ReadRow(0, 0, 0, 0, want.data());
+  EXPECT_EQ(k, want);
+  ref.WriteRow(0, 0, 0, 0, qkv.data() + 2 * kHidden);
+  ref.ReadRow(0, 0, 0, 0, want.data());
+  EXPECT_EQ(v, want);
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, PagedAttentionTest,
+                         ::testing::Values(KvDtype::kF32, KvDtype::kBf16),
+                         [](const ::testing::TestParamInfo<KvDtype>& i) {
+                           return std::string(KvDtypeName(i.param));
+                         });
+
+}  // namespace
+}  // namespace flatstate::testing
