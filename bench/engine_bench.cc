@@ -9,7 +9,7 @@
 // Families (compare ratios inside one run; see docs/benchmarks.md for the targets):
 //   Decode/<model>/<type>/threads:T/batch:B   one decode step for B sessions (items = tokens) with
 //       the layer weights as <type> = f32 | bf16 | int8 | int4 (EngineOptions::weight_dtype;
-//       f32 only with FLATSTATE_BENCH_DEVICE other than cpu);
+//       f32 and bf16 only with FLATSTATE_BENCH_DEVICE other than cpu);
 //       counter weight_bytes_per_s = the prepared weights' bytes (GEMM panels + fp32 rest) per
 //       second
 //   GemmModel/...               GEMM throughput per weight type (bench/gemm_bench.cc)
@@ -158,11 +158,12 @@ double StepWeightBytes(const Engine& e) {
   const ModelConfig& c = e.config();
   const int64_t d = c.hidden_size, f = c.intermediate_size;
   double bytes = static_cast<double>(e.model().weight_bytes());
+  const double stored = c.torch_dtype == TorchDtype::kBfloat16 ? 2.0 : 4.0;  // bytes in the file
   for (auto [n, k] : {std::pair<int64_t, int64_t>{3 * d, d}, {d, d}, {f, d}, {d, f}}) {
     const double packed =
         static_cast<double>((n + PackedWeight::kPanel - 1) / PackedWeight::kPanel) *
         PackedWeight::PanelBytes(e.weight_dtype(), k);
-    bytes += c.num_hidden_layers * (packed - 4.0 * n * k);
+    bytes += c.num_hidden_layers * (packed - stored * n * k);
   }
   return bytes;
 }
@@ -326,10 +327,11 @@ void RegisterAll() {
   }
   models.emplace_back("gpt2-small-linear_elu", Gpt2Small(AttentionKind::kLinearElu));
   models.emplace_back("gpt2-small-softmax", Gpt2Small(AttentionKind::kSoftmax));
-  // The quantised weight types have CPU bodies only (CUDA's PrepareGemmWeight says Unimplemented).
-  std::vector<WeightDtype> dtypes = {WeightDtype::kF32};
+  // CUDA runs int8/int4 as fp32 weights dequantised at load (f32's bytes and speed, docs/gpu.md),
+  // so only f32 and bf16 are worth a row there.
+  std::vector<WeightDtype> dtypes = {WeightDtype::kF32, WeightDtype::kBf16};
   if (std::string(BenchDevice()) == "cpu") {
-    dtypes.insert(dtypes.end(), {WeightDtype::kBf16, WeightDtype::kInt8, WeightDtype::kInt4});
+    dtypes.insert(dtypes.end(), {WeightDtype::kInt8, WeightDtype::kInt4});
   }
   for (int threads : {1, 2}) {
     for (const auto& [name, dir] : models) {

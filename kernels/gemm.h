@@ -33,12 +33,17 @@
 // integer multiply-adds; a CPU with AVX-512F but no VNNI runs their AVX2 bodies under kAvx512.
 //
 // The op is Gemm<D> over a GemmWeight<D>, a weight prepared once at load for device D's GEMM by
-// PrepareGemmWeight<D> (kCpu: the PackedWeight panels, and Gemm<kCpu> is GemmPacked; kCuda: a
-// device copy of w, multiplied by cuBLAS, which is batch-invariant to rounding only, or, with the
-// weight's `batch_invariant` set, by flatstate's own kernel, which keeps the CPU's order of
-// operations above and so its bits; see gemm_gpu.cu; kCuda has kF32 only so far). The weight's
-// element type is a field of the weight (WeightDtype): a new type is a new value there plus the
-// bodies that read it, never a change in the caller.
+// PrepareGemmWeight<D> from an fp32 host weight, or by PrepareGemmWeightBf16<D> from a bf16 one
+// (a model file that stores its layer weights as BF16; docs/model-format.md). kCpu: the
+// PackedWeight panels, and Gemm<kCpu> is GemmPacked. kCuda (gemm_gpu.cu): a device copy of the
+// weight multiplied by cuBLAS, which is batch-invariant to rounding only, or, with the weight's
+// `batch_invariant` set, by flatstate's own kernel, which keeps the CPU's order of operations
+// above and so its bits (kF32, kBf16). On kCuda, kBf16 keeps the weight as bf16 and its cuBLAS
+// path rounds the activations to bf16 too (cublasGemmEx takes no mixed bf16 x fp32 operands), and
+// kInt8/kInt4 are dequantised once at prepare to an fp32 device weight (float(qw) * sw, the CPU's
+// blocks and scales), so neither is the CPU's chain: docs/gpu.md gives the tolerances. The
+// weight's element type is a field of the weight (WeightDtype): a new type is a new value there
+// plus the bodies that read it, never a change in the caller.
 #ifndef FLATSTATE_KERNELS_GEMM_H_
 #define FLATSTATE_KERNELS_GEMM_H_
 
@@ -90,6 +95,10 @@ class PackedWeight {
   // Throws std::bad_alloc when memory runs out (PrepareGemmWeight<kCpu> turns it into a status).
   static PackedWeight Pack(const float* w, int64_t n, int64_t k,
                            WeightDtype dtype = WeightDtype::kF32);
+  // kBf16 panels from a weight already in bf16 (wb [n, k], each element an fp32's top 16 bits):
+  // the bits are copied as they are, so this is Pack(w, n, k, kBf16) for any w whose nearest-even
+  // bf16 is wb, byte for byte. Throws std::bad_alloc like Pack.
+  static PackedWeight PackBf16(const uint16_t* wb, int64_t n, int64_t k);
 
   WeightDtype dtype() const { return dtype_; }
   int64_t n() const { return n_; }
@@ -107,6 +116,7 @@ class PackedWeight {
   struct Free {
     void operator()(uint8_t* p) const { std::free(p); }
   };
+  static PackedWeight Allocate(WeightDtype dtype, int64_t n, int64_t k);
   std::unique_ptr<uint8_t, Free> data_;
   WeightDtype dtype_ = WeightDtype::kF32;
   int64_t n_ = 0, k_ = 0;
@@ -140,22 +150,38 @@ struct GemmWeight {
   WeightDtype dtype = WeightDtype::kF32;
   int64_t n = 0, k = 0;
   PackedWeight packed;  // kCpu: the panels GemmPacked reads
-  Buffer<D> data;       // devices whose memory is not host memory: w [n, k] in D's memory
-  // kCuda: multiply with the fixed-order kernel (bitwise batch-invariant, and equal to the CPU's
-  // GEMM bit for bit) instead of cuBLAS. The CPU's GEMM is always batch-invariant.
+  // Devices whose memory is not host memory (kCuda): w [n, k], row-major, in D's memory: as bf16
+  // bits for kBf16, as fp32 for kF32, and for kInt8/kInt4 as the fp32 values float(qw) * sw of
+  // the quantised weight (dequantised at prepare; 4 bytes per weight, as f32).
+  Buffer<D> data;
+  // kCuda: multiply with the fixed-order kernel (bitwise batch-invariant; for kF32 and kBf16
+  // equal to the CPU's GEMM bit for bit) instead of cuBLAS. The CPU's GEMM is always
+  // batch-invariant.
   bool batch_invariant = false;
 };
 
-// Prepares the host weight w [n, k] (fp32) for D as options.dtype (kCpu quantises it here).
-// Fails with ResourceExhausted when D is out of memory (or the device's error), Unimplemented for
-// a type D has no body for (kCuda: all but kF32 so far); kCuda: the copy completes at the next
-// Synchronize<kCuda>.
+// Prepares the host weight w [n, k] (fp32) for D as options.dtype (kCpu quantises it here; kCuda
+// quantises on the host and dequantises kInt8/kInt4 on the device). `w` is only read during the
+// call except for kCuda kF32, whose copy completes at the next Synchronize<kCuda> (`w` must stay
+// valid until then). Fails with ResourceExhausted when D is out of memory (or the device's error).
 template <Device D>
 absl::StatusOr<GemmWeight<D>> PrepareGemmWeight(const float* w, int64_t n, int64_t k,
                                                 const GemmWeightOptions& options = {});
 
+// The same from a bf16 host weight wb [n, k] (each element an fp32's top 16 bits, as safetensors
+// BF16 stores it): exactly PrepareGemmWeight<D> on the widened fp32 values (widening is exact).
+// kBf16 uses the bits as they are (so a bf16 file and the f32 file it was rounded from, prepared
+// as kBf16, give the same weight); kF32 widens, kInt8/kInt4 quantise the widened values (a
+// temporary fp32 copy of n * k floats during the call). kCuda kBf16: the copy completes at the next
+// Synchronize<kCuda> (`wb` must stay valid until then). Fails like PrepareGemmWeight.
+template <Device D>
+absl::StatusOr<GemmWeight<D>> PrepareGemmWeightBf16(const uint16_t* wb, int64_t n, int64_t k,
+                                                    const GemmWeightOptions& options = {});
+
 // y[m, w.n] = x[m, w.k] * w^T (+ y when accumulate). x and y are in D's memory. kCpu: exactly
-// GemmPacked (the order of operations above); kCuda: asynchronous, `par` unused.
+// GemmPacked (the order of operations above); kCuda: asynchronous, `par` unused; kBf16 through
+// cuBLAS converts x to bf16 in a device workspace shared by all kCuda GEMMs (one thread enqueues
+// kCuda work at a time: kernels/cuda/context.h).
 template <Device D>
 void Gemm(const float* x, int64_t m, const GemmWeight<D>& w, float* y, bool accumulate,
           const Parallel& par);

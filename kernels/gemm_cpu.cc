@@ -15,6 +15,7 @@
 #include <cstring>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -164,7 +165,7 @@ size_t PackedWeight::PanelBytes(WeightDtype dtype, int64_t k) {
   return static_cast<size_t>(k) * kPanel * sizeof(float);
 }
 
-PackedWeight PackedWeight::Pack(const float* w, int64_t n, int64_t k, WeightDtype dtype) {
+PackedWeight PackedWeight::Allocate(WeightDtype dtype, int64_t n, int64_t k) {
   PackedWeight pw;
   pw.dtype_ = dtype;
   pw.n_ = n;
@@ -173,6 +174,17 @@ PackedWeight PackedWeight::Pack(const float* w, int64_t n, int64_t k, WeightDtyp
   const size_t bytes = (pw.bytes() + 63) / 64 * 64;
   pw.data_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, bytes == 0 ? 64 : bytes)));
   if (pw.data_ == nullptr) throw std::bad_alloc();
+  return pw;
+}
+
+PackedWeight PackedWeight::PackBf16(const uint16_t* wb, int64_t n, int64_t k) {
+  PackedWeight pw = Allocate(WeightDtype::kBf16, n, k);
+  cpu::PackBf16Bits(wb, n, k, pw.data_.get());
+  return pw;
+}
+
+PackedWeight PackedWeight::Pack(const float* w, int64_t n, int64_t k, WeightDtype dtype) {
+  PackedWeight pw = Allocate(dtype, n, k);
   switch (dtype) {
     case WeightDtype::kBf16:
       cpu::PackBf16(w, n, k, pw.data_.get());
@@ -294,6 +306,29 @@ absl::StatusOr<GemmWeight<Device::kCpu>> PrepareGemmWeight<Device::kCpu>(
                                                      " weight"));
   }
   return gw;
+}
+
+template <>
+absl::StatusOr<GemmWeight<Device::kCpu>> PrepareGemmWeightBf16<Device::kCpu>(
+    const uint16_t* wb, int64_t n, int64_t k, const GemmWeightOptions& options) {
+  try {
+    if (options.dtype == WeightDtype::kBf16) {
+      GemmWeight<Device::kCpu> gw;
+      gw.dtype = options.dtype;
+      gw.n = n;
+      gw.k = k;
+      gw.batch_invariant = options.batch_invariant;
+      gw.packed = PackedWeight::PackBf16(wb, n, k);
+      return gw;
+    }
+    std::vector<float> wide(static_cast<size_t>(n * k));
+    for (size_t i = 0; i < wide.size(); ++i) wide[i] = FloatFromBf16(wb[i]);
+    return PrepareGemmWeight<Device::kCpu>(wide.data(), n, k, options);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(absl::StrCat("out of host memory preparing a ", n, " x ", k,
+                                                     " bf16 weight as ",
+                                                     WeightDtypeName(options.dtype)));
+  }
 }
 
 template <>

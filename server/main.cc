@@ -49,9 +49,9 @@ ABSL_FLAG(uint64_t, prefix_cache_bytes, kDefaults.prefix_cache_bytes,
           "so that a request resending a known prefix prefills only the rest; 0: off "
           "(docs/http-api.md, \"Prefix cache\")");
 ABSL_FLAG(std::string, weight_dtype, kDefaults.weight_dtype,
-          "f32 | bf16 | int8 | int4: the models' layer weights are quantised to this type at load "
-          "(CPU; int8/int4: one scale per 32 weights, like Q8_0/Q4_0; docs/model-format.md). "
-          "--device=cuda: f32");
+          "auto | f32 | bf16 | int8 | int4: the type the models' layer GEMM weights run as, "
+          "prepared at load from the file (auto: the file's own type, f32 or bf16; int8/int4: one "
+          "scale per 32 weights, like Q8_0/Q4_0; docs/model-format.md; CUDA: docs/gpu.md)");
 ABSL_FLAG(std::string, kv_dtype, kDefaults.kv_dtype,
           "f32 | bf16: element type of the softmax models' K/V cache (bf16 halves its bytes; "
           "CPU; --device=cuda: f32)");

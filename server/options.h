@@ -27,8 +27,9 @@ struct ServerOptions {
   // Per model: bytes of prompt-prefix snapshots kept for stateless requests (engine.h, "Prefix
   // cache"); 0: no cache.
   size_t prefix_cache_bytes = size_t{256} << 20;
-  std::string weight_dtype = "f32";  // f32|bf16|int8|int4 (EngineOptions::weight_dtype)
-  std::string kv_dtype = "f32";      // f32|bf16: softmax K/V cache (EngineOptions::kv_dtype)
+  // auto (each model file's own type) | f32 | bf16 | int8 | int4 (EngineOptions::weight_dtype)
+  std::string weight_dtype = "auto";
+  std::string kv_dtype = "f32";  // f32|bf16: softmax K/V cache (EngineOptions::kv_dtype)
   int64_t step_token_budget = 512;   // tokens per engine step per model (prefill + decode)
   std::string checkpoint_dir = "/tmp/flatstate-checkpoints";
   // Session store (docs/cluster.md): "dir:PATH" or "redis://HOST:PORT[/DB]"; empty: dir:

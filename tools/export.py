@@ -2,17 +2,21 @@
 """Export a trained checkpoint (tools/train.py) to a model folder the C++ engine loads.
 
     /usr/bin/python3 tools/export.py --checkpoint build/train/linear_elu.pt \
-        --name shakespeare-linear-elu [--models_dir models] [--force]
+        --name shakespeare-linear-elu [--models_dir models] [--force] \
+        [--dtype float32|bfloat16]
 
 writes models/<name>/
-    config.json        ModelConfig.to_json(), sorted keys, indent 2
+    config.json        ModelConfig.to_json(), sorted keys, indent 2; "torch_dtype" is the --dtype
     model.safetensors  written by hand (no safetensors package):
                          u64 little-endian header length N
                          N bytes of JSON header, padded with spaces so N % 8 == 0:
                            {"__metadata__": {"format": "pt"},
                             "<name>": {"dtype": "F32", "shape": [...], "data_offsets": [b, e]}, ...}
-                         raw little-endian fp32 data, tensors in sorted-name order, contiguous,
-                         offsets relative to the start of the data (8 + N)
+                         raw little-endian data, tensors in sorted-name order, contiguous,
+                         offsets relative to the start of the data (8 + N); every tensor F32,
+                         except with --dtype bfloat16 the layers' GEMM weights (attn.wqkv,
+                         attn.wo, mlp.w1, mlp.w2: BF16_TENSORS), which are BF16: torch's
+                         bfloat16 cast, round to nearest even (NaN/Inf are refused anyway)
     MODEL_CARD.md      architecture, attention kind, positional choice, parameters, training
                        command, wall time, losses, state (or KV) bytes
 
@@ -40,6 +44,17 @@ from model_card import model_card  # noqa: E402
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 CARD_FILE = "MODEL_CARD.md"
+
+# --dtype: the config's torch_dtype, the type of the layers' GEMM weights in model.safetensors.
+DTYPES = ("float32", "bfloat16")
+# The tensors --dtype bfloat16 stores as BF16 (name suffixes): the ones the engine multiplies
+# with its weight types (docs/model-format.md). Norms, embeddings, lm_head, conv, gate and
+# feature tensors stay F32.
+BF16_TENSORS = (".attn.wqkv.weight", ".attn.wo.weight", ".mlp.w1.weight", ".mlp.w2.weight")
+
+
+def is_bf16_tensor(name: str) -> bool:
+    return name.startswith("layers.") and name.endswith(BF16_TENSORS)
 
 
 class ExportError(Exception):
@@ -124,16 +139,34 @@ def _small(cfg: ModelConfig) -> bool:
 # safetensors, by hand
 # ----------------------------------------------------------------------------------------------
 
-def write_safetensors(path: str, tensors: Dict[str, torch.Tensor]) -> None:
-    """fp32 safetensors: sorted names, contiguous 4-byte aligned data, header padded to 8."""
+def bf16_bits(t: torch.Tensor) -> np.ndarray:
+    """The nearest-even bf16 of each value (torch's float32 -> bfloat16 cast) as uint16 bits."""
+    b = t.detach().to(torch.float32).contiguous().cpu().to(torch.bfloat16)
+    return b.view(torch.int16).numpy().view(np.uint16)
+
+
+def write_safetensors(path: str, tensors: Dict[str, torch.Tensor],
+                      dtype: str = "float32") -> None:
+    """Sorted names, contiguous data, header padded to 8. Every tensor F32, except the
+    BF16_TENSORS with dtype "bfloat16" (2 bytes each; their element counts are even, since
+    hidden_size is, so every tensor still starts 4-byte aligned)."""
+    if dtype not in DTYPES:
+        raise ExportError(f"dtype {dtype!r}: expected one of {', '.join(DTYPES)}")
     names = sorted(tensors)
     header: "OrderedDict[str, object]" = OrderedDict()
     header["__metadata__"] = {"format": "pt"}
     off = 0
+    stored = {}
     for n in names:
         t = tensors[n]
-        nbytes = 4 * t.numel()
-        header[n] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [off, off + nbytes]}
+        bf16 = dtype == "bfloat16" and is_bf16_tensor(n)
+        nbytes = (2 if bf16 else 4) * t.numel()
+        if bf16 and nbytes % 4:
+            raise ExportError(f"tensor {n}: odd element count {t.numel()} would misalign the "
+                              f"F32 tensors after it")
+        stored[n] = bf16
+        header[n] = {"dtype": "BF16" if bf16 else "F32", "shape": list(t.shape),
+                     "data_offsets": [off, off + nbytes]}
         off += nbytes
     hb = json.dumps(header, separators=(",", ":")).encode("utf-8")
     hb += b" " * ((-len(hb)) % 8)
@@ -142,8 +175,11 @@ def write_safetensors(path: str, tensors: Dict[str, torch.Tensor]) -> None:
         f.write(struct.pack("<Q", len(hb)))
         f.write(hb)
         for n in names:
-            a = tensors[n].detach().to(torch.float32).contiguous().cpu().numpy()
-            f.write(np.ascontiguousarray(a, dtype="<f4").tobytes(order="C"))
+            if stored[n]:
+                f.write(np.ascontiguousarray(bf16_bits(tensors[n]), dtype="<u2").tobytes(order="C"))
+            else:
+                a = tensors[n].detach().to(torch.float32).contiguous().cpu().numpy()
+                f.write(np.ascontiguousarray(a, dtype="<f4").tobytes(order="C"))
     os.replace(tmp, path)
 
 
@@ -162,6 +198,8 @@ def read_safetensors_header(path: str) -> Tuple[int, dict]:
 
 
 def read_safetensors(path: str) -> "OrderedDict[str, torch.Tensor]":
+    """Every tensor as float32: F32 as stored, BF16 (only the BF16_TENSORS may be) widened
+    exactly."""
     n, header = read_safetensors_header(path)
     base = 8 + n
     size = os.path.getsize(path)
@@ -170,23 +208,31 @@ def read_safetensors(path: str) -> "OrderedDict[str, torch.Tensor]":
         for name, info in header.items():
             if name == "__metadata__":
                 continue
-            if info.get("dtype") != "F32":
-                raise ExportError(f"{path}: tensor {name}: dtype {info.get('dtype')}, want F32")
+            dt = info.get("dtype")
+            if dt != "F32" and not (dt == "BF16" and is_bf16_tensor(name)):
+                want = "F32 or BF16" if is_bf16_tensor(name) else "F32"
+                raise ExportError(f"{path}: tensor {name}: dtype {dt}, want {want}")
+            esize = 2 if dt == "BF16" else 4
             b, e = info["data_offsets"]
             shape = [int(s) for s in info["shape"]]
             count = int(np.prod(shape)) if shape else 1
-            if e - b != 4 * count or base + e > size or b < 0:
+            if e - b != esize * count or base + e > size or b < 0:
                 raise ExportError(f"{path}: tensor {name}: bad data_offsets {[b, e]} for shape "
                                   f"{shape}")
             f.seek(base + b)
             buf = f.read(e - b)
-            arr = np.frombuffer(buf, dtype="<f4").astype(np.float32).reshape(shape)
+            if dt == "BF16":
+                bits = np.frombuffer(buf, dtype="<u2").astype(np.uint32) << 16
+                arr = bits.view(np.float32).reshape(shape)
+            else:
+                arr = np.frombuffer(buf, dtype="<f4").astype(np.float32).reshape(shape)
             out[name] = torch.from_numpy(arr.copy())
     return out
 
 
 def load_exported(model_dir: str) -> FlatstateLM:
-    """models/<name>/ -> FlatstateLM (fp32 weights exactly as stored), in eval mode."""
+    """models/<name>/ -> FlatstateLM (fp32 weights exactly as stored; BF16 ones widened), in
+    eval mode."""
     cfg_path = os.path.join(model_dir, CONFIG_FILE)
     st_path = os.path.join(model_dir, WEIGHTS_FILE)
     for p in (cfg_path, st_path):
@@ -230,6 +276,9 @@ def _check_overwrite(out_dir: str, cfg_json: dict, force: bool) -> None:
         raise ExportError(f"{cfg_path}: unreadable ({e}); refusing to overwrite "
                           f"(pass --force to replace)")
     new = json.loads(json.dumps(cfg_json))
+    # torch_dtype is the storage of the same architecture (like retrained weights): no --force.
+    old.pop("torch_dtype", None)
+    new.pop("torch_dtype", None)
     if old != new:
         diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
         desc = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in diff)
@@ -238,10 +287,13 @@ def _check_overwrite(out_dir: str, cfg_json: dict, force: bool) -> None:
 
 
 def export_checkpoint(ckpt: dict, name: str, models_dir: str = "models",
-                      force: bool = False) -> str:
-    """ckpt: {"config": cfg.to_json(), "state_dict": ..., "record": ...}. Returns the folder."""
+                      force: bool = False, dtype: str = "float32") -> str:
+    """ckpt: {"config": cfg.to_json(), "state_dict": ..., "record": ...}. Returns the folder.
+    dtype "bfloat16" stores the BF16_TENSORS as BF16 and writes torch_dtype "bfloat16"."""
     if not name or "/" in name or name.startswith("."):
         raise ExportError(f"bad model name {name!r}")
+    if dtype not in DTYPES:
+        raise ExportError(f"dtype {dtype!r}: expected one of {', '.join(DTYPES)}")
     for key in ("config", "state_dict"):
         if key not in ckpt:
             raise ExportError(f"checkpoint has no {key!r} entry (keys: {sorted(ckpt)})")
@@ -250,6 +302,7 @@ def export_checkpoint(ckpt: dict, name: str, models_dir: str = "models",
     except (TypeError, ValueError) as e:
         raise ExportError(f"checkpoint config invalid: {e}")
     cfg_json = cfg.to_json()
+    cfg_json["torch_dtype"] = dtype
     sd = OrderedDict((k, v.detach().cpu()) for k, v in ckpt["state_dict"].items())
     check_state_dict(cfg, sd)
     record = dict(ckpt.get("record") or {})
@@ -259,7 +312,7 @@ def export_checkpoint(ckpt: dict, name: str, models_dir: str = "models",
     os.makedirs(out_dir, exist_ok=True)
 
     st_path = os.path.join(out_dir, WEIGHTS_FILE)
-    write_safetensors(st_path, sd)
+    write_safetensors(st_path, sd, dtype)
     with open(os.path.join(out_dir, CONFIG_FILE), "w") as f:
         f.write(_config_text(cfg_json))
     nparams = record.get("params")
@@ -267,7 +320,8 @@ def export_checkpoint(ckpt: dict, name: str, models_dir: str = "models",
         buffers = {"feature_proj"}           # fixed random projections (favor, gated)
         nparams = sum(v.numel() for k, v in sd.items() if k.rsplit(".", 1)[-1] not in buffers)
     with open(os.path.join(out_dir, CARD_FILE), "w") as f:
-        f.write(model_card(name, cfg, record, nparams, len(sd), os.path.getsize(st_path)))
+        f.write(model_card(name, cfg, record, nparams, len(sd), os.path.getsize(st_path),
+                           dtype))
     return out_dir
 
 
@@ -278,6 +332,9 @@ def main(argv=None) -> int:
     p.add_argument("--models_dir", default="models")
     p.add_argument("--force", action="store_true",
                    help="overwrite an existing folder even if its architecture differs")
+    p.add_argument("--dtype", choices=DTYPES, default="float32",
+                   help="bfloat16: store the layers' GEMM weights (attn.wqkv, attn.wo, mlp.w1, "
+                        "mlp.w2) as BF16, rounded to nearest even; everything else stays F32")
     a = p.parse_args(argv)
     try:
         if not os.path.isfile(a.checkpoint):
@@ -288,7 +345,7 @@ def main(argv=None) -> int:
             raise ExportError(f"cannot read checkpoint {a.checkpoint}: {e}")
         if not isinstance(ckpt, dict):
             raise ExportError(f"checkpoint {a.checkpoint} is not a dict")
-        out = export_checkpoint(ckpt, a.name, a.models_dir, a.force)
+        out = export_checkpoint(ckpt, a.name, a.models_dir, a.force, a.dtype)
     except ExportError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

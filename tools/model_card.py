@@ -52,8 +52,10 @@ FEATURES = {
 
 
 def model_card(name: str, cfg: ModelConfig, record: dict, nparams: int, ntensors: int,
-               st_bytes: int) -> str:
+               st_bytes: int, dtype: str = "float32") -> str:
     kind = cfg.attention_kind
+    storage = ("fp32" if dtype == "float32"
+               else "layer GEMM weights bf16 (torch_dtype bfloat16), the rest fp32")
     fmt = dict(vars(cfg))
     fmt["km1"] = max(cfg.conv_kernel_size - 1, 0)
     pos = POSITIONAL[kind if kind in ("softmax", "window") else "linear"].format(**fmt)
@@ -114,7 +116,7 @@ def model_card(name: str, cfg: ModelConfig, record: dict, nparams: int, ntensors
         f"{cfg.intermediate_size}, RMSNorm (eps {cfg.rms_norm_eps:g}), exact-GELU MLP, untied "
         f"lm_head, chunk_size {cfg.chunk_size}",
         f"- parameters: {nparams:,} ({ntensors} tensors in model.safetensors, "
-        f"{_fmt_bytes(st_bytes)} on disk, fp32)",
+        f"{_fmt_bytes(st_bytes)} on disk, {storage})",
         f"- {mem}",
         "",
         "## Training",
@@ -135,6 +137,7 @@ def model_card(name: str, cfg: ModelConfig, record: dict, nparams: int, ntensors
         ]
     else:
         lines += ["- not trained: " + record.get("note", "random initialisation") + "."]
-    lines += ["", "Files: config.json, model.safetensors (fp32, sorted tensor names), this card.",
+    lines += ["", f"Files: config.json, model.safetensors ({storage}, sorted tensor names), "
+              "this card.",
               "Exported by tools/export.py.", ""]
     return "\n".join(lines)

@@ -23,7 +23,7 @@ int Fail(const absl::Status& s) {
 int LocalGenerate() {
   auto device = ParseDevice(absl::GetFlag(FLAGS_device));
   if (!device.ok()) return Fail(device.status());
-  auto weight_dtype = ParseWeightDtype(absl::GetFlag(FLAGS_weight_dtype));
+  auto weight_dtype = ParseWeightDtypeOption(absl::GetFlag(FLAGS_weight_dtype));
   if (!weight_dtype.ok()) return Fail(weight_dtype.status());
   auto kv_dtype = ParseKvDtype(absl::GetFlag(FLAGS_kv_dtype));
   if (!kv_dtype.ok()) return Fail(kv_dtype.status());

@@ -46,6 +46,10 @@ absl::Status ReadFloat(const json& j, absl::string_view path, const char* key, f
 
 }  // namespace
 
+absl::string_view TorchDtypeName(TorchDtype dtype) {
+  return dtype == TorchDtype::kBfloat16 ? "bfloat16" : "float32";
+}
+
 absl::string_view AttentionKindName(AttentionKind kind) {
   switch (kind) {
     case AttentionKind::kSoftmax: return "softmax";
@@ -172,8 +176,17 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text, absl::
   auto kind = AttentionKindFromName(kind_it->get<std::string>());
   if (!kind.ok()) return Bad(path, "attention_kind", kind.status().message());
   c.attention_kind = *kind;
-  if (auto dt = j.find("torch_dtype"); dt != j.end() && *dt != "float32") {
-    return Bad(path, "torch_dtype", "must be \"float32\"");
+  if (auto dt = j.find("torch_dtype"); dt != j.end()) {
+    if (*dt == "float32") {
+      c.torch_dtype = TorchDtype::kFloat32;
+    } else if (*dt == "bfloat16") {
+      c.torch_dtype = TorchDtype::kBfloat16;
+    } else {
+      return Bad(path, "torch_dtype",
+                 absl::StrCat("must be \"float32\" or \"bfloat16\" (the layers' GEMM weights in "
+                              "model.safetensors), got ",
+                              dt->dump()));
+    }
   }
 
   int64_t v = 0;

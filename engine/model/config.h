@@ -48,6 +48,14 @@ struct ChatTemplate {
 // summed in every layer.
 enum class HybridLayout { kAlternate, kSum };
 
+// config key "torch_dtype": the element type of the layers' GEMM weights in model.safetensors
+// (attn.wqkv, attn.wo, mlp.w1, mlp.w2: safetensors F32 or BF16). Every other tensor is F32
+// whatever it says (docs/model-format.md).
+enum class TorchDtype { kFloat32, kBfloat16 };
+
+// "float32", "bfloat16".
+absl::string_view TorchDtypeName(TorchDtype dtype);
+
 // The attention branches of one layer (ModelConfig::layer_attention). A linear branch keeps
 // S, z, M (gated: S, z, n) and runs the kind's feature map (elu+1 for hybrid); a window branch
 // keeps a ring of the last window_size rotated keys and values. Softmax layers have neither.
@@ -75,6 +83,7 @@ struct ModelConfig {
   int window_size = 64;       // W: window, hybrid
   int rfa_num_features = 32;  // R: gated (feature size 2R)
   HybridLayout hybrid_layout = HybridLayout::kAlternate;
+  TorchDtype torch_dtype = TorchDtype::kFloat32;  // the layers' GEMM weights in the file
   ChatTemplate chat_template;
 
   // Every kind but softmax: a session's whole memory is the fixed-size SessionState::linear

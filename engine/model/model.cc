@@ -41,7 +41,8 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
 struct Expected {
   std::string name;
   std::vector<int64_t> shape;
-  const float** dest;
+  const float** dest = nullptr;  // an F32 tensor
+  GemmTensor* gemm = nullptr;    // or one of the layers' GEMM weights (F32 or BF16)
 };
 
 // The naming table of model.h, in file order.
@@ -56,8 +57,8 @@ std::vector<Expected> ExpectedTensors(const ModelConfig& c, ModelWeights* w) {
     const std::string p = absl::StrCat("layers.", i, ".");
     e.push_back({p + "attn_norm.weight", {D}, &l.attn_norm});
     if (c.has_conv()) e.push_back({p + "attn.conv", {D, K}, &l.conv});
-    e.push_back({p + "attn.wqkv.weight", {3 * D, D}, &l.wqkv});
-    e.push_back({p + "attn.wo.weight", {D, D}, &l.wo});
+    e.push_back({p + "attn.wqkv.weight", {3 * D, D}, nullptr, &l.wqkv});
+    e.push_back({p + "attn.wo.weight", {D, D}, nullptr, &l.wo});
     if (c.attention_kind == AttentionKind::kCosine) {
       e.push_back({p + "attn.decay_logit", {H}, &l.decay_logit});
     }
@@ -71,12 +72,31 @@ std::vector<Expected> ExpectedTensors(const ModelConfig& c, ModelWeights* w) {
       e.push_back({p + "attn.gate.bias", {H}, &l.gate_bias});
     }
     e.push_back({p + "mlp_norm.weight", {D}, &l.mlp_norm});
-    e.push_back({p + "mlp.w1.weight", {F, D}, &l.w1});
-    e.push_back({p + "mlp.w2.weight", {D, F}, &l.w2});
+    e.push_back({p + "mlp.w1.weight", {F, D}, nullptr, &l.w1});
+    e.push_back({p + "mlp.w2.weight", {D, F}, nullptr, &l.w2});
   }
   e.push_back({"norm.weight", {D}, &w->norm});
   e.push_back({"lm_head.weight", {V, D}, &w->lm_head});
   return e;
+}
+
+// Why tensor `e` may not have dtype `got` (`want` is the one it takes), for the message
+// "unsupported dtype '<got>' (expected <want><why>)".
+std::string DtypeMismatch(const Expected& e, const std::string& got, const ModelConfig& c,
+                          const std::string& config_path) {
+  if (e.gemm == nullptr) {
+    return got == "BF16" ? ": only the layers' attn.wqkv, attn.wo, mlp.w1 and mlp.w2 weights may "
+                           "be BF16; norms, embeddings, lm_head, conv, gate and feature tensors "
+                           "are F32"
+                         : "";
+  }
+  if (got == "BF16" || got == "F32") {
+    return absl::StrCat(": ", config_path, " has torch_dtype \"",
+                        std::string(TorchDtypeName(c.torch_dtype)),
+                        "\", and the layers' GEMM weights are then all ",
+                        c.torch_dtype == TorchDtype::kBfloat16 ? "BF16" : "F32");
+  }
+  return "";
 }
 
 // "models/foo/" -> "models/foo"; "/" stays "/".
@@ -109,21 +129,30 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir) {
     names.insert(e.name);
     const std::string where = absl::StrCat(weights_path, ": tensor '", e.name, "'");
     const TensorView* t = file.Find(e.name);
+    const std::string want =
+        e.gemm != nullptr && m->config_.torch_dtype == TorchDtype::kBfloat16 ? "BF16" : "F32";
     if (t == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat(
-          where, " is missing (expected F32 ", ShapeString(e.shape), " for attention_kind ",
+          where, " is missing (expected ", want, " ", ShapeString(e.shape), " for attention_kind ",
           std::string(AttentionKindName(m->config_.attention_kind)), ")"));
     }
-    if (!IsSupportedWeightDtype(t->dtype)) {
+    if (t->dtype != want) {
       return absl::InvalidArgumentError(
-          absl::StrCat(where, ": unsupported dtype '", t->dtype, "' (expected F32)"));
+          absl::StrCat(where, ": unsupported dtype '", t->dtype, "' (expected ", want,
+                       DtypeMismatch(e, t->dtype, m->config_, config_path), ")"));
     }
     if (t->shape != e.shape) {
       return absl::InvalidArgumentError(absl::StrCat(where, ": expected shape ",
                                                      ShapeString(e.shape), ", got ",
                                                      ShapeString(t->shape)));
     }
-    *e.dest = t->f32();
+    if (e.gemm == nullptr) {
+      *e.dest = t->f32();
+    } else if (want == "BF16") {
+      e.gemm->bf16 = t->bf16();
+    } else {
+      e.gemm->f32 = t->f32();
+    }
   }
   for (const TensorView& t : file.tensors()) {
     if (names.count(t.name) == 0) {

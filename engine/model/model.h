@@ -1,13 +1,17 @@
-// A loaded model: config, memory-mapped fp32 weights, fingerprint.
+// A loaded model: config, memory-mapped weights (fp32; the layers' GEMM weights fp32 or bf16, as
+// config.json's torch_dtype says), fingerprint.
 //
 // Owns the mapping of model.safetensors; every pointer in ModelWeights points into it and stays
 // valid for the Model's lifetime. Immutable after Load, so thread-safe for concurrent readers.
 // Load fails (never crashes) with an error naming the file and, where one is involved, the tensor:
 // NotFound for a missing file, InvalidArgument/DataLoss for malformed content (see
-// engine/model/safetensors.h for the file checks).
+// engine/model/safetensors.h for the file checks), InvalidArgument for a tensor whose dtype is
+// not the one its name takes (BF16 only for the four GEMM weights, and only with torch_dtype
+// "bfloat16", which then needs all of them BF16).
 #ifndef FLATSTATE_ENGINE_MODEL_MODEL_H_
 #define FLATSTATE_ENGINE_MODEL_MODEL_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,19 +41,28 @@ class SafetensorsFile;
 //   layers.{i}.mlp.w2.weight          [D, F]
 //   norm.weight                       [D]
 //   lm_head.weight                    [256, D]
+// wqkv, wo, w1 and w2 are F32, or BF16 when ModelConfig::torch_dtype is kBfloat16; every other
+// tensor is F32.
+
+// One of the layers' GEMM weights as the file stores it: exactly one pointer is set.
+struct GemmTensor {
+  const float* f32 = nullptr;      // torch_dtype float32
+  const uint16_t* bf16 = nullptr;  // torch_dtype bfloat16: each element an fp32's top 16 bits
+};
+
 struct LayerWeights {
   const float* attn_norm = nullptr;
   const float* conv = nullptr;
-  const float* wqkv = nullptr;
-  const float* wo = nullptr;
+  GemmTensor wqkv;
+  GemmTensor wo;
   const float* decay_logit = nullptr;
   const float* feature_proj = nullptr;
   const float* feature_log_scale = nullptr;
   const float* gate_weight = nullptr;
   const float* gate_bias = nullptr;
   const float* mlp_norm = nullptr;
-  const float* w1 = nullptr;
-  const float* w2 = nullptr;
+  GemmTensor w1;
+  GemmTensor w2;
 };
 
 struct ModelWeights {
@@ -72,7 +85,8 @@ class Model {
   const std::string& dir() const { return dir_; }
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }
-  // Hex SHA-256 (first 16 bytes, 32 hex chars) over config.json bytes then safetensors bytes.
+  // Hex SHA-256 (first 16 bytes, 32 hex chars) over config.json bytes then safetensors bytes
+  // (so a BF16 export is another fingerprint than the F32 export it was rounded from).
   const std::string& fingerprint() const { return fingerprint_; }
   size_t weight_bytes() const { return weight_bytes_; }
 

@@ -19,8 +19,8 @@
 //                     dtype size, two tensors' byte ranges overlapping ("overlaps tensor 'x'"),
 //                     data not aligned to its element size in memory ("misaligned").
 //   Internal / PermissionDenied  the OS refused to open, stat or map the file.
-// Known but non-F32 dtypes (F16, BF16, F64, I32, ...) are accepted here; users that need F32
-// reject them (see IsSupportedWeightDtype and Model::Load: "unsupported dtype").
+// Every known dtype (F16, BF16, F64, I32, ...) is accepted here; users reject the ones they
+// cannot take (Model::Load: F32, and BF16 for the layers' GEMM weights only: "unsupported dtype").
 #ifndef FLATSTATE_ENGINE_MODEL_SAFETENSORS_H_
 #define FLATSTATE_ENGINE_MODEL_SAFETENSORS_H_
 
@@ -50,12 +50,17 @@ struct TensorView {
   int64_t num_elements() const;
   // Typed access; only meaningful for dtype "F32".
   const float* f32() const { return reinterpret_cast<const float*>(data); }
+  // Typed access; only meaningful for dtype "BF16" (each element an fp32's top 16 bits).
+  const uint16_t* bf16() const { return reinterpret_cast<const uint16_t*>(data); }
 };
 
 // Size in bytes of one element of a safetensors dtype; 0 for an unknown name.
 size_t SafetensorsDtypeSize(std::string_view dtype);
-// True only for "F32": the one dtype model weights may use.
-inline bool IsSupportedWeightDtype(std::string_view dtype) { return dtype == "F32"; }
+// True for the dtypes a model.safetensors may hold: "F32", and "BF16" (only for the layers'
+// GEMM weights; Model::Load checks which tensor has which).
+inline bool IsSupportedWeightDtype(std::string_view dtype) {
+  return dtype == "F32" || dtype == "BF16";
+}
 
 class SafetensorsFile {
  public:

@@ -4,6 +4,7 @@
 #include <numeric>
 #include <thread>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "engine/runtime/step_plan.h"
 #include "engine/util/status_macros.h"
@@ -26,6 +27,17 @@ class PoolParallel final : public Parallel {
 
 }  // namespace
 
+absl::StatusOr<std::optional<WeightDtype>> ParseWeightDtypeOption(absl::string_view name) {
+  if (name.empty() || absl::AsciiStrToLower(name) == "auto") return std::nullopt;
+  absl::StatusOr<WeightDtype> d = ParseWeightDtype(name);
+  if (!d.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("weight_dtype: unknown type '", name,
+                     "' (expected auto, the model file's own type, or f32, bf16, int8 or int4)"));
+  }
+  return *d;
+}
+
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<Model> model,
                                                        const EngineOptions& options) {
   RETURN_IF_ERROR(CheckDevice(options.device));
@@ -45,13 +57,14 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<Model> mo
     e->kv_ = std::make_unique<KvBlockPool>(options.kv_blocks, options.kv_block_size,
                                            c.num_hidden_layers, c.hidden_size, options.kv_dtype);
   }
-  ASSIGN_OR_RETURN(
-      e->forward_,
-      ForwardPass::Create(e->model_.get(), options.device, e->kv_.get(), e->parallel_.get(),
-                          options.chunk_size, {options.weight_dtype, options.batch_invariant}));
+  e->weight_dtype_ = options.weight_dtype.value_or(
+      c.torch_dtype == TorchDtype::kBfloat16 ? WeightDtype::kBf16 : WeightDtype::kF32);
+  ASSIGN_OR_RETURN(e->forward_, ForwardPass::Create(e->model_.get(), options.device, e->kv_.get(),
+                                                    e->parallel_.get(), options.chunk_size,
+                                                    {e->weight_dtype_, options.batch_invariant}));
   std::string fingerprint = e->model_->fingerprint();
-  if (options.weight_dtype != WeightDtype::kF32) {
-    absl::StrAppend(&fingerprint, "-", WeightDtypeName(options.weight_dtype));
+  if (e->weight_dtype_ != WeightDtype::kF32) {
+    absl::StrAppend(&fingerprint, "-", WeightDtypeName(e->weight_dtype_));
   }
   if (!c.is_linear() && options.kv_dtype != KvDtype::kF32) {
     absl::StrAppend(&fingerprint, "-kv-", KvDtypeName(options.kv_dtype));

@@ -41,12 +41,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "engine/cache/prefix_cache.h"
 #include "engine/kv/kv_block_pool.h"
 #include "engine/model/model.h"
@@ -74,14 +76,20 @@ struct EngineOptions {
   bool batch_invariant = false;
   // Bytes the prefix cache may hold (see above); 0: no cache.
   size_t prefix_cache_bytes = 0;
-  // The layers' GEMM weights are quantised to this type at load, from the fp32 file (kernels/
-  // gemm.h; docs/model-format.md says which tensors stay fp32). CUDA: f32 only so far
-  // (Unimplemented otherwise).
-  WeightDtype weight_dtype = WeightDtype::kF32;
+  // The type the layers' GEMM weights (wqkv, wo, w1, w2) are prepared as at load (kernels/gemm.h;
+  // docs/model-format.md says which tensors stay fp32). Unset: the file's own type (f32 for a
+  // torch_dtype float32 file, bf16 for a bfloat16 one). From an F32 file every type is quantised
+  // from the fp32 values; from a BF16 file f32 widens exactly (the same bits as bf16 on the CPU,
+  // at twice the memory), bf16 uses the stored bits, int8/int4 quantise the widened values.
+  std::optional<WeightDtype> weight_dtype;
   // Softmax only: the K/V cache's element type (kernels/paged_attention.h). bf16 halves the KV
   // bytes per token (and what a decode step reads); CUDA: f32 only so far (Unimplemented).
   KvDtype kv_dtype = KvDtype::kF32;
 };
+
+// --weight_dtype: "auto" (or empty): unset, the file's own type; else ParseWeightDtype's names.
+// InvalidArgument naming the accepted values otherwise.
+absl::StatusOr<std::optional<WeightDtype>> ParseWeightDtypeOption(absl::string_view name);
 
 // One session's part of a step. A session may appear in at most one request of a step.
 struct StepRequest {
@@ -112,15 +120,18 @@ class Engine {
   const Model& model() const { return *model_; }
   const ModelConfig& config() const { return model_->config(); }
   Device device() const { return options_.device; }
-  WeightDtype weight_dtype() const { return options_.weight_dtype; }
+  // The type the layers' GEMM weights run as (EngineOptions::weight_dtype, or the file's own).
+  WeightDtype weight_dtype() const { return weight_dtype_; }
   // Softmax: K/V bytes one token holds in this engine's pool (its KvDtype); 0 for the others.
   size_t kv_bytes_per_token() const {
     return kv_ == nullptr ? 0 : kv_->bytes_per_block() / static_cast<size_t>(kv_->block_size());
   }
-  // What this engine computes with: Model::fingerprint(), followed by "-bf16", "-int8" or "-int4"
-  // when the weights are quantised and, for softmax, "-kv-bf16" with a bf16 K/V cache, since the
-  // outputs then differ. Checkpoints carry it, so a
-  // session continues only on an engine that computes the same bits (Restore: FailedPrecondition).
+  // What this engine computes with: Model::fingerprint() (over the file bytes, so an F32 model and
+  // its BF16 export differ), followed by "-bf16", "-int8" or "-int4" when weight_dtype() is not
+  // f32 and, for softmax, "-kv-bf16" with a bf16 K/V cache. Checkpoints carry it, so a session
+  // continues only on an engine of the same model file, weight type and cache type (Restore:
+  // FailedPrecondition), even where two would compute the same bits (a BF16 file run as f32 or as
+  // bf16 on the CPU; an F32 file run as bf16 and its BF16 export).
   const std::string& fingerprint() const { return ckpt_model_.fingerprint; }
   int chunk_size() const { return forward_->chunk_size(); }
   KvBlockPool* kv_pool() { return kv_.get(); }  // null for linear kinds
@@ -194,6 +205,7 @@ class Engine {
 
   std::unique_ptr<Model> model_;
   EngineOptions options_;
+  WeightDtype weight_dtype_ = WeightDtype::kF32;  // options_.weight_dtype resolved
   std::unique_ptr<ThreadPool> threads_;
   std::unique_ptr<Parallel> parallel_;
   std::unique_ptr<KvBlockPool> kv_;

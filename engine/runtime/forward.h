@@ -50,7 +50,7 @@ class ForwardPass {
 
   // `kv` is required for softmax models and ignored otherwise; `par` must outlive this object.
   // `gemm`: the GEMM weights' type and (CUDA) kernel (kernels/gemm.h; see forward_device.h for
-  // which weights take the type); Unimplemented when `device` has no GEMM for gemm.dtype.
+  // which weights take the type; every device has every type).
   static absl::StatusOr<std::unique_ptr<ForwardPass>> Create(const Model* model, Device device,
                                                              KvBlockPool* kv, const Parallel* par,
                                                              int chunk_size,

@@ -83,8 +83,11 @@ absl::Status DeviceForward<D>::BindWeights(std::span<const LinearHead> heads) {
       : c.attention_kind == AttentionKind::kGated ? int64_t{c.rfa_num_features} * c.head_dim
                                                   : 0;
   const int H = c.num_attention_heads;
-  auto prepare = [this](const float* host, int64_t n, int64_t k) {
-    return PrepareGemmWeight<D>(host, n, k, gemm_);
+  // A layer GEMM weight as the file stores it (F32 or BF16: PrepareGemmWeightBf16 gives the weight
+  // PrepareGemmWeight would from the widened values, and a bf16 engine uses the bits as stored).
+  auto prepare = [this](const GemmTensor& t, int64_t n, int64_t k) {
+    return t.bf16 != nullptr ? PrepareGemmWeightBf16<D>(t.bf16, n, k, gemm_)
+                             : PrepareGemmWeight<D>(t.f32, n, k, gemm_);
   };
   ASSIGN_OR_RETURN(embed_, Place(w.embed, V * hidden));
   ASSIGN_OR_RETURN(norm_, Place(w.norm, hidden));
@@ -102,9 +105,15 @@ absl::Status DeviceForward<D>::BindWeights(std::span<const LinearHead> heads) {
     if (lw.gate_weight != nullptr) {
       // gated: one GEMM for q|k|v and the H gate logits (an output element's chain does not
       // depend on the other rows, so q, k, v are the bits of the plain wqkv GEMM).
-      std::vector<float> fused(lw.wqkv, lw.wqkv + 3 * hidden * hidden);
-      fused.insert(fused.end(), lw.gate_weight, lw.gate_weight + H * hidden);
-      ASSIGN_OR_RETURN(out.wqkv, prepare(fused.data(), qkv_width_, hidden));
+      // A BF16 file's wqkv is widened (exact), so the fused weight is the one an F32 file
+      // holding those values gives, and rounds back to the same bits for a bf16 engine.
+      std::vector<float> fused(3 * hidden * hidden + H * hidden);
+      for (int64_t i = 0; i < 3 * hidden * hidden; ++i) {
+        fused[i] = lw.wqkv.bf16 != nullptr ? FloatFromBf16(lw.wqkv.bf16[i]) : lw.wqkv.f32[i];
+      }
+      std::copy(lw.gate_weight, lw.gate_weight + H * hidden, fused.begin() + 3 * hidden * hidden);
+      ASSIGN_OR_RETURN(out.wqkv, PrepareGemmWeight<D>(fused.data(), qkv_width_, hidden, gemm_));
+      RETURN_IF_ERROR(Synchronize<D>());  // `fused` dies here; the copy must be complete
     } else {
       ASSIGN_OR_RETURN(out.wqkv, prepare(lw.wqkv, 3 * hidden, hidden));
     }

@@ -5,9 +5,11 @@
 //
 // Weights are bound at Create by name, field by field from the Model's LayerWeights /
 // ModelWeights, and prepared for D once: the layers' GEMM weights (wqkv, wo, w1, w2) through
-// PrepareGemmWeight<D> as GemmWeightOptions::dtype (CPU: packed panels, quantised for bf16/int8;
-// CUDA: device copies), the output head as f32 always (256 x hidden: a negligible share of the
-// bytes, and the logits stay closest to the f32 model's), other tensors (embeddings, norms,
+// PrepareGemmWeight<D> (an F32 file) or PrepareGemmWeightBf16<D> (a BF16 file) as
+// GemmWeightOptions::dtype (CPU: packed panels, quantised for bf16/int8/int4; CUDA: device
+// copies, bf16 kept as bf16, int8/int4 dequantised to fp32), the gated kind's gate rows fused
+// into wqkv's and prepared with it, the output head as f32 always (256 x hidden: a negligible share
+// of the bytes, and the logits stay closest to the f32 model's), other tensors (embeddings, norms,
 // conv, decay, feature projections) as f32, used in place where D's memory is host memory, else
 // copied to the device.
 //
@@ -87,7 +89,6 @@ class StepRunner {
 // compiled in or not usable (CheckDevice). `heads` are the per-(layer, head) descriptors with
 // host feature_proj pointers; `kv` (softmax) and `par` must outlive the result.
 // `gemm`: how the GEMM weights are prepared (kernels/gemm.h; the output head ignores its dtype).
-// Unimplemented when D has no GEMM body for gemm.dtype.
 absl::StatusOr<std::unique_ptr<StepRunner>> CreateStepRunner(Device d, const Model* model,
                                                              KvBlockPool* kv, const Parallel* par,
                                                              int chunk_size,

@@ -165,7 +165,11 @@ RowsFn RowsFor(GemmIsa isa) {
 
 }  // namespace
 
-void PackBf16(const float* w, int64_t n, int64_t k, uint8_t* out) {
+namespace {
+
+// The kBf16 panels of an [n, k] weight whose element i is bits(i), a bf16.
+template <typename Bits>
+void PackPanels(int64_t n, int64_t k, uint8_t* out, const Bits& bits) {
   const int64_t panels = (n + kP - 1) / kP;
   const size_t panel_bytes = PackedWeight::PanelBytes(WeightDtype::kBf16, k);
   for (int64_t p = 0; p < panels; ++p) {
@@ -176,11 +180,21 @@ void PackBf16(const float* w, int64_t n, int64_t k, uint8_t* out) {
       for (int64_t j = 0; j < kP; ++j) {
         for (int64_t h = 0; h < 2; ++h) {
           const int64_t kk = 2 * t + h;
-          row[2 * j + h] = j < cols && kk < k ? Bf16FromFloat(w[(c0 + j) * k + kk]) : 0;
+          row[2 * j + h] = j < cols && kk < k ? bits((c0 + j) * k + kk) : uint16_t{0};
         }
       }
     }
   }
+}
+
+}  // namespace
+
+void PackBf16(const float* w, int64_t n, int64_t k, uint8_t* out) {
+  PackPanels(n, k, out, [w](int64_t i) { return Bf16FromFloat(w[i]); });
+}
+
+void PackBf16Bits(const uint16_t* wb, int64_t n, int64_t k, uint8_t* out) {
+  PackPanels(n, k, out, [wb](int64_t i) { return wb[i]; });
 }
 
 void GemmBf16(const float* x, int64_t m, const PackedWeight& w, float* y, bool accumulate,

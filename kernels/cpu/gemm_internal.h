@@ -102,6 +102,8 @@ QuantRows& ThreadQuantRows();
 // Per type: Pack* fills a PackedWeight's buffer (panels() * PanelBytes(dtype, k) bytes) with the
 // layout of kernels/gemm.h; Gemm* is GemmPacked for that type with body `isa`.
 void PackBf16(const float* w, int64_t n, int64_t k, uint8_t* out);
+// The same layout from bf16 bits wb [n, k] (copied as they are).
+void PackBf16Bits(const uint16_t* wb, int64_t n, int64_t k, uint8_t* out);
 void GemmBf16(const float* x, int64_t m, const PackedWeight& w, float* y, bool accumulate,
               const Parallel& par, GemmIsa isa);
 void PackInt8(const float* w, int64_t n, int64_t k, uint8_t* out);

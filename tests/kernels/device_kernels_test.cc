@@ -1,19 +1,20 @@
 // Every kernel op on every Device (cpu, cuda), checked against the CPU body (itself checked
-// against double-precision references in gemm_test / linear_attention_test): linear attention
+// against double-precision references in linear_attention_test and the like): linear attention
 // (all feature maps, chunked / recurrent / mixed splits, bit-exact chunk-grid splitting on the
-// device itself), GEMM, RMSNorm, GELU, add, causal conv with its window, RoPE with the K/V
-// write, paged attention. The batched ops run with one sequence (B = 1) here.
-// The cuda instances GTEST_SKIP with CheckDevice's reason when no GPU is visible.
+// device itself), RMSNorm, GELU, add, causal conv with its window, RoPE with the K/V write,
+// paged attention (the GEMM of every weight type: device_gemm_test.cc). The batched ops run with
+// one sequence (B = 1) here. The cuda instances GTEST_SKIP with CheckDevice's reason when no GPU
+// is visible.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "kernels/elementwise.h"
-#include "kernels/gemm.h"
 #include "kernels/linear_attention.h"
 #include "kernels/paged_attention.h"
 #include "tests/kernels/device_test_util.h"
@@ -30,20 +31,6 @@ std::vector<float> Random(size_t n, uint32_t seed, float scale = 1.f) {
   std::vector<float> v(n);
   for (auto& x : v) x = d(g);
   return v;
-}
-
-void ExpectClose(const std::vector<float>& got, const std::vector<float>& want, double rel,
-                 const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  double scale = 1;
-  for (float v : want) scale = std::max(scale, std::abs(double(v)));
-  for (size_t i = 0; i < want.size(); ++i) {
-    if (std::isinf(want[i])) {
-      ASSERT_EQ(got[i], want[i]) << what << " i=" << i;
-      continue;
-    }
-    ASSERT_NEAR(got[i], want[i], rel * scale) << what << " i=" << i;
-  }
 }
 
 class DeviceKernels : public ::testing::TestWithParam<Device> {
@@ -176,86 +163,7 @@ TEST_P(DeviceKernels, LinearAttentionChunkGridSplitIsBitExactOnDevice) {
   }
 }
 
-// ---- GEMM ----
-
-// y = x w^T (+ y0 when accumulate) on D, with the weight prepared for D (GemmWeight's
-// batch_invariant as given).
-template <Device D>
-std::vector<float> GemmOn(const std::vector<float>& x, int64_t m, int64_t k,
-                          const std::vector<float>& w, int64_t n, const std::vector<float>& y0,
-                          bool accumulate, bool batch_invariant = false) {
-  SerialParallel serial;
-  auto gw = PrepareGemmWeight<D>(w.data(), n, k);
-  EXPECT_TRUE(gw.ok()) << gw.status();
-  if (!gw.ok()) return {};
-  gw->batch_invariant = batch_invariant;
-  DeviceArray<float> dx(D, x), dy(D, y0);
-  Gemm<D>(dx.get(), m, *gw, dy.get(), accumulate, serial);
-  return dy.ToHost();
-}
-
-TEST_P(DeviceKernels, GemmMatchesCpu) {
-  for (auto [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{1, 64, 192}, {7, 128, 384},
-                         {33, 768, 2304}, {3, 3072, 768}, {2, 128, 256}}) {
-    const auto x = Random(m * k, 5), w = Random(n * k, 6), y0 = Random(m * n, 7);
-    const std::vector<float> zeros(m * n);
-    const auto want = GemmOn<Device::kCpu>(x, m, k, w, n, zeros, false);
-    const auto want_acc = GemmOn<Device::kCpu>(x, m, k, w, n, y0, true);
-    // fp32 with different summation orders: |error| ~ sqrt(k) ulp of the row's magnitude.
-    ExpectClose(FS_ON_DEVICE(dev(), GemmOn, x, m, k, w, n, zeros, false), want, 2e-5, "gemm");
-    ExpectClose(FS_ON_DEVICE(dev(), GemmOn, x, m, k, w, n, y0, true), want_acc, 2e-5,
-                "gemm accumulate");
-  }
-}
-
-// A weight with batch_invariant set is multiplied in the CPU GEMM's order of operations on every
-// device: the CPU's bits for every shape (row and column tiles cut anywhere, k not a multiple of
-// the kernel's k tile), so a row's result cannot depend on m.
-TEST_P(DeviceKernels, BatchInvariantGemmIsBitExactWithCpu) {
-  for (auto [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{1, 64, 192},
-                         {65, 100, 130},
-                         {130, 768, 2304},
-                         {3, 3072, 768},
-                         {64, 33, 64}}) {
-    const auto x = Random(m * k, 15), w = Random(n * k, 16), y0 = Random(m * n, 17);
-    const std::vector<float> zeros(m * n);
-    EXPECT_EQ(FS_ON_DEVICE(dev(), GemmOn, x, m, k, w, n, zeros, false, true),
-              GemmOn<Device::kCpu>(x, m, k, w, n, zeros, false))
-        << m << "x" << k << "x" << n;
-    EXPECT_EQ(FS_ON_DEVICE(dev(), GemmOn, x, m, k, w, n, y0, true, true),
-              GemmOn<Device::kCpu>(x, m, k, w, n, y0, true))
-        << m << "x" << k << "x" << n << " accumulate";
-    // The last row alone: the same bits as in the batch.
-    const std::vector<float> last(x.end() - k, x.end());
-    const auto alone =
-        FS_ON_DEVICE(dev(), GemmOn, last, 1, k, w, n, std::vector<float>(n), false, true);
-    const auto all = FS_ON_DEVICE(dev(), GemmOn, x, m, k, w, n, zeros, false, true);
-    EXPECT_TRUE(std::equal(alone.begin(), alone.end(), all.end() - n)) << m << "x" << k;
-  }
-}
-
 // ---- element-wise and normalisation ----
-
-// Every weight type prepares on the CPU; CUDA has f32 only so far and says so (Unimplemented,
-// naming the type), never a wrong product.
-TEST_P(DeviceKernels, GemmWeightTypesPrepareOrSayUnimplemented) {
-  const int64_t n = 64, k = 64;
-  const auto w = Random(n * k, 18);
-  for (WeightDtype dtype :
-       {WeightDtype::kF32, WeightDtype::kBf16, WeightDtype::kInt8, WeightDtype::kInt4}) {
-    absl::Status st = PrepareGemmWeight<Device::kCpu>(w.data(), n, k, {dtype}).status();
-#ifdef FLATSTATE_HAVE_CUDA
-    if (dev() == Device::kCuda)
-      st = PrepareGemmWeight<Device::kCuda>(w.data(), n, k, {dtype}).status();
-#endif
-    if (dev() == Device::kCpu || dtype == WeightDtype::kF32) {
-      EXPECT_TRUE(st.ok()) << WeightDtypeName(dtype) << ": " << st;
-    } else {
-      EXPECT_EQ(st.code(), absl::StatusCode::kUnimplemented) << st;
-      EXPECT_NE(st.message().find(WeightDtypeName(dtype)), absl::string_view::npos) << st;
-    }
-  }
-}
 
 TEST_P(DeviceKernels, RmsNormGeluAddMatchCpu) {
   const int64_t rows = 5, dim = 768;

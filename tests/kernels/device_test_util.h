@@ -4,6 +4,8 @@
 #ifndef FLATSTATE_TESTS_KERNELS_DEVICE_TEST_UTIL_H_
 #define FLATSTATE_TESTS_KERNELS_DEVICE_TEST_UTIL_H_
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -103,6 +105,21 @@ class DeviceArray {
   std::vector<T> host_;
   void* dev_ = nullptr;
 };
+
+// Every element of `got` within rel * max(1, max |want|) of `want`'s (infinities equal).
+inline void ExpectClose(const std::vector<float>& got, const std::vector<float>& want, double rel,
+                        const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double scale = 1;
+  for (float v : want) scale = std::max(scale, std::abs(double(v)));
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (std::isinf(want[i])) {
+      ASSERT_EQ(got[i], want[i]) << what << " i=" << i;
+      continue;
+    }
+    ASSERT_NEAR(got[i], want[i], rel * scale) << what << " i=" << i;
+  }
+}
 
 }  // namespace flatstate::testing
 

@@ -9,12 +9,14 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "tests/kernels/gemm_test_util.h"
+#include "tests/util/model_writer.h"
 
 namespace flatstate::testing {
 namespace {
@@ -190,6 +192,55 @@ TEST_P(GemmBodies, CloseToF32Product) {
   }
 }
 
+// A weight stored as bf16 (a torch_dtype bfloat16 model file) prepares, for every type, into
+// exactly the weight PrepareGemmWeight makes from its widened fp32 values, panel byte for panel
+// byte; as kBf16 it is also the weight of the fp32 original it was rounded from (the rounding is
+// the same nearest-even), so a BF16 export computes the f32 model's --weight_dtype bf16 bits.
+TEST_P(GemmBodies, Bf16SourcePreparesAsItsWidenedValues) {
+  const WeightDtype dtype = GetParam();
+  SerialParallel serial;
+  for (auto [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{5, 37, 100},
+                         {3, 129, 130},
+                         {2, 768, 2304},
+                         {1, 64, 1}}) {
+    const auto w = Random(n * k, 51), x = Random(m * k, 52);
+    std::vector<uint16_t> wb(n * k);
+    std::vector<float> wide(n * k);
+    for (int64_t i = 0; i < n * k; ++i) {
+      wb[i] = Bf16FromFloat(w[i]);
+      wide[i] = FloatFromBf16(wb[i]);
+    }
+    const auto from_bf16 = PrepareGemmWeightBf16<Device::kCpu>(wb.data(), n, k, {dtype});
+    const auto from_wide = PrepareGemmWeight<Device::kCpu>(wide.data(), n, k, {dtype});
+    ASSERT_TRUE(from_bf16.ok() && from_wide.ok()) << from_bf16.status() << from_wide.status();
+    ASSERT_EQ(from_bf16->dtype, dtype);
+    ASSERT_EQ(from_bf16->packed.bytes(), from_wide->packed.bytes());
+    EXPECT_EQ(0, std::memcmp(from_bf16->packed.panel_data(0), from_wide->packed.panel_data(0),
+                             from_wide->packed.bytes()))
+        << WeightDtypeName(dtype) << " k=" << k << " n=" << n;
+    if (dtype == WeightDtype::kBf16) {
+      const auto from_f32 = PrepareGemmWeight<Device::kCpu>(w.data(), n, k, {dtype});
+      ASSERT_TRUE(from_f32.ok());
+      EXPECT_EQ(0, std::memcmp(from_bf16->packed.panel_data(0), from_f32->packed.panel_data(0),
+                               from_f32->packed.bytes()))
+          << "k=" << k << " n=" << n;
+    }
+    std::vector<float> y(m * n), want(m * n);
+    Gemm<Device::kCpu>(x.data(), m, *from_bf16, y.data(), false, serial);
+    Gemm<Device::kCpu>(x.data(), m, *from_wide, want.data(), false, serial);
+    EXPECT_EQ(0, std::memcmp(y.data(), want.data(), sizeof(float) * m * n));
+    // And kF32 on the widened bf16 weight is kBf16's chain: the same bits as bf16.
+    if (dtype == WeightDtype::kF32) {
+      const auto as_bf16 =
+          PrepareGemmWeightBf16<Device::kCpu>(wb.data(), n, k, {WeightDtype::kBf16});
+      ASSERT_TRUE(as_bf16.ok());
+      std::vector<float> yb(m * n);
+      Gemm<Device::kCpu>(x.data(), m, *as_bf16, yb.data(), false, serial);
+      EXPECT_EQ(0, std::memcmp(y.data(), yb.data(), sizeof(float) * m * n));
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, GemmBodies, ::testing::ValuesIn(AllDtypes()),
                          [](const ::testing::TestParamInfo<WeightDtype>& info) {
                            return std::string(WeightDtypeName(info.param));
@@ -228,6 +279,22 @@ TEST(WeightDtypes, Bf16RoundsToNearestEven) {
   EXPECT_EQ(Bf16FromFloat(std::numeric_limits<float>::max()), 0x7F80);  // rounds up to Inf
   EXPECT_TRUE(std::isnan(FloatFromBf16(Bf16FromFloat(std::nanf("")))));
   EXPECT_TRUE(std::isnan(FloatFromBf16(Bf16FromFloat(std::bit_cast<float>(0x7F800001u)))));
+}
+
+// Bf16FromFloat is the nearest-even rule the test model writer (and torch's bfloat16 cast, which
+// tools/export.py uses: tools/tests) applies: equal on edge values and on random bit patterns.
+TEST(WeightDtypes, Bf16RoundingMatchesTheModelWriter) {
+  std::vector<uint32_t> bits = {0x3F808000u, 0x3F818000u, 0x3F807FFFu, 0x3F808001u, 0x7F7FFFFFu,
+                                0x7F800000u, 0xFF800000u, 0x00000000u, 0x80000000u, 0x00008000u,
+                                0x00018000u, 0x7F800001u, 0xFFC00000u, 0x807FFFFFu};
+  std::mt19937 g(3);
+  for (int i = 0; i < 1000000; ++i) bits.push_back(static_cast<uint32_t>(g()));
+  for (uint32_t u : bits) {
+    const float f = std::bit_cast<float>(u);
+    ASSERT_EQ(Bf16FromFloat(f), testing::Bf16Bits(f)) << std::hex << u;
+    ASSERT_EQ(std::bit_cast<uint32_t>(FloatFromBf16(Bf16FromFloat(f))),
+              std::bit_cast<uint32_t>(testing::FromBf16Bits(testing::Bf16Bits(f))));
+  }
 }
 
 TEST(WeightDtypes, Int4BlockQuantisation) {

@@ -4,6 +4,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -61,6 +62,23 @@ double ShortestDouble(float f) {
 
 }  // namespace
 
+uint16_t Bf16Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof(u));
+  if (std::isnan(f)) return static_cast<uint16_t>((u >> 16) | 0x40);
+  const uint32_t lower = u & 0xFFFF, upper = u >> 16;
+  // Round half to even on the 16 bits dropped.
+  const bool up = lower > 0x8000 || (lower == 0x8000 && (upper & 1) != 0);
+  return static_cast<uint16_t>(upper + (up ? 1 : 0));
+}
+
+float FromBf16Bits(uint16_t b) {
+  const uint32_t u = uint32_t{b} << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof(f));
+  return f;
+}
+
 std::string RawSafetensors(std::string_view header_json, std::string_view data) {
   std::string out(8, '\0');
   const uint64_t n = header_json.size();
@@ -75,8 +93,17 @@ std::string SerializeSafetensors(const std::vector<NamedTensor>& tensors) {
   std::string data;
   for (const NamedTensor& t : tensors) {
     const size_t begin = data.size();
-    data.append(reinterpret_cast<const char*>(t.data.data()), t.data.size() * sizeof(float));
-    header[t.name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {begin, data.size()}}};
+    if (t.bf16) {
+      for (float v : t.data) {
+        const uint16_t b = Bf16Bits(v);
+        data.append(reinterpret_cast<const char*>(&b), sizeof(b));
+      }
+    } else {
+      data.append(reinterpret_cast<const char*>(t.data.data()), t.data.size() * sizeof(float));
+    }
+    header[t.name] = {{"dtype", t.bf16 ? "BF16" : "F32"},
+                      {"shape", t.shape},
+                      {"data_offsets", {begin, data.size()}}};
   }
   std::string text = header.dump();
   text.append((8 - (8 + text.size()) % 8) % 8, ' ');
@@ -154,6 +181,16 @@ std::vector<NamedTensor> RandomModelTensors(const ModelConfig& cfg, uint64_t see
   }
   t.push_back(Filled("norm.weight", {D}, 1.f));
   t.push_back(Normal("lm_head.weight", {V, D}, 0.f, scale, rng));
+  if (cfg.torch_dtype == TorchDtype::kBfloat16) {
+    for (NamedTensor& x : t) {
+      for (const char* gemm :
+           {".attn.wqkv.weight", ".attn.wo.weight", ".mlp.w1.weight", ".mlp.w2.weight"}) {
+        if (!x.name.ends_with(gemm)) continue;
+        x.bf16 = true;
+        for (float& v : x.data) v = FromBf16Bits(Bf16Bits(v));
+      }
+    }
+  }
   return t;
 }
 
@@ -176,7 +213,7 @@ std::string ConfigJson(const ModelConfig& c) {
       {"model_type", "flatstate"},
       {"architectures", {"FlatstateForCausalLM"}},
       {"head_dim", c.hidden_size / c.num_attention_heads},
-      {"torch_dtype", "float32"},
+      {"torch_dtype", std::string(TorchDtypeName(c.torch_dtype))},
   };
   if (c.attention_kind == AttentionKind::kWindow || c.attention_kind == AttentionKind::kHybrid) {
     j["window_size"] = c.window_size;

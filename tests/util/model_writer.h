@@ -20,10 +20,17 @@ struct NamedTensor {
   std::string name;
   std::vector<int64_t> shape;
   std::vector<float> data;  // row-major, product(shape) values
+  bool bf16 = false;        // written as BF16: Bf16Bits of each value
 };
 
-// The bytes of a valid F32 safetensors file holding `tensors` in order, the JSON header padded
-// with spaces to a multiple of 8 bytes (so every tensor is 8-byte aligned).
+// The nearest-even bf16 of f as its 16 bits (NaN stays a quiet NaN), and back (exact). Written
+// here independently of kernels/gemm.h's Bf16FromFloat, which the tests compare with it.
+uint16_t Bf16Bits(float f);
+float FromBf16Bits(uint16_t b);
+
+// The bytes of a valid safetensors file holding `tensors` in order (F32, or BF16 where
+// NamedTensor::bf16 is set), the JSON header padded with spaces to a multiple of 8 bytes (so
+// every tensor starts 8-byte aligned when all byte sizes are multiples of 8).
 std::string SerializeSafetensors(const std::vector<NamedTensor>& tensors);
 // Raw file: 8-byte little-endian `header_json.size()` + header + data, no padding or checks;
 // for writing malformed files.
@@ -35,7 +42,9 @@ std::string WriteSafetensors(const std::string& path, const std::vector<NamedTen
 // pseudo-random values: matrices ~ N(0, scale^2); norm weights 1; conv kernel last tap 1 and
 // the others ~ N(0, (scale/10)^2) plus the same small noise on the last tap; decay_logit
 // 0.5 + small noise; feature_proj ~ N(0, 1); gated: feature_log_scale ~ N(0, 0.01), gate rows
-// ~ N(0, scale^2), gate bias ~ N(1, 0.25).
+// ~ N(0, scale^2), gate bias ~ N(1, 0.25). With cfg.torch_dtype bfloat16 the layers' GEMM
+// weights (attn.wqkv, attn.wo, mlp.w1, mlp.w2) are marked bf16 and hold the widened nearest-even
+// bf16 of the values the float32 config gets from the same seed (every other tensor is equal).
 std::vector<NamedTensor> RandomModelTensors(const ModelConfig& cfg, uint64_t seed,
                                             float scale = 0.05f);
 // The shapes random-weight models use. Small: 2 layers, d_model 64, 4 heads of 16, MLP 128,

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from collections import OrderedDict
 
+import numpy as np
 import pytest
 import torch
 
@@ -238,3 +239,107 @@ def test_make_random_model(tmp_path):
     assert rc == 0
     assert ((tmp_path / "rnd" / "model.safetensors").read_bytes()
             == (tmp_path / "rnd2" / "model.safetensors").read_bytes())
+
+
+def _rne_bf16_bits(a: np.ndarray) -> np.ndarray:
+    """Round-to-nearest-even fp32 -> bf16 bits, the C++ rule (Bf16FromFloat in
+    kernels/cpu/gemm_bf16.cc): u + 0x7FFF + lsb, top half; a NaN keeps its top half, made quiet."""
+    u = a.astype("<f4").view(np.uint32).astype(np.uint64)
+    rounded = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    nan_bits = ((u >> 16) | 0x40).astype(np.uint16)
+    return np.where(np.isnan(a), nan_bits, rounded)
+
+
+def test_bf16_bits_are_the_engines_round_to_nearest_even():
+    edge = np.array([1 + 2 ** -8, 1 + 3 * 2 ** -8, 1 + 2 ** -8 + 2 ** -20, -2.0, 0.0, -0.0,
+                     3.4028235e38, np.inf, -np.inf, 1e-40, -1e-45, 2 ** -133 * 3],
+                    dtype=np.float32)
+    rnd = np.random.default_rng(0).integers(0, 2 ** 32, 200000, dtype=np.uint64)
+    rnd = rnd.astype(np.uint32).view(np.float32)
+    rnd = rnd[np.isfinite(rnd)]                            # exports refuse NaN / Inf anyway
+    for a in (edge, rnd):
+        got = export.bf16_bits(torch.from_numpy(a.copy()))
+        assert np.array_equal(got, _rne_bf16_bits(a))
+    assert export.bf16_bits(torch.tensor([1 + 2 ** -8, 1 + 3 * 2 ** -8])).tolist() == [
+        0x3F80, 0x3F82]                                    # ties go to the even neighbour
+
+
+@pytest.mark.parametrize("kind", ["linear_elu", "softmax", "gated", "hybrid"])
+def test_bfloat16_export_layout_config_and_reload(kind, tmp_path):
+    model = tiny_model(kind)
+    ckpt = save_ckpt(model, tmp_path / "m.pt")
+    assert export_cli(ckpt, "tiny", tmp_path / "models", "--dtype", "bfloat16") == 0
+    d = tmp_path / "models" / "tiny"
+    cfg = json.loads((d / "config.json").read_text())
+    assert cfg["torch_dtype"] == "bfloat16"
+    want_cfg = model.cfg.to_json()
+    want_cfg["torch_dtype"] = "bfloat16"
+    assert cfg == json.loads(json.dumps(want_cfg))
+
+    raw = (d / "model.safetensors").read_bytes()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n].decode("utf-8").rstrip(" "))
+    sd = model.state_dict()
+    bf16_names = {k for k in sd if k.startswith("layers.") and k.endswith(
+        (".attn.wqkv.weight", ".attn.wo.weight", ".mlp.w1.weight", ".mlp.w2.weight"))}
+    assert len(bf16_names) == 4 * model.cfg.num_hidden_layers
+    off = 0
+    for k in sorted(sd):
+        info = header[k]
+        b, e = info["data_offsets"]
+        assert b == off and (8 + n + b) % 4 == 0
+        data = raw[8 + n + b:8 + n + e]
+        if k in bf16_names:
+            assert info["dtype"] == "BF16" and e - b == 2 * sd[k].numel()
+            bits = np.frombuffer(data, dtype="<u2")
+            assert np.array_equal(bits, _rne_bf16_bits(sd[k].numpy().ravel())), k
+        else:                                              # norms, embed, lm_head, conv, gate...
+            assert info["dtype"] == "F32" and e - b == 4 * sd[k].numel(), k
+            assert torch.equal(torch.frombuffer(bytearray(data), dtype=torch.float32)
+                               .view(sd[k].shape), sd[k])
+        off = e
+    assert 8 + n + off == len(raw)
+    f32_bytes = 4 * sum(v.numel() for v in sd.values())
+    assert len(raw) - 8 - n == f32_bytes - 2 * sum(sd[k].numel() for k in bf16_names)
+
+    # Reload: the BF16 tensors widened exactly (torch's bf16 -> f32), the rest as exported.
+    loaded = export.load_exported(str(d)).state_dict()
+    for k, v in sd.items():
+        want = v.to(torch.bfloat16).to(torch.float32) if k in bf16_names else v
+        assert torch.equal(loaded[k], want), k
+    card = (d / "MODEL_CARD.md").read_text()
+    assert "bf16" in card
+
+
+def test_dtype_change_needs_no_force_and_bad_dtype_fails(tmp_path, capsys):
+    models = tmp_path / "models"
+    ckpt = save_ckpt(tiny_model("linear_elu"), tmp_path / "a.pt")
+    assert export_cli(ckpt, "m", models) == 0
+    f32_size = (models / "m" / "model.safetensors").stat().st_size
+    assert export_cli(ckpt, "m", models, "--dtype", "bfloat16") == 0   # same architecture
+    assert (models / "m" / "model.safetensors").stat().st_size < f32_size
+    assert json.loads((models / "m" / "config.json").read_text())["torch_dtype"] == "bfloat16"
+    with pytest.raises(SystemExit):
+        export_cli(ckpt, "m", models, "--dtype", "float16")
+    assert "float16" in capsys.readouterr().err
+    with pytest.raises(export.ExportError, match="float16"):
+        export.export_checkpoint(torch.load(ckpt), "m", str(models), dtype="float16")
+
+
+def test_reader_refuses_bf16_outside_the_gemm_weights(tmp_path):
+    model = tiny_model("linear_elu")
+    path = str(tmp_path / "x.safetensors")
+    export.write_safetensors(path, model.state_dict(), "bfloat16")
+    raw = bytearray(open(path, "rb").read())
+    (n,) = struct.unpack("<Q", raw[:8])
+    text = raw[8:8 + n].decode("utf-8")
+    # Relabel the F32 norm as BF16 (same byte count needs twice the elements).
+    header = json.loads(text, object_pairs_hook=OrderedDict)
+    header["norm.weight"]["dtype"] = "BF16"
+    header["norm.weight"]["shape"] = [2 * header["norm.weight"]["shape"][0]]
+    hb = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    hb += b" " * ((-len(hb)) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(hb)) + hb + bytes(raw[8 + n:]))
+    with pytest.raises(export.ExportError, match="norm.weight: dtype BF16, want F32"):
+        export.read_safetensors(path)

@@ -39,6 +39,25 @@ TEST(ModelConfigTest, ParsesWriterOutput) {
   EXPECT_EQ(c->feature_dim(), 32);
 }
 
+// torch_dtype names the layers' GEMM weights' type in model.safetensors: float32 (also when
+// absent) or bfloat16 (tools/export.py --dtype bfloat16).
+TEST(ModelConfigTest, TorchDtype) {
+  ojson j = GoodJson();
+  auto c = ParseModelConfig(j.dump(), kPath);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->torch_dtype, TorchDtype::kFloat32);
+  j.erase("torch_dtype");
+  c = ParseModelConfig(j.dump(), kPath);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->torch_dtype, TorchDtype::kFloat32);
+  j["torch_dtype"] = "bfloat16";
+  c = ParseModelConfig(j.dump(), kPath);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->torch_dtype, TorchDtype::kBfloat16);
+  EXPECT_EQ(TorchDtypeName(c->torch_dtype), "bfloat16");
+  EXPECT_EQ(TorchDtypeName(TorchDtype::kFloat32), "float32");
+}
+
 TEST(ModelConfigTest, AttentionKindNames) {
   for (AttentionKind k : {AttentionKind::kSoftmax, AttentionKind::kLinearElu,
                           AttentionKind::kCosformer, AttentionKind::kCosine, AttentionKind::kFavor,
@@ -79,7 +98,9 @@ TEST(ModelConfigTest, RejectsBadConfigs) {
       {"head_dim mismatch", [](ojson& j) { j["head_dim"] = 8; }, "head_dim", "must equal"},
       {"softmax with conv", [](ojson& j) { j["attention_kind"] = "softmax"; }, "conv_kernel_size",
        "softmax"},
-      {"dtype", [](ojson& j) { j["torch_dtype"] = "bfloat16"; }, "torch_dtype", "float32"},
+      {"dtype float16", [](ojson& j) { j["torch_dtype"] = "float16"; }, "torch_dtype",
+       "must be \"float32\" or \"bfloat16\""},
+      {"dtype not a string", [](ojson& j) { j["torch_dtype"] = 32; }, "torch_dtype", "got 32"},
       {"window with conv",
        [](ojson& j) {
          j["attention_kind"] = "window";

@@ -103,8 +103,10 @@ TEST(ModelLoaderTest, LoadsEveryAttentionKind) {
     EXPECT_EQ(w.embed[0], first("embed.weight"));
     EXPECT_EQ(w.lm_head[0], first("lm_head.weight"));
     EXPECT_EQ(w.norm[0], 1.f);
-    EXPECT_EQ(w.layers[1].wqkv[0], first("layers.1.attn.wqkv.weight"));
-    EXPECT_EQ(w.layers[1].w2[0], first("layers.1.mlp.w2.weight"));
+    EXPECT_EQ(w.layers[1].wqkv.f32[0], first("layers.1.attn.wqkv.weight"));
+    EXPECT_EQ(w.layers[1].w2.f32[0], first("layers.1.mlp.w2.weight"));
+    EXPECT_EQ(w.layers[1].wqkv.bf16, nullptr);
+    EXPECT_EQ(mod.config().torch_dtype, TorchDtype::kFloat32);
     EXPECT_EQ(w.layers[0].conv != nullptr, kind != AttentionKind::kSoftmax);
     EXPECT_EQ(w.layers[0].decay_logit != nullptr, kind == AttentionKind::kCosine);
     EXPECT_EQ(w.layers[0].feature_proj != nullptr, kind == AttentionKind::kFavor);
@@ -268,6 +270,150 @@ TEST(ModelLoaderTest, RejectsCorruptedModels) {
     EXPECT_THAT(msg, HasSubstr(m.dir + "/" + c.file));
     for (const std::string& part : c.contains) EXPECT_THAT(msg, HasSubstr(part));
   }
+}
+
+// Rewrites the header of the safetensors file at `path` with `edit`, keeping its data section.
+void EditHeader(const std::string& path, const std::function<void(ojson&)>& edit) {
+  const std::string b = testing::ReadFile(path);
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= uint64_t{static_cast<uint8_t>(b[i])} << (8 * i);
+  ojson h = ojson::parse(b.substr(8, n));
+  edit(h);
+  std::string text = h.dump();
+  text.append((8 - (8 + text.size()) % 8) % 8, ' ');
+  testing::WriteFile(path, testing::RawSafetensors(text, b.substr(8 + n)));
+}
+
+ModelConfig Bf16Config(AttentionKind kind = AttentionKind::kLinearElu) {
+  ModelConfig c = SmallConfig(kind, kind == AttentionKind::kSoftmax ? 0 : 4);
+  c.torch_dtype = TorchDtype::kBfloat16;
+  return c;
+}
+
+// torch_dtype "bfloat16": the four GEMM weights of every layer are BF16 and reach the engine as
+// their bits; every other tensor is F32 as before. The fingerprint is over the new bytes.
+TEST(ModelLoaderTest, LoadsBf16GemmWeights) {
+  for (AttentionKind kind : {AttentionKind::kSoftmax, AttentionKind::kLinearElu,
+                             AttentionKind::kFavor, AttentionKind::kGated}) {
+    SCOPED_TRACE(std::string(AttentionKindName(kind)));
+    ModelConfig cfg = Bf16Config(kind);
+    cfg.rfa_num_features = 3;
+    ModelDir m;
+    MakeModel(cfg, &m);
+    auto model = Model::Load(m.dir);
+    ASSERT_TRUE(model.ok()) << model.status();
+    const Model& mod = **model;
+    EXPECT_EQ(mod.config().torch_dtype, TorchDtype::kBfloat16);
+    const ModelWeights& w = mod.weights();
+    size_t bytes = 0;
+    for (const NamedTensor& t : m.tensors) {
+      bytes += t.data.size() * (t.bf16 ? 2 : 4);
+      if (t.name == "layers.1.mlp.w1.weight") {
+        ASSERT_TRUE(t.bf16);
+        EXPECT_EQ(w.layers[1].w1.f32, nullptr);
+        ASSERT_NE(w.layers[1].w1.bf16, nullptr);
+        for (size_t i = 0; i < t.data.size(); ++i) {
+          ASSERT_EQ(w.layers[1].w1.bf16[i], testing::Bf16Bits(t.data[i])) << i;
+          // The writer stored values that are bf16 already: widening gives them back exactly.
+          ASSERT_EQ(testing::FromBf16Bits(w.layers[1].w1.bf16[i]), t.data[i]) << i;
+        }
+      }
+      if (t.name == "layers.0.attn_norm.weight") {
+        EXPECT_FALSE(t.bf16);
+      }
+    }
+    for (const LayerWeights& l : w.layers) {
+      for (const GemmTensor* g : {&l.wqkv, &l.wo, &l.w1, &l.w2}) {
+        EXPECT_EQ(g->f32, nullptr);
+        EXPECT_NE(g->bf16, nullptr);
+      }
+      EXPECT_NE(l.attn_norm, nullptr);
+      EXPECT_EQ(l.gate_weight != nullptr, kind == AttentionKind::kGated);
+    }
+    EXPECT_EQ(mod.weight_bytes(), bytes);
+    EXPECT_EQ(mod.fingerprint(),
+              Sha256Hex(testing::ReadFile(m.config) + testing::ReadFile(m.weights)).substr(0, 32));
+    // The F32 model of the same seed is another file, so another fingerprint.
+    ModelDir f32;
+    ModelConfig cfg32 = cfg;
+    cfg32.torch_dtype = TorchDtype::kFloat32;
+    MakeModel(cfg32, &f32);
+    auto model32 = Model::Load(f32.dir);
+    ASSERT_TRUE(model32.ok()) << model32.status();
+    EXPECT_NE((*model32)->fingerprint(), mod.fingerprint());
+  }
+}
+
+// BF16 is only for the layers' GEMM weights and only with torch_dtype "bfloat16"; every other
+// combination names the file, the tensor, the dtype found and the one expected.
+TEST(ModelLoaderTest, RejectsBf16WhereOnlyF32IsAllowed) {
+  struct Case {
+    std::string name;
+    ModelConfig cfg;
+    std::string tensor;
+    bool to_bf16;  // mark `tensor` BF16 (else F32) in the writer's tensors
+    std::vector<std::string> contains;
+  };
+  ModelConfig f32 = SmallConfig(), favor = Bf16Config(AttentionKind::kFavor);
+  ModelConfig gated = Bf16Config(AttentionKind::kGated);
+  gated.rfa_num_features = 3;
+  const std::string only = "(expected F32: only the layers' attn.wqkv, attn.wo, mlp.w1 and mlp.w2";
+  const std::vector<Case> cases = {
+      {"BF16 norm", Bf16Config(), "layers.0.attn_norm.weight", true, {"'BF16'", only}},
+      {"BF16 final norm", Bf16Config(), "norm.weight", true, {"'BF16'", only}},
+      {"BF16 embeddings", Bf16Config(), "embed.weight", true, {"'BF16'", only}},
+      {"BF16 lm_head", Bf16Config(), "lm_head.weight", true, {"'BF16'", only}},
+      {"BF16 conv", Bf16Config(), "layers.1.attn.conv", true, {"'BF16'", only}},
+      {"BF16 feature_proj", favor, "layers.0.attn.feature_proj", true, {"'BF16'", only}},
+      {"BF16 gate", gated, "layers.1.attn.gate.weight", true, {"'BF16'", only}},
+      {"BF16 norm in an f32 model", f32, "layers.1.mlp_norm.weight", true, {"'BF16'", only}},
+      {"BF16 GEMM weight in a float32 model",
+       f32,
+       "layers.0.attn.wo.weight",
+       true,
+       {"unsupported dtype 'BF16' (expected F32", "config.json has torch_dtype \"float32\"",
+        "all F32"}},
+      {"F32 GEMM weight in a bfloat16 model",
+       Bf16Config(),
+       "layers.1.mlp.w2.weight",
+       false,
+       {"unsupported dtype 'F32' (expected BF16", "config.json has torch_dtype \"bfloat16\"",
+        "all BF16"}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    ModelDir m;
+    MakeModel(c.cfg, &m);
+    std::vector<NamedTensor> tensors = m.tensors;
+    bool found = false;
+    for (NamedTensor& t : tensors) {
+      if (t.name == c.tensor) {
+        t.bf16 = c.to_bf16;
+        found = true;
+      }
+    }
+    ASSERT_TRUE(found) << c.tensor;
+    testing::WriteSafetensors(m.weights, tensors);
+    auto model = Model::Load(m.dir);
+    ASSERT_FALSE(model.ok());
+    const std::string msg(model.status().message());
+    EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument) << msg;
+    EXPECT_THAT(msg, HasSubstr(m.weights + ": tensor '" + c.tensor + "'"));
+    for (const std::string& part : c.contains) EXPECT_THAT(msg, HasSubstr(part));
+  }
+  // Another 2-byte type on a GEMM weight of a bfloat16 model: named, BF16 expected.
+  ModelDir m;
+  MakeModel(Bf16Config(), &m);
+  EditHeader(m.weights, [](ojson& h) { h[kWo]["dtype"] = "F16"; });
+  auto model = Model::Load(m.dir);
+  ASSERT_FALSE(model.ok());
+  EXPECT_THAT(std::string(model.status().message()),
+              HasSubstr(kWo + "': unsupported dtype 'F16' (expected BF16)"));
+  // A missing GEMM weight of a bfloat16 model says BF16 is expected.
+  EditHeader(m.weights, [](ojson& h) { h.erase(kWo); });
+  model = Model::Load(m.dir);
+  ASSERT_FALSE(model.ok());
+  EXPECT_THAT(std::string(model.status().message()), HasSubstr("is missing (expected BF16 [8, 8]"));
 }
 
 TEST(ModelLoaderTest, CosineNeedsDecayLogitAndFavorNeedsFeatureProj) {

@@ -81,6 +81,29 @@ TEST_F(SafetensorsTest, ReadsTensorsAndMetadata) {
   EXPECT_TRUE(file.metadata().empty());
 }
 
+// BF16 (the layers' GEMM weights of a bfloat16 model): two bytes per element, read as the top
+// halves of fp32s; 2-byte alignment suffices.
+TEST_F(SafetensorsTest, Bf16TensorReadsItsBits) {
+  const std::string header = R"({"w":{"dtype":"BF16","shape":[2,2],"data_offsets":[0,8]},)"
+                             R"("v":{"dtype":"BF16","shape":[1],"data_offsets":[8,10]}})";
+  const std::string data("\x80\x3f\x00\xc0\x80\x7f\x00\x00\x81\x3f", 10);
+  auto f = OpenBytes(File(header, data));
+  ASSERT_TRUE(f.ok()) << f.status();
+  const TensorView* w = (*f)->Find("w");
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->dtype, "BF16");
+  EXPECT_EQ(w->size_bytes, 8u);
+  EXPECT_EQ(w->bf16()[0], 0x3F80);  // 1.0
+  EXPECT_EQ(w->bf16()[1], 0xC000);  // -2.0
+  EXPECT_EQ(w->bf16()[2], 0x7F80);  // +Inf
+  EXPECT_EQ((*f)->Find("v")->bf16()[0], 0x3F81);
+  // A BF16 tensor whose byte count does not match its shape is refused like any other.
+  const std::string bad = R"({"w":{"dtype":"BF16","shape":[3],"data_offsets":[0,8]}})";
+  auto g = OpenBytes(File(bad, std::string(8, '\0')));
+  ASSERT_FALSE(g.ok());
+  EXPECT_THAT(std::string(g.status().message()), HasSubstr("BF16 [3] needs 6 bytes"));
+}
+
 TEST_F(SafetensorsTest, MetadataAndOtherDtypesAccepted) {
   const std::string header =
       R"({"__metadata__":{"format":"pt"},"h":{"dtype":"F16","shape":[2],"data_offsets":[0,4]},)"
@@ -91,6 +114,8 @@ TEST_F(SafetensorsTest, MetadataAndOtherDtypesAccepted) {
   ASSERT_NE((*f)->Find("h"), nullptr);
   EXPECT_EQ((*f)->Find("h")->dtype, "F16");
   EXPECT_FALSE(IsSupportedWeightDtype("F16"));
+  EXPECT_TRUE(IsSupportedWeightDtype("F32"));
+  EXPECT_TRUE(IsSupportedWeightDtype("BF16"));
   EXPECT_EQ(SafetensorsDtypeSize("BF16"), 2u);
   EXPECT_EQ(SafetensorsDtypeSize("F64"), 8u);
   EXPECT_EQ(SafetensorsDtypeSize("Q4"), 0u);
