@@ -13,8 +13,10 @@
 //       counter weight_bytes_per_s = the prepared weights' bytes (GEMM panels + fp32 rest) per
 //       second
 //   GemmModel/...               GEMM throughput per weight type (bench/gemm_bench.cc)
-//   DecodeAtContext/<model>/ctx:N   batch-1 decode step with N tokens of context
+//   DecodeAtContext/<model>/ctx:N   batch-1 decode step with N tokens of context (not gpt2-*)
 //   Prefill/<model>/chunked|token_by_token/len:4096   prefill tokens/s
+//   Prefill/<gpt2 model>/<type>/threads:T/len:N, DecodeAtContext/<gpt2 model>/<type>/threads:T/
+//       ctx:N   the llama.cpp comparison's rows (bench/compare_bench.cc; CPU only)
 //   MemoryReadBandwidth         single-thread streaming read of 1 GiB (bytes/s)
 // With FLATSTATE_BENCH_DEVICE=cuda also (issue 17's shapes; see docs/gpu.md):
 //   DeviceDecode/<gpt2-small model>/batch:B/ctx:C   one decode step for B sessions at context C,
@@ -33,6 +35,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "bench/compare_bench.h"
 #include "bench/gemm_bench.h"
 #include "engine/runtime/engine.h"
 #include "tests/util/model_writer.h"
@@ -186,6 +189,7 @@ void Decode(benchmark::State& state, std::string dir, int threads, WeightDtype d
   state.SetItemsProcessed(state.iterations() * batch);
   state.counters["weight_bytes_per_s"] =
       benchmark::Counter(StepWeightBytes(*e) * state.iterations(), benchmark::Counter::kIsRate);
+  state.counters["params"] = static_cast<double>(e->model().weight_bytes()) / sizeof(float);
   for (auto& s : sessions) e->ReleaseSession(&s);
 }
 
@@ -371,6 +375,10 @@ void RegisterAll() {
           ->UseRealTime();
       if (kind != AttentionKind::kSoftmax) p->Arg(65536);
     }
+  }
+  if (std::string(BenchDevice()) == "cpu") {
+    // The two GPT-2-small models, emplaced last above.
+    RegisterCompareBenchmarks(decltype(models)(models.end() - 2, models.end()), dtypes);
   }
   for (const auto& [name, dir] : models) {
     if (name.rfind("gpt2", 0) == 0) continue;  // context sweep on the shipped models

@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""The llama.cpp comparison's table, from the raw outputs bench/compare_llamacpp.sh writes.
+
+    /usr/bin/python3 tools/compare_llamacpp_table.py OUT_DIR [--csv OUT_DIR/table.csv]
+
+OUT_DIR holds, per weight type pair (flatstate f32 / bf16 / int8 against llama.cpp F32 / BF16 /
+Q8_0): llama-<TYPE>-*.json (llama-bench -o json) and flatstate-<type>.json (flatstate-bench
+--benchmark_out, Google Benchmark JSON). Every case ran REPS times; the table takes the fastest
+repetition of each (the least disturbed on a shared machine) and the CSV has the median beside it.
+
+Columns (tok/s): decode at batch 1 on 1 and 2 threads (llama.cpp: tg at depth 0; flatstate:
+Decode/<model>/<type>/threads:T/batch:1, at a 64-token context), prefill of 512 tokens on 1 and 2
+threads and of 4096 on 2 (and 1 if run), decode at depth 0 / 1k / 16k on 2 threads (llama.cpp:
+tg at -d N; flatstate: DecodeAtContext/<model>/<type>/threads:2/ctx:N). Ratios are flatstate over
+llama.cpp at the same weight type, per token (tok/s) and per parameter (tok/s x parameters).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import glob
+import json
+import os
+import re
+import statistics
+import sys
+from typing import Dict, List, Optional, Tuple
+
+PAIRS = [("f32", "F32"), ("bf16", "BF16"), ("int8", "Q8_0")]
+KINDS = ["linear_elu", "softmax"]
+
+Key = Tuple[str, int, int]  # ("decode" | "pp" | "depth", threads, tokens: prompt or depth)
+
+
+def columns(present: set) -> List[Tuple[Key, str]]:
+    cols: List[Tuple[Key, str]] = []
+    for t in (1, 2):
+        cols.append((("decode", t, 0), f"decode {t}t"))
+    for n in (512, 4096):
+        for t in (1, 2):
+            cols.append((("pp", t, n), f"pp{n} {t}t"))
+    for d in (0, 1024, 16384):
+        for t in (1, 2):
+            cols.append((("depth", t, d), f"decode@{d // 1024}k {t}t" if d else f"decode@0 {t}t"))
+    return [(k, name) for k, name in cols if k in present]
+
+
+class Stat:
+    def __init__(self, samples: List[float], params: float):
+        self.samples = samples
+        self.params = params
+
+    @property
+    def best(self) -> float:
+        return max(self.samples)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+
+def read_llama(path: str, out: Dict[Key, Stat]) -> None:
+    with open(path) as f:
+        text = f.read().strip()
+    rows = json.loads(text) if text.startswith("[") else [json.loads(x) for x in text.splitlines()]
+    for r in rows:
+        t, npp, ngen, depth = r["n_threads"], r["n_prompt"], r["n_gen"], r["n_depth"]
+        samples = [float(x) for x in r.get("samples_ts") or [r["avg_ts"]]]
+        if npp > 0 and ngen == 0 and depth == 0:
+            key = ("pp", t, npp)
+        elif npp == 0 and ngen > 0:
+            key = ("depth", t, depth)
+            if depth == 0:
+                out[("decode", t, 0)] = Stat(samples, float(r["model_n_params"]))
+        else:
+            continue
+        out[key] = Stat(samples, float(r["model_n_params"]))
+
+
+NAME = re.compile(r"^(Decode|Prefill|DecodeAtContext)/gpt2-small-(\w+)/(\w+)/threads:(\d+)/"
+                  r"(batch|len|ctx):(\d+)(/|$)")
+
+
+def read_flatstate(path: str, out: Dict[str, Dict[Key, Stat]]) -> None:
+    with open(path) as f:
+        doc = json.load(f)
+    acc: Dict[Tuple[str, Key], Tuple[List[float], float]] = {}
+    for b in doc["benchmarks"]:
+        if b.get("run_type", "iteration") != "iteration" or "error_occurred" in b:
+            continue
+        m = NAME.match(b["name"])
+        if not m:
+            continue
+        family, kind, _, threads, arg, value = m.groups()[:6]
+        t, v = int(threads), int(value)
+        if family == "Decode":
+            if v != 1:
+                continue
+            key: Key = ("decode", t, 0)
+        elif family == "Prefill":
+            key = ("pp", t, v)
+        else:
+            key = ("depth", t, v)
+        samples, _ = acc.setdefault((kind, key), ([], float(b.get("params", 0))))
+        samples.append(float(b["items_per_second"]))
+    for (kind, key), (samples, params) in acc.items():
+        out.setdefault(kind, {})[key] = Stat(samples, params)
+
+
+def fmt(x: Optional[float], digits: int = 1) -> str:
+    if x is None:
+        return "-"
+    return f"{x:,.{digits}f}"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("out_dir")
+    p.add_argument("--csv", default=None, help="default OUT_DIR/table.csv")
+    a = p.parse_args(argv)
+
+    llama: Dict[str, Dict[Key, Stat]] = {}
+    fs: Dict[str, Dict[str, Dict[Key, Stat]]] = {}
+    for ours, theirs in PAIRS:
+        files = sorted(glob.glob(os.path.join(a.out_dir, f"llama-{theirs}-*.json")))
+        if files:
+            llama[theirs] = {}
+            for path in files:
+                read_llama(path, llama[theirs])
+        path = os.path.join(a.out_dir, f"flatstate-{ours}.json")
+        if os.path.exists(path):
+            fs[ours] = {}
+            read_flatstate(path, fs[ours])
+    # The columns both engines measured.
+    theirs_keys, ours_keys = set(), set()
+    for d in llama.values():
+        theirs_keys |= set(d)
+    for per_kind in fs.values():
+        for d in per_kind.values():
+            ours_keys |= set(d)
+    present = theirs_keys & ours_keys
+    cols = columns(present)
+    if not cols:
+        print(f"no results under {a.out_dir}", file=sys.stderr)
+        return 1
+
+    csv_rows = []
+    lines = ["| engine, weights | params | " + " | ".join(n for _, n in cols) + " |",
+             "|---|---:|" + "---:|" * len(cols)]
+
+    def add(engine: str, weights: str, kind: str, d: Dict[Key, Stat]) -> None:
+        label = f"{engine} {weights}" + (f", {kind}" if kind else "")
+        params = next((s.params for s in d.values() if s.params), 0.0)
+        cells = [fmt(d[k].best) if k in d else "-" for k, _ in cols]
+        lines.append(f"| {label} | {params / 1e6:.1f} M | " + " | ".join(cells) + " |")
+        for k, name in cols:
+            if k in d:
+                csv_rows.append([engine, weights, kind, name, f"{d[k].best:.3f}", f"{d[k].median:.3f}",
+                                 len(d[k].samples), f"{d[k].params:.0f}"])
+
+    for ours, theirs in PAIRS:
+        for kind in KINDS:
+            if ours in fs and kind in fs[ours]:
+                add("flatstate", ours, kind, fs[ours][kind])
+        if theirs in llama:
+            add("llama.cpp", theirs, "", llama[theirs])
+    print("tok/s, fastest of the repetitions:\n")
+    print("\n".join(lines))
+
+    # Ratios: flatstate over llama.cpp, per token and per parameter, at the same weight type.
+    rl = ["| flatstate / llama.cpp | " + " | ".join(n for _, n in cols) + " |",
+          "|---|" + "---:|" * len(cols)]
+    for ours, theirs in PAIRS:
+        for kind in KINDS:
+            if ours not in fs or kind not in fs[ours] or theirs not in llama:
+                continue
+            mine, peer = fs[ours][kind], llama[theirs]
+            cells = []
+            for k, _ in cols:
+                if k in mine and k in peer:
+                    tok = mine[k].best / peer[k].best
+                    par = tok * mine[k].params / peer[k].params
+                    cells.append(f"{tok:.2f} / {par:.2f}")
+                else:
+                    cells.append("-")
+            rl.append(f"| {ours} {kind} vs {theirs} | " + " | ".join(cells) + " |")
+    print("\nratios per token / per parameter (tok/s x parameters):\n")
+    print("\n".join(rl))
+
+    path = a.csv or os.path.join(a.out_dir, "table.csv")
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["engine", "weights", "kind", "case", "tok_per_s_best", "tok_per_s_median", "repetitions",
+                    "params"])
+        w.writerows(csv_rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

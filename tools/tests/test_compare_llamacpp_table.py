@@ -1,0 +1,44 @@
+"""tools/compare_llamacpp_table.py on hand-made llama-bench and Google Benchmark outputs."""
+import json
+import os
+import sys
+
+TOOLS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+sys.path.insert(0, TOOLS)
+import compare_llamacpp_table  # noqa: E402
+
+
+def llama_row(threads, n_prompt, n_gen, depth, samples):
+    return {"model_type": "llama ?B F32", "model_n_params": 100_000_000, "n_threads": threads,
+            "n_prompt": n_prompt, "n_gen": n_gen, "n_depth": depth,
+            "avg_ts": sum(samples) / len(samples), "stddev_ts": 0.0, "samples_ts": samples}
+
+
+def gb_row(name, ips, params=50_000_000, run_type="iteration"):
+    return {"name": name, "run_type": run_type, "items_per_second": ips, "params": params}
+
+
+def test_table_and_ratios(tmp_path, capsys):
+    (tmp_path / "llama-F32-a.json").write_text(json.dumps([
+        llama_row(1, 0, 64, 0, [40.0, 50.0]),
+        llama_row(2, 512, 0, 0, [400.0, 380.0]),
+        llama_row(2, 0, 32, 16384, [20.0, 10.0]),
+    ]))
+    (tmp_path / "flatstate-f32.json").write_text(json.dumps({"benchmarks": [
+        gb_row("Decode/gpt2-small-linear_elu/f32/threads:1/batch:1/real_time", 90.0),
+        gb_row("Decode/gpt2-small-linear_elu/f32/threads:1/batch:1/real_time", 100.0),
+        gb_row("Decode/gpt2-small-linear_elu/f32/threads:1/batch:1/real_time", 1.0, run_type="aggregate"),
+        gb_row("Decode/gpt2-small-linear_elu/f32/threads:1/batch:8/real_time", 900.0),
+        gb_row("Prefill/gpt2-small-softmax/f32/threads:2/len:512/real_time", 200.0),
+        gb_row("DecodeAtContext/gpt2-small-softmax/f32/threads:2/ctx:16384/real_time", 30.0),
+        gb_row("Prefill/gpt2-small-softmax/f32/threads:1/len:512/real_time", 5.0),  # no peer
+    ]}))
+    assert compare_llamacpp_table.main([str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    # Fastest repetition each: decode 100 vs 50 (2.00 per token, x 0.5 params = 1.00).
+    assert "| f32 linear_elu vs F32 | 2.00 / 1.00 | - | - |" in out
+    assert "| f32 softmax vs F32 | - | 0.50 / 0.25 | 1.50 / 0.75 |" in out
+    assert "pp512 1t" not in out  # a column only one engine measured is left out
+    csv_text = (tmp_path / "table.csv").read_text()
+    assert "flatstate,f32,linear_elu,decode 1t,100.000,95.000,2,50000000" in csv_text
+    assert "llama.cpp,F32,,pp512 2t,400.000,390.000,2,100000000" in csv_text
