@@ -96,14 +96,16 @@ class Held {
       if (auto st = pool->Reserve(&deep_.kv_blocks, kMaxDepth + 1); !st.ok()) Die("KV", st);
       const ModelConfig& c = engine_->config();
       uint32_t x = 2463534242u;
+      std::vector<float> row(c.hidden_size);
       for (int32_t b : deep_.kv_blocks) {
         for (int l = 0; l < c.num_hidden_layers; ++l) {
           for (int slot = 0; slot < pool->block_size(); ++slot) {
-            for (float* row : {pool->K(b, l, slot), pool->V(b, l, slot)}) {
+            for (int kv = 0; kv < 2; ++kv) {
               for (int d = 0; d < c.hidden_size; ++d) {
                 x ^= x << 13, x ^= x >> 17, x ^= x << 5;
                 row[d] = static_cast<float>(x >> 8) * (2.f / 16777216.f) - 1.f;
               }
+              pool->WriteRow(b, l, kv, slot, row.data());  // in the pool's KvDtype
             }
           }
         }
