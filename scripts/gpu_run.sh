@@ -23,8 +23,9 @@
 #     600 s per command), so the last steps get what the first leave
 #   TEST_JOBS [8]  TEST_TIMEOUT_S [240]: test binaries run in parallel, each with this limit
 #   SANITIZE_RUNS: space-separated tool:test:gtest_filter (default: memcheck over every CUDA
-#     instance of device_kernels_test, device_gemm_test and engine_device_test, racecheck over
-#     the kernels' (both files) and the engine's greedy test per kind)   SANITIZE_TIMEOUT_S [90]: per run
+#     instance of device_kernels_test, device_gemm_test, gated_attention_test,
+#     window_attention_test and engine_device_test, racecheck over the kernels' (those four
+#     files) and the engine's greedy test per kind)   SANITIZE_TIMEOUT_S [90]: per run
 #   BENCH_FILTER ['/threads:1/|Prefill/|DecodeAtContext/|DeviceDecode/']  BENCH_TIMEOUT_S [150]
 #   Step ncu (not in the default STEPS): Nsight Compute's gpu__time_duration of every kernel of
 #     NCU_STEPS [5] decode steps of each benchmark in NCU_CASES (space-separated names without
@@ -50,8 +51,10 @@ BUDGET_S="${BUDGET_S:-540}"
 TEST_JOBS="${TEST_JOBS:-8}"
 TEST_TIMEOUT_S="${TEST_TIMEOUT_S:-240}"
 SANITIZE_RUNS="${SANITIZE_RUNS:-memcheck:device_kernels_test:*/cuda memcheck:device_gemm_test:*/cuda \
+  memcheck:gated_attention_test:*/cuda memcheck:window_attention_test:*/cuda \
   memcheck:engine_device_test:*/cuda_* racecheck:device_kernels_test:*/cuda \
-  racecheck:device_gemm_test:*/cuda racecheck:engine_device_test:*GreedyTokensMatchCpu/cuda_*}"
+  racecheck:device_gemm_test:*/cuda racecheck:gated_attention_test:*/cuda \
+  racecheck:window_attention_test:*/cuda racecheck:engine_device_test:*GreedyTokensMatchCpu/cuda_*}"
 SANITIZE_TIMEOUT_S="${SANITIZE_TIMEOUT_S:-90}"
 BENCH_FILTER="${BENCH_FILTER:-/threads:1/|Prefill/|DecodeAtContext/|DeviceDecode/}"
 BENCH_TIMEOUT_S="${BENCH_TIMEOUT_S:-150}"
