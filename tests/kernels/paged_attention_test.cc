@@ -12,11 +12,25 @@
 
 #include "engine/kv/kv_block_pool.h"
 #include "gtest/gtest.h"
+#include "kernels/gemm.h"
 
 namespace flatstate::testing {
 namespace {
 
-constexpr int kHeads = 3, kHd = 8, kHidden = kHeads * kHd, kStride = 3 * kHidden;
+// The shape of a case: kHd 8 runs the scalar body everywhere; 64 (GPT-2's) and 32 run the
+// AVX-512 body on CPUs that have it.
+struct Shape {
+  KvDtype dtype;
+  int heads, hd;
+};
+// Set by each test from its parameter (Session and the reference read them).
+int kHeads = 3, kHd = 8, kHidden = kHeads * kHd, kStride = 3 * kHidden;
+void UseShape(const Shape& s) {
+  kHeads = s.heads;
+  kHd = s.hd;
+  kHidden = kHeads * kHd;
+  kStride = 3 * kHidden;
+}
 
 std::vector<float> Random(size_t n, uint32_t seed) {
   std::mt19937 g(seed);
@@ -55,10 +69,14 @@ struct Session {
   }
 };
 
-class PagedAttentionTest : public ::testing::TestWithParam<KvDtype> {};
+class PagedAttentionTest : public ::testing::TestWithParam<Shape> {
+ protected:
+  void SetUp() override { UseShape(GetParam()); }
+  void TearDown() override { SetGemmIsa(BestGemmIsa()); }
+};
 
 TEST_P(PagedAttentionTest, MatchesFloat64AndEveryTilingGivesTheSameBits) {
-  const KvDtype dtype = GetParam();
+  const KvDtype dtype = GetParam().dtype;
   const int64_t T = 70;
   const auto kv_rows = Random(T * 2 * kHidden, 1), qkv = Random(T * kStride, 2);
   Session s16(16, dtype, kv_rows, T, 3);
@@ -120,7 +138,7 @@ TEST_P(PagedAttentionTest, MatchesFloat64AndEveryTilingGivesTheSameBits) {
 }
 
 TEST_P(PagedAttentionTest, Bf16WriteRoundsLikeThePool) {
-  const KvDtype dtype = GetParam();
+  const KvDtype dtype = GetParam().dtype;
   KvBlockPool pool(2, 4, 1, kHidden, dtype);
   std::vector<int32_t> table = {1};
   auto qkv = Random(kStride, 5);
@@ -140,10 +158,49 @@ TEST_P(PagedAttentionTest, Bf16WriteRoundsLikeThePool) {
   EXPECT_EQ(v, want);
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, PagedAttentionTest,
-                         ::testing::Values(KvDtype::kF32, KvDtype::kBf16),
-                         [](const ::testing::TestParamInfo<KvDtype>& i) {
-                           return std::string(KvDtypeName(i.param));
+// The AVX-512 body (selected with the GEMM's, SetGemmIsa) and the scalar body give the same bits:
+// a prefill in one call, decode rows, and a pool whose blocks are not a multiple of the key group.
+TEST_P(PagedAttentionTest, Avx512AndScalarBodiesGiveTheSameBits) {
+  if (!SetGemmIsa(GemmIsa::kAvx512)) GTEST_SKIP() << "this CPU has no AVX-512F";
+  const KvDtype dtype = GetParam().dtype;
+  const int64_t T = 83;
+  const auto kv_rows = Random(T * 2 * kHidden, 11), qkv = Random(T * kStride, 12);
+  SerialParallel serial;
+  std::vector<PagedRow> all;
+  for (int64_t t = 0; t < T; ++t) all.push_back(PagedRow{t, t + 1, 0});
+  const std::vector<PagedRow> decode = {PagedRow{T - 1, T, 0}, PagedRow{5, 6, 0}};
+  for (int bs : {16, 32, 5}) {
+    Session s(bs, dtype, kv_rows, T, 13);
+    ASSERT_TRUE(SetGemmIsa(GemmIsa::kAvx512));
+    const std::vector<float> fast = s.Attend(qkv, all, T, serial);
+    const std::vector<float> fast_decode = s.Attend(qkv, decode, T, serial);
+    ASSERT_TRUE(SetGemmIsa(GemmIsa::kScalar));
+    EXPECT_EQ(s.Attend(qkv, all, T, serial), fast) << "block size " << bs;
+    EXPECT_EQ(s.Attend(qkv, decode, T, serial), fast_decode) << "block size " << bs;
+  }
+}
+
+// Large and small scores (a softmax that underflows most keys) stay finite and match float64.
+TEST_P(PagedAttentionTest, PeakedScoresStayFinite) {
+  const KvDtype dtype = GetParam().dtype;
+  const int64_t T = 40;
+  auto kv_rows = Random(T * 2 * kHidden, 21);
+  for (float& x : kv_rows) x *= 30.f;  // scores of order 30^2 * hd / sqrt(hd)
+  const auto qkv = Random(T * kStride, 22);
+  Session s(16, dtype, kv_rows, T, 23);
+  SerialParallel serial;
+  const std::vector<float> out = s.Attend(qkv, {PagedRow{T - 1, T, 0}}, T, serial);
+  for (int d = 0; d < kHidden; ++d) ASSERT_TRUE(std::isfinite(out[(T - 1) * kHidden + d])) << d;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, PagedAttentionTest,
+                         ::testing::Values(Shape{KvDtype::kF32, 3, 8}, Shape{KvDtype::kBf16, 3, 8},
+                                           Shape{KvDtype::kF32, 3, 64},
+                                           Shape{KvDtype::kBf16, 3, 64},
+                                           Shape{KvDtype::kF32, 2, 32}),
+                         [](const ::testing::TestParamInfo<Shape>& i) {
+                           return std::string(KvDtypeName(i.param.dtype)) + "_hd" +
+                                  std::to_string(i.param.hd);
                          });
 
 }  // namespace
