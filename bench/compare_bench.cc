@@ -5,8 +5,9 @@
 //       chunked steps into a fresh session; items = prompt tokens.
 //   DecodeAtContext/<model>/<type>/threads:T/ctx:N   one batch-1 decode step with N = 0, 1024,
 //       16384 tokens of context; items = tokens. Counter context_bytes = what the step reads
-//       per token besides the weights: softmax the K and V rows of the context, fp32; linear
-//       kinds the recurrent state (the same at every N).
+//       per token besides the weights: softmax the K and V rows of the context in the cache's
+//       element type (FLATSTATE_BENCH_KV_DTYPE, default f32); linear kinds the recurrent state
+//       (the same at every N).
 //
 // <model> is a GPT-2-small-shaped model (gpt2-small-linear_elu, gpt2-small-softmax), <type> the
 // layers' weight type (EngineOptions::weight_dtype). Every row has counter params = the model's
@@ -46,14 +47,15 @@ constexpr int kKvBlocks = static_cast<int>((kMaxDepth + 1 + 4096) / 16 + 64);
   std::exit(1);
 }
 
-// The engine for the current (model, type, threads), and a session that sits at up to kMaxDepth
+// The engine for the current (model, type, threads, K/V type), and a session that sits at up to kMaxDepth
 // tokens of context (for softmax with every K/V row filled; filled once per engine).
 class Held {
  public:
-  static Held& Get(const std::string& dir, WeightDtype dtype, int threads) {
+  static Held& Get(const std::string& dir, WeightDtype dtype, int threads, KvDtype kv_dtype) {
     static Held held;
-    const std::string key = absl::StrCat(dir, "#", WeightDtypeName(dtype), "#", threads);
-    if (held.key_ != key) held.Load(key, dir, dtype, threads);
+    const std::string key = absl::StrCat(dir, "#", WeightDtypeName(dtype), "#", threads, "#",
+                                         KvDtypeName(kv_dtype));
+    if (held.key_ != key) held.Load(key, dir, dtype, threads, kv_dtype);
     return held;
   }
 
@@ -69,7 +71,8 @@ class Held {
   }
 
  private:
-  void Load(const std::string& key, const std::string& dir, WeightDtype dtype, int threads) {
+  void Load(const std::string& key, const std::string& dir, WeightDtype dtype, int threads,
+            KvDtype kv_dtype) {
     if (engine_ != nullptr && deep_ready_) engine_->ReleaseSession(&deep_);
     deep_ready_ = false;
     engine_.reset();  // free the old weights before loading the next ones
@@ -80,6 +83,7 @@ class Held {
     o.threads = threads;
     o.kv_blocks = kKvBlocks;
     o.weight_dtype = dtype;
+    o.kv_dtype = kv_dtype;
     auto e = Engine::Create(std::move(*model), o);
     if (!e.ok()) Die(dir, e.status());
     engine_ = std::move(*e);
@@ -130,8 +134,9 @@ std::vector<int32_t> PromptTokens(int64_t n) {
   return t;
 }
 
-void PrefillCase(benchmark::State& state, std::string dir, WeightDtype dtype, int threads) {
-  Held& held = Held::Get(dir, dtype, threads);
+void PrefillCase(benchmark::State& state, std::string dir, WeightDtype dtype, int threads,
+                 KvDtype kv_dtype) {
+  Held& held = Held::Get(dir, dtype, threads, kv_dtype);
   Engine* e = held.engine();
   const std::vector<int32_t> prompt = PromptTokens(state.range(0));
   std::vector<StepResult> res;
@@ -154,8 +159,9 @@ void PrefillCase(benchmark::State& state, std::string dir, WeightDtype dtype, in
   state.counters["params"] = held.params();
 }
 
-void DecodeAtDepthCase(benchmark::State& state, std::string dir, WeightDtype dtype, int threads) {
-  Held& held = Held::Get(dir, dtype, threads);
+void DecodeAtDepthCase(benchmark::State& state, std::string dir, WeightDtype dtype, int threads,
+                       KvDtype kv_dtype) {
+  Held& held = Held::Get(dir, dtype, threads, kv_dtype);
   Engine* e = held.engine();
   const int64_t ctx = state.range(0);
   SessionState* s = held.AtContext(ctx);
@@ -173,24 +179,24 @@ void DecodeAtDepthCase(benchmark::State& state, std::string dir, WeightDtype dty
   state.counters["params"] = held.params();
   state.counters["context_bytes"] =
       c.is_linear() ? static_cast<double>(c.state_bytes())
-                    : 2.0 * sizeof(float) * c.num_hidden_layers * c.hidden_size * (ctx + 1.0);
+                    : static_cast<double>(e->kv_bytes_per_token()) * (ctx + 1.0);
 }
 
 }  // namespace
 
 void RegisterCompareBenchmarks(const std::vector<std::pair<std::string, std::string>>& models,
-                               const std::vector<WeightDtype>& dtypes) {
+                               const std::vector<WeightDtype>& dtypes, KvDtype kv_dtype) {
   for (const auto& [name, dir] : models) {
     for (WeightDtype dtype : dtypes) {
       for (int threads : {1, 2}) {
         const std::string tag =
             absl::StrCat(name, "/", WeightDtypeName(dtype), "/threads:", threads);
         auto* p = benchmark::RegisterBenchmark(absl::StrCat("Prefill/", tag).c_str(), PrefillCase,
-                                               dir, dtype, threads);
+                                               dir, dtype, threads, kv_dtype);
         p->ArgName("len")->Unit(benchmark::kMillisecond)->UseRealTime();
         for (int64_t len : kPrefillLens) p->Arg(len);
         auto* d = benchmark::RegisterBenchmark(absl::StrCat("DecodeAtContext/", tag).c_str(),
-                                               DecodeAtDepthCase, dir, dtype, threads);
+                                               DecodeAtDepthCase, dir, dtype, threads, kv_dtype);
         d->ArgName("ctx")->Unit(benchmark::kMillisecond)->UseRealTime();
         for (int64_t ctx : kDepths) d->Arg(ctx);
       }

@@ -9,13 +9,15 @@
 #include <vector>
 
 #include "kernels/gemm.h"
+#include "kernels/paged_attention.h"
 
 namespace flatstate {
 
 // Registers Prefill/<name>/<type>/threads:T/len:N and DecodeAtContext/<name>/<type>/threads:T/
-// ctx:N for every (name, model folder) in `models` and every type in `dtypes`.
+// ctx:N for every (name, model folder) in `models` and every type in `dtypes`; softmax engines
+// keep their K/V cache as `kv_dtype`.
 void RegisterCompareBenchmarks(const std::vector<std::pair<std::string, std::string>>& models,
-                               const std::vector<WeightDtype>& dtypes);
+                               const std::vector<WeightDtype>& dtypes, KvDtype kv_dtype);
 
 }  // namespace flatstate
 

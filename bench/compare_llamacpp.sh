@@ -28,7 +28,9 @@
 # flatstate-<type>.json, *.txt (the programs' own tables), machine.txt, run.log, table.md.
 # Env: REPS, TYPES (default "f32 bf16 int8"), PP4096_THREADS ("2" or "1 2"), DEPTHS (default
 # "1024 16384"; depth 0 always runs), GGUF_DIR,
-# FLATSTATE_BENCH (default build/bench/flatstate-bench), PYTHON (default /usr/bin/python3).
+# FLATSTATE_BENCH (default build/bench/flatstate-bench), PYTHON (default /usr/bin/python3),
+# FLATSTATE_BENCH_KV_DTYPE (f32 default, or bf16: flatstate's softmax K/V cache; llama.cpp's is
+# f16 at its defaults).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -56,6 +58,7 @@ load() { log "uptime: $(uptime)"; }
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "flatstate: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (dirty)')"
   echo "llama-bench: $("$LLAMA_BIN/llama-bench" --version 2>&1 | head -1 || true)"
+  echo "flatstate K/V cache: ${FLATSTATE_BENCH_KV_DTYPE:-f32}"
   lscpu | grep -E '^(Model name|CPU\(s\)|Thread|Core|L2|L3)'
   grep -m1 -o -w -E 'avx512_bf16|amx_bf16' /proc/cpuinfo || echo "no avx512_bf16"
   free -g | head -2

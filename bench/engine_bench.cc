@@ -75,6 +75,19 @@ const char* BenchDevice() {
   return dev != nullptr ? dev : "cpu";
 }
 
+// FLATSTATE_BENCH_KV_DTYPE=f32|bf16 (default f32): the K/V cache of softmax engines
+// (--kv_dtype), here and in the comparison rows (compare_bench.cc).
+KvDtype BenchKvDtype() {
+  const char* kv = std::getenv("FLATSTATE_BENCH_KV_DTYPE");
+  if (kv == nullptr) return KvDtype::kF32;
+  auto kv_dtype = ParseKvDtype(kv);
+  if (!kv_dtype.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(kv_dtype.status().message()).c_str());
+    std::exit(1);
+  }
+  return *kv_dtype;
+}
+
 // One engine per (model, threads, KV blocks, weight type), kept for the whole run. kv_blocks 0:
 // enough for a 64k-token context on the softmax models, plus headroom.
 Engine* GetEngine(const std::string& dir, int threads, int kv_blocks = 0,
@@ -103,15 +116,7 @@ Engine* GetEngine(const std::string& dir, int threads, int kv_blocks = 0,
   }
   o.device = *device;
   o.weight_dtype = dtype;
-  // FLATSTATE_BENCH_KV_DTYPE=bf16: softmax engines keep a bf16 K/V cache (--kv_dtype).
-  if (const char* kv = std::getenv("FLATSTATE_BENCH_KV_DTYPE"); kv != nullptr) {
-    auto kv_dtype = ParseKvDtype(kv);
-    if (!kv_dtype.ok()) {
-      std::fprintf(stderr, "%s\n", std::string(kv_dtype.status().message()).c_str());
-      std::exit(1);
-    }
-    o.kv_dtype = *kv_dtype;
-  }
+  o.kv_dtype = BenchKvDtype();
   auto e = Engine::Create(std::move(*model), o);
   if (!e.ok()) {
     std::fprintf(stderr, "%s\n", std::string(e.status().message()).c_str());
@@ -378,7 +383,8 @@ void RegisterAll() {
   }
   if (std::string(BenchDevice()) == "cpu") {
     // The two GPT-2-small models, emplaced last above.
-    RegisterCompareBenchmarks(decltype(models)(models.end() - 2, models.end()), dtypes);
+    RegisterCompareBenchmarks(decltype(models)(models.end() - 2, models.end()), dtypes,
+                              BenchKvDtype());
   }
   for (const auto& [name, dir] : models) {
     if (name.rfind("gpt2", 0) == 0) continue;  // context sweep on the shipped models
