@@ -66,6 +66,7 @@ __attribute__((target("avx512f"))) void BlockAvx512(const float* x, int64_t ldx,
   __m512 w[4];
   for (; kk + 2 <= k; kk += 2) {
     const __m512i* wk = reinterpret_cast<const __m512i*>(p + kk * kP);
+    PrefetchPanel<MR>(wk, 4 * 64);
     for (int v = 0; v < 4; ++v) {
       w[v] = LowHalf(_mm512_load_si512(wk + v));
     }

@@ -64,6 +64,7 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void BlockVnni(
   }
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = panel + b * PackedWeight::kInt4BlockBytes;
+    PrefetchPanel<MR>(blk, PackedWeight::kInt4BlockBytes);
     __m512i isum[MR][4];
     for (int i = 0; i < MR; ++i) {
       const __m512i init = _mm512_set1_epi32(-8 * xq.sum[(r + i) * nb + b]);

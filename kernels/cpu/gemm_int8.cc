@@ -127,6 +127,7 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void BlockVnni(
   }
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = panel + b * PackedWeight::kInt8BlockBytes;
+    PrefetchPanel<MR>(blk, PackedWeight::kInt8BlockBytes);
     __m512i isum[MR][4];
     for (int i = 0; i < MR; ++i) {
       // -128 * sum(qx) takes the weights' +128 back out of vpdpbusd's sum, exactly.

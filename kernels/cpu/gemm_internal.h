@@ -37,6 +37,22 @@ inline void Store(const float* acc, float* y, int64_t ldy, int64_t cols, bool ac
   }
 }
 
+// At small batches a GEMM streams each weight panel from memory once. The AVX-512 bodies that
+// spend several instructions per weight byte (bf16 widening, int8/int4 dot products) leave fewer
+// cache-line fills in flight than the hardware allows, so for MR <= kPrefetchMaxRows they prefetch
+// the panel kPrefetchBytes ahead of what they read (benchmarks.md, run 8: bf16 at batch 1 went
+// from ~8 to ~10 GB/s on one thread). The f32 body gained nothing from it and does not. No effect
+// on any result.
+inline constexpr int64_t kPrefetchBytes = 2048;
+inline constexpr int kPrefetchMaxRows = 4;
+template <int MR>
+inline void PrefetchPanel(const void* p, int64_t bytes) {
+  if constexpr (MR <= kPrefetchMaxRows) {
+    const char* c = static_cast<const char*>(p) + kPrefetchBytes;
+    for (int64_t b = 0; b < bytes; b += 64) _mm_prefetch(c + b, _MM_HINT_T0);
+  }
+}
+
 // Writes MR rows of 4 zmm accumulators (64 columns) to y, columns [0, cols).
 template <int MR>
 __attribute__((target("avx512f"))) inline void StoreZmm(const __m512 (&acc)[MR][4], float* y,
