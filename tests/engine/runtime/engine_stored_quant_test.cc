@@ -140,8 +140,8 @@ INSTANTIATE_TEST_SUITE_P(
 // Across the two languages: tests/data/models/tiny-gated-q-int8 and -int4 are
 // tools/export.py's --dtype int8 / int4 of tests/data/models/tiny-gated-q (gated: the fused gate
 // rows; hidden 48 and intermediate 75: partial blocks and an odd k; some rows with exact halves,
-// tools/tests/test_export.py rebuilds them byte for byte). The Python quantisation and the C++
-// one at load give the same logits, bit for bit.
+// tools/tests/test_export_quant.py rebuilds them byte for byte). The Python quantisation and the
+// C++ one at load give the same logits, bit for bit.
 TEST(StoredQuantFixture, PythonExportEqualsTheEnginesQuantisationAtLoad) {
   const std::filesystem::path models =
       std::filesystem::path(FLATSTATE_SOURCE_DIR) / "tests/data/models";
