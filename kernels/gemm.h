@@ -33,17 +33,18 @@
 // integer multiply-adds; a CPU with AVX-512F but no VNNI runs their AVX2 bodies under kAvx512.
 //
 // The op is Gemm<D> over a GemmWeight<D>, a weight prepared once at load for device D's GEMM by
-// PrepareGemmWeight<D> from an fp32 host weight, or by PrepareGemmWeightBf16<D> from a bf16 one
-// (a model file that stores its layer weights as BF16; docs/model-format.md). kCpu: the
-// PackedWeight panels, and Gemm<kCpu> is GemmPacked. kCuda (gemm_gpu.cu): a device copy of the
-// weight multiplied by cuBLAS, which is batch-invariant to rounding only, or, with the weight's
-// `batch_invariant` set, by flatstate's own kernel, which keeps the CPU's order of operations
-// above and so its bits (kF32, kBf16). On kCuda, kBf16 keeps the weight as bf16 and its cuBLAS
-// path rounds the activations to bf16 too (cublasGemmEx takes no mixed bf16 x fp32 operands), and
-// kInt8/kInt4 are dequantised once at prepare to an fp32 device weight (float(qw) * sw, the CPU's
-// blocks and scales), so neither is the CPU's chain: docs/gpu.md gives the tolerances. The
-// weight's element type is a field of the weight (WeightDtype): a new type is a new value there
-// plus the bodies that read it, never a change in the caller.
+// PrepareGemmWeight<D> from an fp32 host weight, by PrepareGemmWeightBf16<D> from a bf16 one (a
+// model file that stores its layer weights as BF16; docs/model-format.md), or by
+// PrepareGemmWeightQuantized<D> from stored int8 / int4 quants and scales (QuantizedWeightView).
+// kCpu: the PackedWeight panels, and Gemm<kCpu> is GemmPacked. kCuda (gemm_gpu.cu): a device copy
+// of the weight multiplied by cuBLAS, which is batch-invariant to rounding only, or, with the
+// weight's `batch_invariant` set, by flatstate's own kernel, which keeps the CPU's order of
+// operations above and so its bits (kF32, kBf16). On kCuda, kBf16 keeps the weight as bf16 and its
+// cuBLAS path rounds the activations to bf16 too (cublasGemmEx takes no mixed bf16 x fp32
+// operands), and kInt8/kInt4 are dequantised once at prepare to an fp32 device weight (float(qw) *
+// sw, the CPU's blocks and scales), so neither is the CPU's chain: docs/gpu.md gives the
+// tolerances. The weight's element type is a field of the weight (WeightDtype): a new type is a new
+// value there plus the bodies that read it, never a change in the caller.
 #ifndef FLATSTATE_KERNELS_GEMM_H_
 #define FLATSTATE_KERNELS_GEMM_H_
 
@@ -184,8 +185,9 @@ void DequantizeWeight(const QuantizedWeightView& w, float* out);
 // q as one int8 per weight, each row padded with zeros to QuantizedBlocks(k) * 32 values (out:
 // n times that many): the form the kCuda path dequantises from.
 void UnpackQuants(const QuantizedWeightView& w, int8_t* out);
-// OK when a weight stored as w.dtype may be prepared as `target` (the same type, kF32 or kBf16);
-// InvalidArgument naming both types otherwise.
+// OK when a weight stored as w.dtype (kInt8 or kInt4) may be prepared as `target` (the same type,
+// kF32 or kBf16); InvalidArgument naming both types otherwise (or w.dtype when it is not an
+// integer type).
 absl::Status CheckQuantizedTarget(const QuantizedWeightView& w, WeightDtype target);
 
 // y[m, w.n()] = x[m, w.k()] * w^T (+ y). See the top of this file for the order of operations.

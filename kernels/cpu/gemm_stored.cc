@@ -13,7 +13,6 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "kernels/cpu/gemm_internal.h"
 #include "kernels/gemm.h"
 
 namespace flatstate {
@@ -150,6 +149,10 @@ PackedWeight PackedWeight::PackQuantized(const QuantizedWeightView& w) {
 }
 
 absl::Status CheckQuantizedTarget(const QuantizedWeightView& w, WeightDtype target) {
+  if (w.dtype != WeightDtype::kInt8 && w.dtype != WeightDtype::kInt4) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a quantised weight must be int8 or int4, not ", WeightDtypeName(w.dtype)));
+  }
   if (target == w.dtype || target == WeightDtype::kF32 || target == WeightDtype::kBf16) {
     return absl::OkStatus();
   }

@@ -145,6 +145,10 @@ TEST_P(StoredQuant, PrepareAsEachType) {
     Gemm<Device::kCpu>(x.data(), m, gw, y.data(), false, par);
     return y;
   };
+  QuantizedWeightView not_int = q.view();
+  not_int.dtype = WeightDtype::kBf16;
+  EXPECT_EQ(PrepareGemmWeightQuantized<Device::kCpu>(not_int, {WeightDtype::kBf16}).status().code(),
+            absl::StatusCode::kInvalidArgument);
   for (WeightDtype as : AllDtypes()) {
     auto stored = PrepareGemmWeightQuantized<Device::kCpu>(q.view(), {as});
     const bool other_int = as != dtype && (as == WeightDtype::kInt8 || as == WeightDtype::kInt4);
