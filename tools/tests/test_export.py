@@ -343,4 +343,3 @@ def test_reader_refuses_bf16_outside_the_gemm_weights(tmp_path):
         f.write(struct.pack("<Q", len(hb)) + hb + bytes(raw[8 + n:]))
     with pytest.raises(export.ExportError, match="norm.weight: dtype BF16, want F32"):
         export.read_safetensors(path)
-
