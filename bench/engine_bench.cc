@@ -166,12 +166,19 @@ double StepWeightBytes(const Engine& e) {
   const ModelConfig& c = e.config();
   const int64_t d = c.hidden_size, f = c.intermediate_size;
   double bytes = static_cast<double>(e.model().weight_bytes());
-  const double stored = c.torch_dtype == TorchDtype::kBfloat16 ? 2.0 : 4.0;  // bytes in the file
   for (auto [n, k] : {std::pair<int64_t, int64_t>{3 * d, d}, {d, d}, {f, d}, {d, f}}) {
     const double packed =
         static_cast<double>((n + PackedWeight::kPanel - 1) / PackedWeight::kPanel) *
         PackedWeight::PanelBytes(e.weight_dtype(), k);
-    bytes += c.num_hidden_layers * (packed - stored * n * k);
+    // The weight's bytes in the file (int8 / int4: quants plus fp32 scales).
+    double stored = 4.0 * n * k;
+    if (c.torch_dtype == TorchDtype::kBfloat16) stored = 2.0 * n * k;
+    if (c.torch_dtype == TorchDtype::kInt8 || c.torch_dtype == TorchDtype::kInt4) {
+      const WeightDtype q =
+          c.torch_dtype == TorchDtype::kInt8 ? WeightDtype::kInt8 : WeightDtype::kInt4;
+      stored = static_cast<double>(n) * (QuantizedRowBytes(q, k) + 4 * QuantizedBlocks(k));
+    }
+    bytes += c.num_hidden_layers * (packed - stored);
   }
   return bytes;
 }

@@ -33,17 +33,18 @@
 // integer multiply-adds; a CPU with AVX-512F but no VNNI runs their AVX2 bodies under kAvx512.
 //
 // The op is Gemm<D> over a GemmWeight<D>, a weight prepared once at load for device D's GEMM by
-// PrepareGemmWeight<D> from an fp32 host weight, or by PrepareGemmWeightBf16<D> from a bf16 one
-// (a model file that stores its layer weights as BF16; docs/model-format.md). kCpu: the
-// PackedWeight panels, and Gemm<kCpu> is GemmPacked. kCuda (gemm_gpu.cu): a device copy of the
-// weight multiplied by cuBLAS, which is batch-invariant to rounding only, or, with the weight's
-// `batch_invariant` set, by flatstate's own kernel, which keeps the CPU's order of operations
-// above and so its bits (kF32, kBf16). On kCuda, kBf16 keeps the weight as bf16 and its cuBLAS
-// path rounds the activations to bf16 too (cublasGemmEx takes no mixed bf16 x fp32 operands), and
-// kInt8/kInt4 are dequantised once at prepare to an fp32 device weight (float(qw) * sw, the CPU's
-// blocks and scales), so neither is the CPU's chain: docs/gpu.md gives the tolerances. The
-// weight's element type is a field of the weight (WeightDtype): a new type is a new value there
-// plus the bodies that read it, never a change in the caller.
+// PrepareGemmWeight<D> from an fp32 host weight, by PrepareGemmWeightBf16<D> from a bf16 one (a
+// model file that stores its layer weights as BF16; docs/model-format.md), or by
+// PrepareGemmWeightQuantized<D> from stored int8 / int4 quants and scales (QuantizedWeightView).
+// kCpu: the PackedWeight panels, and Gemm<kCpu> is GemmPacked. kCuda (gemm_gpu.cu): a device copy
+// of the weight multiplied by cuBLAS, which is batch-invariant to rounding only, or, with the
+// weight's `batch_invariant` set, by flatstate's own kernel, which keeps the CPU's order of
+// operations above and so its bits (kF32, kBf16). On kCuda, kBf16 keeps the weight as bf16 and its
+// cuBLAS path rounds the activations to bf16 too (cublasGemmEx takes no mixed bf16 x fp32
+// operands), and kInt8/kInt4 are dequantised once at prepare to an fp32 device weight (float(qw) *
+// sw, the CPU's blocks and scales), so neither is the CPU's chain: docs/gpu.md gives the
+// tolerances. The weight's element type is a field of the weight (WeightDtype): a new type is a new
+// value there plus the bodies that read it, never a change in the caller.
 #ifndef FLATSTATE_KERNELS_GEMM_H_
 #define FLATSTATE_KERNELS_GEMM_H_
 
@@ -51,6 +52,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -68,6 +70,25 @@ enum class WeightDtype { kF32, kBf16, kInt8, kInt4 };
 const char* WeightDtypeName(WeightDtype dtype);  // "f32" | "bf16" | "int8" | "int4"
 // Parses --weight_dtype values; InvalidArgument naming the accepted ones otherwise.
 absl::StatusOr<WeightDtype> ParseWeightDtype(absl::string_view name);
+
+// A weight [n, k] already quantised as kInt8 or kInt4, in the layout a model file stores it
+// (docs/model-format.md, "Stored int8 and int4"): per column j and block b of 32 along k (nb =
+// ceil(k / 32) blocks per column; the last one is short when 32 does not divide k) the weight is
+// float(q[j][kk]) * scales[j * nb + kk / 32], the scales row-major [n, nb], and q is
+//   kInt8  n * k bytes, row-major: q[j][kk] as an int8 in [-127, 127].
+//   kInt4  n * ceil(k / 2) bytes, row-major: byte i of row j holds q[j][2i] + 8 in its low nibble
+//          and q[j][2i + 1] + 8 in its high nibble, each q in [-7, 7] (nibbles 1 .. 15); for an
+//          odd k each row's last high nibble is 8 (a zero).
+// These are exactly the quants and scales PackedWeight::Pack computes for those types (and
+// QuantizeWeight returns). A view: owns nothing, points into memory the caller keeps alive.
+// Nothing here checks the ranges (Model::Load does, for a model file); out-of-range quants give
+// wrong numbers, never a crash.
+struct QuantizedWeightView {
+  WeightDtype dtype = WeightDtype::kInt8;  // kInt8 or kInt4
+  const uint8_t* q = nullptr;
+  const float* scales = nullptr;
+  int64_t n = 0, k = 0;
+};
 
 // A weight [n, k] rearranged for the CPU GEMM: ceil(n / 64) panels of 64 output columns (zero past
 // n), each panel_bytes() long, 64-byte aligned. Inside panel p, column j is w[p*64 + j]:
@@ -99,6 +120,11 @@ class PackedWeight {
   // the bits are copied as they are, so this is Pack(w, n, k, kBf16) for any w whose nearest-even
   // bf16 is wb, byte for byte. Throws std::bad_alloc like Pack.
   static PackedWeight PackBf16(const uint16_t* wb, int64_t n, int64_t k);
+  // kInt8 / kInt4 panels (w.dtype) from a weight already quantised (QuantizedWeightView below):
+  // the quants and scales are placed as they are, nothing is rounded again, so this is
+  // Pack(v, n, k, w.dtype) byte for byte when w is QuantizeWeight(v, n, k, w.dtype). Throws
+  // std::bad_alloc like Pack. (cpu/gemm_stored.cc)
+  static PackedWeight PackQuantized(const QuantizedWeightView& w);
 
   WeightDtype dtype() const { return dtype_; }
   int64_t n() const { return n_; }
@@ -131,6 +157,38 @@ class PackedWeight {
 float QuantizeBlockInt8(const float* x, int64_t len, int8_t* q);
 // The same rule to [-7, 7]: scale = max|x| / 7 (kInt4's weights).
 float QuantizeBlockInt4(const float* x, int64_t len, int8_t* q);
+
+// Bytes of one row of q (k for kInt8, ceil(k / 2) for kInt4) and scales per row (ceil(k / 32)).
+int64_t QuantizedRowBytes(WeightDtype dtype, int64_t k);
+int64_t QuantizedBlocks(int64_t k);
+
+// A quantised weight in owned memory (the layout of QuantizedWeightView). Movable, not shared.
+struct QuantizedWeight {
+  WeightDtype dtype = WeightDtype::kInt8;
+  int64_t n = 0, k = 0;
+  std::vector<uint8_t> q;
+  std::vector<float> scales;
+  QuantizedWeightView view() const { return {dtype, q.data(), scales.data(), n, k}; }
+};
+
+// w [n, k] quantised per column and block of 32 as PackedWeight::Pack(w, n, k, dtype) quantises
+// it (QuantizeBlockInt8 / QuantizeBlockInt4), in the stored layout; dtype kInt8 or kInt4. A block
+// holding an Inf or NaN gets a NaN scale and zero quants, as in Pack (a model file may not hold
+// one). Throws std::bad_alloc when memory runs out.
+QuantizedWeight QuantizeWeight(const float* w, int64_t n, int64_t k, WeightDtype dtype);
+// a's rows followed by b's (the same dtype and k): the quantised form of the row-concatenated
+// fp32 weight, since each column is quantised on its own. Throws std::bad_alloc.
+QuantizedWeight ConcatRows(const QuantizedWeightView& a, const QuantizedWeightView& b);
+// out[j * k + kk] = float(q[j][kk]) * scale (one fp32 multiply, rounded to nearest: the values
+// the kCuda path multiplies by, and what a quantised file holds as fp32).
+void DequantizeWeight(const QuantizedWeightView& w, float* out);
+// q as one int8 per weight, each row padded with zeros to QuantizedBlocks(k) * 32 values (out:
+// n times that many): the form the kCuda path dequantises from.
+void UnpackQuants(const QuantizedWeightView& w, int8_t* out);
+// OK when a weight stored as w.dtype (kInt8 or kInt4) may be prepared as `target` (the same type,
+// kF32 or kBf16); InvalidArgument naming both types otherwise (or w.dtype when it is not an
+// integer type).
+absl::Status CheckQuantizedTarget(const QuantizedWeightView& w, WeightDtype target);
 
 // y[m, w.n()] = x[m, w.k()] * w^T (+ y). See the top of this file for the order of operations.
 void GemmPacked(const float* x, int64_t m, const PackedWeight& w, float* y, bool accumulate,
@@ -177,6 +235,20 @@ absl::StatusOr<GemmWeight<D>> PrepareGemmWeight(const float* w, int64_t n, int64
 template <Device D>
 absl::StatusOr<GemmWeight<D>> PrepareGemmWeightBf16(const uint16_t* wb, int64_t n, int64_t k,
                                                     const GemmWeightOptions& options = {});
+
+// The same from a weight already quantised (a model file that stores its layer weights as int8
+// or int4), prepared as options.dtype:
+//   options.dtype == w.dtype  the stored quants and scales as they are, never rounded again: kCpu
+//       packs them (PackedWeight::PackQuantized), kCuda dequantises them on the device as it does
+//       its own quantisation. So the result is PrepareGemmWeight<D>(v, ...) for every fp32 v
+//       whose quantisation is w, bit for bit.
+//   kF32, kBf16  PrepareGemmWeight<D> on DequantizeWeight's fp32 values (a temporary fp32 copy
+//       of n * k floats during the call).
+//   the other integer type: InvalidArgument (re-quantising quantised weights is not done).
+// Fails otherwise like PrepareGemmWeight. `w` is only read during the call.
+template <Device D>
+absl::StatusOr<GemmWeight<D>> PrepareGemmWeightQuantized(const QuantizedWeightView& w,
+                                                         const GemmWeightOptions& options = {});
 
 // y[m, w.n] = x[m, w.k] * w^T (+ y when accumulate). x and y are in D's memory. kCpu: exactly
 // GemmPacked (the order of operations above); kCuda: asynchronous, `par` unused; kBf16 through

@@ -15,7 +15,9 @@
 //          as kF32. It costs f32's 4 bytes per weight on the device (no saving yet) and keeps x in
 //          fp32, where the CPU quantises x per block too: the two differ by at most
 //          sum over blocks of (max|x_block| / 254) * sum_block |float(qw) * sw| (plus fp32
-//          rounding).
+//          rounding). A weight that arrives quantised (PrepareGemmWeightQuantized: a model file
+//          storing int8 / int4) skips the host quantisation: its quants and scales are
+//          dequantised by the same kernel, so it gives the device weight its fp32 original gives.
 //
 // Batch invariance through cuBLAS holds to rounding only: cuBLAS may pick a different kernel
 // (tile shape, split-K) for a different m, so a row's floats can change with the batch size.
@@ -165,10 +167,33 @@ absl::Status DrainThen(absl::Status st) {
   return st;
 }
 
+// kInt8 / kInt4 from quants q [n, nb * 32] (zero past k) and scales s [n, nb]: dequantised to an
+// fp32 device weight. q and s are host temporaries of the caller: this waits for the copies.
+absl::StatusOr<GemmWeight<Device::kCuda>> Dequantized(const int8_t* q, const float* s, int64_t n,
+                                                      int64_t k, const GemmWeightOptions& options) {
+  GemmWeight<Device::kCuda> gw = Shell(n, k, options);
+  const int64_t nb = (k + kBlock - 1) / kBlock;
+  Buffer<Device::kCuda> dq, ds;
+  if (absl::Status st = Upload(&dq, q, static_cast<size_t>(n * nb * kBlock)); !st.ok()) {
+    return DrainThen(st);
+  }
+  if (absl::Status st = Upload(&ds, s, sizeof(float) * static_cast<size_t>(n * nb)); !st.ok()) {
+    return DrainThen(st);
+  }
+  if (absl::Status st = gw.data.Reserve(sizeof(float) * static_cast<size_t>(n * k)); !st.ok()) {
+    return DrainThen(st);
+  }
+  DequantizeBlocks<<<GridFor(n * k), 256, 0, cuda::Stream()>>>(dq.as<int8_t>(), ds.as<float>(), n,
+                                                               k, nb, gw.data.as<float>());
+  cuda::CheckLaunch("DequantizeBlocks", __FILE__, __LINE__);
+  // q and s (host and device) are temporaries: the copies and the kernel must finish first.
+  if (absl::Status st = Synchronize<Device::kCuda>(); !st.ok()) return st;
+  return gw;
+}
+
 // kInt8 / kInt4: the CPU's quantisation on the host, dequantised to fp32 on the device.
 absl::StatusOr<GemmWeight<Device::kCuda>> PrepareQuantized(const float* w, int64_t n, int64_t k,
                                                            const GemmWeightOptions& options) {
-  GemmWeight<Device::kCuda> gw = Shell(n, k, options);
   const int64_t nb = (k + kBlock - 1) / kBlock;
   std::vector<int8_t> q(static_cast<size_t>(n * nb * kBlock));
   std::vector<float> s(static_cast<size_t>(n * nb));
@@ -181,20 +206,7 @@ absl::StatusOr<GemmWeight<Device::kCuda>> PrepareQuantized(const float* w, int64
                                                           : QuantizeBlockInt8(block, len, qb);
     }
   }
-  Buffer<Device::kCuda> dq, ds;
-  if (absl::Status st = Upload(&dq, q.data(), q.size()); !st.ok()) return DrainThen(st);
-  if (absl::Status st = Upload(&ds, s.data(), sizeof(float) * s.size()); !st.ok()) {
-    return DrainThen(st);
-  }
-  if (absl::Status st = gw.data.Reserve(sizeof(float) * static_cast<size_t>(n * k)); !st.ok()) {
-    return DrainThen(st);
-  }
-  DequantizeBlocks<<<GridFor(n * k), 256, 0, cuda::Stream()>>>(dq.as<int8_t>(), ds.as<float>(), n,
-                                                               k, nb, gw.data.as<float>());
-  cuda::CheckLaunch("DequantizeBlocks", __FILE__, __LINE__);
-  // q and s (host and device) are temporaries: the copies and the kernel must finish first.
-  if (absl::Status st = Synchronize<Device::kCuda>(); !st.ok()) return st;
-  return gw;
+  return Dequantized(q.data(), s.data(), n, k, options);
 }
 
 }  // namespace
@@ -238,6 +250,25 @@ absl::StatusOr<GemmWeight<Device::kCuda>> PrepareGemmWeightBf16<Device::kCuda>(
   for (size_t i = 0; i < count; ++i) wide[i] = FloatFromBf16(wb[i]);
   absl::StatusOr<GemmWeight<Device::kCuda>> gw =
       PrepareGemmWeight<Device::kCuda>(wide.data(), n, k, options);
+  if (!gw.ok()) return DrainThen(gw.status());
+  if (absl::Status st = Synchronize<Device::kCuda>(); !st.ok()) return st;  // `wide` dies
+  return gw;
+}
+
+template <>
+absl::StatusOr<GemmWeight<Device::kCuda>> PrepareGemmWeightQuantized<Device::kCuda>(
+    const QuantizedWeightView& w, const GemmWeightOptions& options) {
+  if (absl::Status st = CheckQuantizedTarget(w, options.dtype); !st.ok()) return st;
+  if (options.dtype == w.dtype) {
+    // The stored quants and scales, dequantised exactly as PrepareQuantized's own.
+    std::vector<int8_t> q(static_cast<size_t>(w.n * QuantizedBlocks(w.k) * kBlock));
+    UnpackQuants(w, q.data());
+    return Dequantized(q.data(), w.scales, w.n, w.k, options);
+  }
+  std::vector<float> wide(static_cast<size_t>(w.n * w.k));
+  DequantizeWeight(w, wide.data());
+  absl::StatusOr<GemmWeight<Device::kCuda>> gw =
+      PrepareGemmWeight<Device::kCuda>(wide.data(), w.n, w.k, options);
   if (!gw.ok()) return DrainThen(gw.status());
   if (absl::Status st = Synchronize<Device::kCuda>(); !st.ok()) return st;  // `wide` dies
   return gw;

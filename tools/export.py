@@ -3,7 +3,7 @@
 
     /usr/bin/python3 tools/export.py --checkpoint build/train/linear_elu.pt \
         --name shakespeare-linear-elu [--models_dir models] [--force] \
-        [--dtype float32|bfloat16]
+        [--dtype float32|bfloat16|int8|int4]
 
 writes models/<name>/
     config.json        ModelConfig.to_json(), sorted keys, indent 2; "torch_dtype" is the --dtype
@@ -16,7 +16,13 @@ writes models/<name>/
                          offsets relative to the start of the data (8 + N); every tensor F32,
                          except with --dtype bfloat16 the layers' GEMM weights (attn.wqkv,
                          attn.wo, mlp.w1, mlp.w2: BF16_TENSORS), which are BF16: torch's
-                         bfloat16 cast, round to nearest even (NaN/Inf are refused anyway)
+                         bfloat16 cast, round to nearest even (NaN/Inf are refused anyway);
+                         with --dtype int8 / int4 each of those is two tensors, its quants
+                         "<name>" (I8 [n, k], or U8 [n, ceil(k/2)] with two int4 quants per
+                         byte) and its scales "<name>_scale" (F32 [n, ceil(k/32)]), quantised
+                         per row and block of 32 by the engine's rule (quantize_blocks); the
+                         F32 tensors (scales included) come first in sorted-name order, then
+                         the 1-byte quants in sorted-name order, so every F32 stays aligned
     MODEL_CARD.md      architecture, attention kind, positional choice, parameters, training
                        command, wall time, losses, state (or KV) bytes
 
@@ -40,13 +46,16 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from flatstate_ref.model import FlatstateLM, ModelConfig  # noqa: E402
 from model_card import model_card  # noqa: E402
+from quant import (QMAX, QUANT_BLOCK, SCALE_SUFFIX, dequantize, pack_int4,  # noqa: E402,F401
+                   quantize_blocks, unpack_int4)
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 CARD_FILE = "MODEL_CARD.md"
 
 # --dtype: the config's torch_dtype, the type of the layers' GEMM weights in model.safetensors.
-DTYPES = ("float32", "bfloat16")
+DTYPES = ("float32", "bfloat16", "int8", "int4")
+# int8 / int4: tools/quant.py (QUANT_BLOCK inputs per scale, "<name>" + SCALE_SUFFIX scales).
 # The tensors --dtype bfloat16 stores as BF16 (name suffixes): the ones the engine multiplies
 # with its weight types (docs/model-format.md). Norms, embeddings, lm_head, conv, gate and
 # feature tensors stay F32.
@@ -145,41 +154,65 @@ def bf16_bits(t: torch.Tensor) -> np.ndarray:
     return b.view(torch.int16).numpy().view(np.uint16)
 
 
+def _stored_tensors(tensors: Dict[str, torch.Tensor],
+                    dtype: str) -> "List[Tuple[str, str, List[int], bytes]]":
+    """(name, safetensors dtype, shape, little-endian bytes) of every tensor the file holds, in
+    file order."""
+    wide: list = []
+    narrow: list = []
+    for n in sorted(tensors):
+        t = tensors[n]
+        if dtype == "bfloat16" and is_bf16_tensor(n):
+            if t.numel() % 2:
+                raise ExportError(f"tensor {n}: odd element count {t.numel()} would misalign the "
+                                  f"F32 tensors after it")
+            wide.append((n, "BF16", list(t.shape),
+                         np.ascontiguousarray(bf16_bits(t), dtype="<u2").tobytes(order="C")))
+            continue
+        a = t.detach().to(torch.float32).contiguous().cpu().numpy()
+        if dtype in QMAX and is_bf16_tensor(n):
+            q, scale = quantize_blocks(a, QMAX[dtype])
+            if dtype == "int4":
+                q = pack_int4(q)
+            wide.append((n + SCALE_SUFFIX, "F32", list(scale.shape),
+                         np.ascontiguousarray(scale, dtype="<f4").tobytes(order="C")))
+            narrow.append((n, "I8" if dtype == "int8" else "U8", list(q.shape),
+                           np.ascontiguousarray(q).tobytes(order="C")))
+            continue
+        wide.append((n, "F32", list(t.shape),
+                     np.ascontiguousarray(a, dtype="<f4").tobytes(order="C")))
+    return sorted(wide) + sorted(narrow)
+
+
 def write_safetensors(path: str, tensors: Dict[str, torch.Tensor],
                       dtype: str = "float32") -> None:
     """Sorted names, contiguous data, header padded to 8. Every tensor F32, except the
     BF16_TENSORS with dtype "bfloat16" (2 bytes each; their element counts are even, since
-    hidden_size is, so every tensor still starts 4-byte aligned)."""
+    hidden_size is, so every tensor still starts 4-byte aligned), and with "int8" / "int4" the
+    BF16_TENSORS' quants and "<name>_scale" scales (module docstring), the 1-byte quants last."""
     if dtype not in DTYPES:
         raise ExportError(f"dtype {dtype!r}: expected one of {', '.join(DTYPES)}")
-    names = sorted(tensors)
+    if dtype in QMAX:
+        for n, t in tensors.items():
+            if n + SCALE_SUFFIX in tensors:
+                raise ExportError(f"tensor {n + SCALE_SUFFIX} would clash with the scales of {n}")
+            if is_bf16_tensor(n) and not torch.isfinite(t).all():
+                raise ExportError(f"tensor {n}: contains NaN or Inf (no {dtype} scale holds it)")
+    stored = _stored_tensors(tensors, dtype)
     header: "OrderedDict[str, object]" = OrderedDict()
     header["__metadata__"] = {"format": "pt"}
     off = 0
-    stored = {}
-    for n in names:
-        t = tensors[n]
-        bf16 = dtype == "bfloat16" and is_bf16_tensor(n)
-        nbytes = (2 if bf16 else 4) * t.numel()
-        if bf16 and nbytes % 4:
-            raise ExportError(f"tensor {n}: odd element count {t.numel()} would misalign the "
-                              f"F32 tensors after it")
-        stored[n] = bf16
-        header[n] = {"dtype": "BF16" if bf16 else "F32", "shape": list(t.shape),
-                     "data_offsets": [off, off + nbytes]}
-        off += nbytes
+    for n, dt, shape, data in stored:
+        header[n] = {"dtype": dt, "shape": shape, "data_offsets": [off, off + len(data)]}
+        off += len(data)
     hb = json.dumps(header, separators=(",", ":")).encode("utf-8")
     hb += b" " * ((-len(hb)) % 8)
     tmp = path + ".tmp"
     with open(tmp, "wb") as f:
         f.write(struct.pack("<Q", len(hb)))
         f.write(hb)
-        for n in names:
-            if stored[n]:
-                f.write(np.ascontiguousarray(bf16_bits(tensors[n]), dtype="<u2").tobytes(order="C"))
-            else:
-                a = tensors[n].detach().to(torch.float32).contiguous().cpu().numpy()
-                f.write(np.ascontiguousarray(a, dtype="<f4").tobytes(order="C"))
+        for _, _, _, data in stored:
+            f.write(data)
     os.replace(tmp, path)
 
 
@@ -197,22 +230,32 @@ def read_safetensors_header(path: str) -> Tuple[int, dict]:
     return n, header
 
 
-def read_safetensors(path: str) -> "OrderedDict[str, torch.Tensor]":
+def _is_scale_of_gemm(name: str) -> bool:
+    return name.endswith(SCALE_SUFFIX) and is_bf16_tensor(name[:-len(SCALE_SUFFIX)])
+
+
+def read_safetensors(path: str, shapes: Optional[Dict[str, Tuple[int, ...]]] = None
+                     ) -> "OrderedDict[str, torch.Tensor]":
     """Every tensor as float32: F32 as stored, BF16 (only the BF16_TENSORS may be) widened
-    exactly."""
+    exactly, int8 / int4 quants (I8 / U8, only the BF16_TENSORS, each with its "<name>_scale")
+    dequantised as float32(q) * scale (one float32 multiply, as the engine's f32 / bf16 and CUDA
+    paths do), under the weight's name. A U8 row of c bytes holds 2c or 2c - 1 quants: `shapes`
+    (expected_shapes) says which; without it k = 2c."""
     n, header = read_safetensors_header(path)
     base = 8 + n
     size = os.path.getsize(path)
-    out: "OrderedDict[str, torch.Tensor]" = OrderedDict()
+    raw: "OrderedDict[str, Tuple[str, np.ndarray]]" = OrderedDict()
+    sizes = {"F32": (4, "<f4"), "BF16": (2, "<u2"), "I8": (1, "i1"), "U8": (1, "u1")}
     with open(path, "rb") as f:
         for name, info in header.items():
             if name == "__metadata__":
                 continue
             dt = info.get("dtype")
-            if dt != "F32" and not (dt == "BF16" and is_bf16_tensor(name)):
-                want = "F32 or BF16" if is_bf16_tensor(name) else "F32"
+            gemm = is_bf16_tensor(name)
+            if not (dt == "F32" or (gemm and dt in ("BF16", "I8", "U8"))):
+                want = "F32, BF16, I8 or U8" if gemm else "F32"
                 raise ExportError(f"{path}: tensor {name}: dtype {dt}, want {want}")
-            esize = 2 if dt == "BF16" else 4
+            esize, np_dtype = sizes[dt]
             b, e = info["data_offsets"]
             shape = [int(s) for s in info["shape"]]
             count = int(np.prod(shape)) if shape else 1
@@ -220,19 +263,27 @@ def read_safetensors(path: str) -> "OrderedDict[str, torch.Tensor]":
                 raise ExportError(f"{path}: tensor {name}: bad data_offsets {[b, e]} for shape "
                                   f"{shape}")
             f.seek(base + b)
-            buf = f.read(e - b)
-            if dt == "BF16":
-                bits = np.frombuffer(buf, dtype="<u2").astype(np.uint32) << 16
-                arr = bits.view(np.float32).reshape(shape)
-            else:
-                arr = np.frombuffer(buf, dtype="<f4").astype(np.float32).reshape(shape)
-            out[name] = torch.from_numpy(arr.copy())
+            raw[name] = (dt, np.frombuffer(f.read(e - b), dtype=np_dtype).reshape(shape))
+    out: "OrderedDict[str, torch.Tensor]" = OrderedDict()
+    for name, (dt, arr) in raw.items():
+        if _is_scale_of_gemm(name) and raw.get(name[:-len(SCALE_SUFFIX)], ("F32",))[0] in (
+                "I8", "U8"):
+            continue  # read with its quants
+        if dt == "BF16":
+            arr = (arr.astype(np.uint32) << 16).view(np.float32)
+        elif dt in ("I8", "U8"):
+            try:
+                arr = dequantize(name, dt, arr, raw.get(name + SCALE_SUFFIX),
+                                 (shapes or {}).get(name))
+            except ValueError as e:
+                raise ExportError(f"{path}: {e}")
+        out[name] = torch.from_numpy(arr.astype(np.float32).copy())
     return out
 
 
 def load_exported(model_dir: str) -> FlatstateLM:
-    """models/<name>/ -> FlatstateLM (fp32 weights exactly as stored; BF16 ones widened), in
-    eval mode."""
+    """models/<name>/ -> FlatstateLM (fp32 weights exactly as stored; BF16 ones widened, int8 /
+    int4 ones dequantised), in eval mode."""
     cfg_path = os.path.join(model_dir, CONFIG_FILE)
     st_path = os.path.join(model_dir, WEIGHTS_FILE)
     for p in (cfg_path, st_path):
@@ -240,7 +291,7 @@ def load_exported(model_dir: str) -> FlatstateLM:
             raise ExportError(f"{p}: not found")
     with open(cfg_path) as f:
         cfg = ModelConfig.from_json(json.load(f))
-    sd = read_safetensors(st_path)
+    sd = read_safetensors(st_path, expected_shapes(cfg))
     check_state_dict(cfg, sd)
     model = FlatstateLM(cfg)
     model.load_state_dict(sd, strict=True)
@@ -289,7 +340,8 @@ def _check_overwrite(out_dir: str, cfg_json: dict, force: bool) -> None:
 def export_checkpoint(ckpt: dict, name: str, models_dir: str = "models",
                       force: bool = False, dtype: str = "float32") -> str:
     """ckpt: {"config": cfg.to_json(), "state_dict": ..., "record": ...}. Returns the folder.
-    dtype "bfloat16" stores the BF16_TENSORS as BF16 and writes torch_dtype "bfloat16"."""
+    dtype "bfloat16" stores the BF16_TENSORS as BF16 and writes torch_dtype "bfloat16"; "int8" /
+    "int4" store them quantised (quants plus "<name>_scale") with that torch_dtype."""
     if not name or "/" in name or name.startswith("."):
         raise ExportError(f"bad model name {name!r}")
     if dtype not in DTYPES:
@@ -320,7 +372,8 @@ def export_checkpoint(ckpt: dict, name: str, models_dir: str = "models",
         buffers = {"feature_proj"}           # fixed random projections (favor, gated)
         nparams = sum(v.numel() for k, v in sd.items() if k.rsplit(".", 1)[-1] not in buffers)
     with open(os.path.join(out_dir, CARD_FILE), "w") as f:
-        f.write(model_card(name, cfg, record, nparams, len(sd), os.path.getsize(st_path),
+        ntensors = len(sd) + (sum(map(is_bf16_tensor, sd)) if dtype in QMAX else 0)  # + scales
+        f.write(model_card(name, cfg, record, nparams, ntensors, os.path.getsize(st_path),
                            dtype))
     return out_dir
 
@@ -334,7 +387,9 @@ def main(argv=None) -> int:
                    help="overwrite an existing folder even if its architecture differs")
     p.add_argument("--dtype", choices=DTYPES, default="float32",
                    help="bfloat16: store the layers' GEMM weights (attn.wqkv, attn.wo, mlp.w1, "
-                        "mlp.w2) as BF16, rounded to nearest even; everything else stays F32")
+                        "mlp.w2) as BF16, rounded to nearest even; int8 / int4: store them "
+                        "quantised per row and block of 32 (quants plus fp32 scales, the "
+                        "engine's rule); everything else stays F32")
     a = p.parse_args(argv)
     try:
         if not os.path.isfile(a.checkpoint):

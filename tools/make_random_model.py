@@ -40,6 +40,9 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out_dir", default="/tmp/models")
     p.add_argument("--force", action="store_true")
+    p.add_argument("--dtype", default="float32",
+                   help="float32 | bfloat16 | int8 | int4: how the layers' GEMM weights are "
+                        "stored (tools/export.py --dtype)")
     a = p.parse_args(argv)
     cfg = ModelConfig(attention_kind=a.kind, hidden_size=a.hidden_size,
                       num_hidden_layers=a.layers, num_attention_heads=a.heads,
@@ -68,7 +71,7 @@ def main(argv=None) -> int:
                       f"(tools/make_random_model.py)"}
     try:
         out = export_checkpoint({"config": cfg.to_json(), "state_dict": model.state_dict(),
-                                 "record": record}, a.name, a.out_dir, a.force)
+                                 "record": record}, a.name, a.out_dir, a.force, a.dtype)
     except ExportError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -54,8 +54,12 @@ FEATURES = {
 def model_card(name: str, cfg: ModelConfig, record: dict, nparams: int, ntensors: int,
                st_bytes: int, dtype: str = "float32") -> str:
     kind = cfg.attention_kind
-    storage = ("fp32" if dtype == "float32"
-               else "layer GEMM weights bf16 (torch_dtype bfloat16), the rest fp32")
+    storage = {"float32": "fp32",
+               "bfloat16": "layer GEMM weights bf16 (torch_dtype bfloat16), the rest fp32",
+               "int8": "layer GEMM weights int8 with an fp32 scale per row and block of 32 "
+                       "(torch_dtype int8), the rest fp32",
+               "int4": "layer GEMM weights int4, two per byte, with an fp32 scale per row and "
+                       "block of 32 (torch_dtype int4), the rest fp32"}[dtype]
     fmt = dict(vars(cfg))
     fmt["km1"] = max(cfg.conv_kernel_size - 1, 0)
     pos = POSITIONAL[kind if kind in ("softmax", "window") else "linear"].format(**fmt)
@@ -137,7 +141,8 @@ def model_card(name: str, cfg: ModelConfig, record: dict, nparams: int, ntensors
         ]
     else:
         lines += ["- not trained: " + record.get("note", "random initialisation") + "."]
-    lines += ["", f"Files: config.json, model.safetensors ({storage}, sorted tensor names), "
+    lines += ["", f"Files: config.json, model.safetensors ({storage}, sorted tensor names"
+              f"{', the 1-byte quants last' if dtype in ('int8', 'int4') else ''}), "
               "this card.",
               "Exported by tools/export.py.", ""]
     return "\n".join(lines)

@@ -47,7 +47,17 @@ absl::Status ReadFloat(const json& j, absl::string_view path, const char* key, f
 }  // namespace
 
 absl::string_view TorchDtypeName(TorchDtype dtype) {
-  return dtype == TorchDtype::kBfloat16 ? "bfloat16" : "float32";
+  switch (dtype) {
+    case TorchDtype::kBfloat16:
+      return "bfloat16";
+    case TorchDtype::kInt8:
+      return "int8";
+    case TorchDtype::kInt4:
+      return "int4";
+    case TorchDtype::kFloat32:
+      break;
+  }
+  return "float32";
 }
 
 absl::string_view AttentionKindName(AttentionKind kind) {
@@ -177,14 +187,18 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text, absl::
   if (!kind.ok()) return Bad(path, "attention_kind", kind.status().message());
   c.attention_kind = *kind;
   if (auto dt = j.find("torch_dtype"); dt != j.end()) {
-    if (*dt == "float32") {
-      c.torch_dtype = TorchDtype::kFloat32;
-    } else if (*dt == "bfloat16") {
-      c.torch_dtype = TorchDtype::kBfloat16;
-    } else {
+    bool known = false;
+    for (TorchDtype d :
+         {TorchDtype::kFloat32, TorchDtype::kBfloat16, TorchDtype::kInt8, TorchDtype::kInt4}) {
+      if (dt->is_string() && dt->get<std::string>() == TorchDtypeName(d)) {
+        c.torch_dtype = d;
+        known = true;
+      }
+    }
+    if (!known) {
       return Bad(path, "torch_dtype",
-                 absl::StrCat("must be \"float32\" or \"bfloat16\" (the layers' GEMM weights in "
-                              "model.safetensors), got ",
+                 absl::StrCat("must be \"float32\", \"bfloat16\", \"int8\" or \"int4\" (the "
+                              "layers' GEMM weights in model.safetensors), got ",
                               dt->dump()));
     }
   }

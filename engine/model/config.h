@@ -49,11 +49,12 @@ struct ChatTemplate {
 enum class HybridLayout { kAlternate, kSum };
 
 // config key "torch_dtype": the element type of the layers' GEMM weights in model.safetensors
-// (attn.wqkv, attn.wo, mlp.w1, mlp.w2: safetensors F32 or BF16). Every other tensor is F32
+// (attn.wqkv, attn.wo, mlp.w1, mlp.w2: safetensors F32 or BF16, or for int8 / int4 the stored
+// quantised layout, quants I8 or U8 plus an F32 "<name>_scale" tensor). Every other tensor is F32
 // whatever it says (docs/model-format.md).
-enum class TorchDtype { kFloat32, kBfloat16 };
+enum class TorchDtype { kFloat32, kBfloat16, kInt8, kInt4 };
 
-// "float32", "bfloat16".
+// "float32", "bfloat16", "int8", "int4".
 absl::string_view TorchDtypeName(TorchDtype dtype);
 
 // The attention branches of one layer (ModelConfig::layer_attention). A linear branch keeps

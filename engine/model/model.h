@@ -1,5 +1,5 @@
-// A loaded model: config, memory-mapped weights (fp32; the layers' GEMM weights fp32 or bf16, as
-// config.json's torch_dtype says), fingerprint.
+// A loaded model: config, memory-mapped weights (fp32; the layers' GEMM weights fp32, bf16, or
+// int8 / int4 quants with fp32 scales, as config.json's torch_dtype says), fingerprint.
 //
 // Owns the mapping of model.safetensors; every pointer in ModelWeights points into it and stays
 // valid for the Model's lifetime. Immutable after Load, so thread-safe for concurrent readers.
@@ -7,7 +7,9 @@
 // NotFound for a missing file, InvalidArgument/DataLoss for malformed content (see
 // engine/model/safetensors.h for the file checks), InvalidArgument for a tensor whose dtype is
 // not the one its name takes (BF16 only for the four GEMM weights, and only with torch_dtype
-// "bfloat16", which then needs all of them BF16).
+// "bfloat16", which then needs all of them BF16; likewise the int8 / int4 layouts with their
+// scale tensors), and for a stored int8 / int4 weight with a quant out of range or a scale that
+// is not a finite number >= 0.
 #ifndef FLATSTATE_ENGINE_MODEL_MODEL_H_
 #define FLATSTATE_ENGINE_MODEL_MODEL_H_
 
@@ -41,13 +43,27 @@ class SafetensorsFile;
 //   layers.{i}.mlp.w2.weight          [D, F]
 //   norm.weight                       [D]
 //   lm_head.weight                    [256, D]
-// wqkv, wo, w1 and w2 are F32, or BF16 when ModelConfig::torch_dtype is kBfloat16; every other
-// tensor is F32.
+// wqkv, wo, w1 and w2 are F32, or BF16 when ModelConfig::torch_dtype is kBfloat16, or for kInt8
+// I8 [n, k] quants (kInt4: U8 [n, ceil(k / 2)], two per byte) each with an F32 scale tensor
+// "<name>_scale" [n, ceil(k / 32)]; every other tensor is F32.
 
-// One of the layers' GEMM weights as the file stores it: exactly one pointer is set.
+// The suffix of a quantised GEMM weight's scale tensor ("layers.0.attn.wo.weight_scale") and the
+// number of consecutive inputs one scale covers.
+inline constexpr char kScaleSuffix[] = "_scale";
+inline constexpr int64_t kQuantBlock = 32;
+
+// One of the layers' GEMM weights [n, k] as the file stores it: f32, bf16 or q (with scale) is set,
+// as torch_dtype says.
 struct GemmTensor {
+  int64_t n = 0, k = 0;
   const float* f32 = nullptr;      // torch_dtype float32
   const uint16_t* bf16 = nullptr;  // torch_dtype bfloat16: each element an fp32's top 16 bits
+  // torch_dtype int8: n * k int8 quants in [-127, 127]; int4: n * ceil(k / 2) bytes, two quants
+  // in [-7, 7] per byte as nibbles q + 8, low nibble first (kernels/gemm.h, QuantizedWeightView).
+  const uint8_t* q = nullptr;
+  // int8 / int4: the fp32 scales [n, ceil(k / 32)], each finite and >= 0; the weight is
+  // float(q) * scale.
+  const float* scale = nullptr;
 };
 
 struct LayerWeights {

@@ -20,7 +20,8 @@
 //                     data not aligned to its element size in memory ("misaligned").
 //   Internal / PermissionDenied  the OS refused to open, stat or map the file.
 // Every known dtype (F16, BF16, F64, I32, ...) is accepted here; users reject the ones they
-// cannot take (Model::Load: F32, and BF16 for the layers' GEMM weights only: "unsupported dtype").
+// cannot take (Model::Load: F32, and BF16, I8 or U8 for the layers' GEMM weights only:
+// "unsupported dtype").
 #ifndef FLATSTATE_ENGINE_MODEL_SAFETENSORS_H_
 #define FLATSTATE_ENGINE_MODEL_SAFETENSORS_H_
 
@@ -52,14 +53,16 @@ struct TensorView {
   const float* f32() const { return reinterpret_cast<const float*>(data); }
   // Typed access; only meaningful for dtype "BF16" (each element an fp32's top 16 bits).
   const uint16_t* bf16() const { return reinterpret_cast<const uint16_t*>(data); }
+  // "I8" and "U8" tensors are read as `data` (bytes).
 };
 
 // Size in bytes of one element of a safetensors dtype; 0 for an unknown name.
 size_t SafetensorsDtypeSize(std::string_view dtype);
-// True for the dtypes a model.safetensors may hold: "F32", and "BF16" (only for the layers'
-// GEMM weights; Model::Load checks which tensor has which).
+// True for the dtypes a model.safetensors may hold: "F32", and "BF16", "I8" (int8 quants) and
+// "U8" (int4 quants, two per byte) only for the layers' GEMM weights (Model::Load checks which
+// tensor has which, and that torch_dtype agrees).
 inline bool IsSupportedWeightDtype(std::string_view dtype) {
-  return dtype == "F32" || dtype == "BF16";
+  return dtype == "F32" || dtype == "BF16" || dtype == "I8" || dtype == "U8";
 }
 
 class SafetensorsFile {

@@ -38,6 +38,20 @@ absl::StatusOr<std::optional<WeightDtype>> ParseWeightDtypeOption(absl::string_v
   return *d;
 }
 
+WeightDtype StoredWeightDtype(TorchDtype torch_dtype) {
+  switch (torch_dtype) {
+    case TorchDtype::kBfloat16:
+      return WeightDtype::kBf16;
+    case TorchDtype::kInt8:
+      return WeightDtype::kInt8;
+    case TorchDtype::kInt4:
+      return WeightDtype::kInt4;
+    case TorchDtype::kFloat32:
+      break;
+  }
+  return WeightDtype::kF32;
+}
+
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<Model> model,
                                                        const EngineOptions& options) {
   RETURN_IF_ERROR(CheckDevice(options.device));
@@ -57,8 +71,17 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<Model> mo
     e->kv_ = std::make_unique<KvBlockPool>(options.kv_blocks, options.kv_block_size,
                                            c.num_hidden_layers, c.hidden_size, options.kv_dtype);
   }
-  e->weight_dtype_ = options.weight_dtype.value_or(
-      c.torch_dtype == TorchDtype::kBfloat16 ? WeightDtype::kBf16 : WeightDtype::kF32);
+  e->weight_dtype_ = options.weight_dtype.value_or(StoredWeightDtype(c.torch_dtype));
+  if ((c.torch_dtype == TorchDtype::kInt8 || c.torch_dtype == TorchDtype::kInt4) &&
+      (e->weight_dtype_ == WeightDtype::kInt8 || e->weight_dtype_ == WeightDtype::kInt4) &&
+      e->weight_dtype_ != StoredWeightDtype(c.torch_dtype)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        e->model_->dir(), "/config.json: torch_dtype \"", TorchDtypeName(c.torch_dtype),
+        "\": the layer weights are stored quantised as ", TorchDtypeName(c.torch_dtype),
+        " and cannot run as weight_dtype ", WeightDtypeName(e->weight_dtype_),
+        " (quantised weights are not quantised again); use auto, ", TorchDtypeName(c.torch_dtype),
+        ", f32 or bf16"));
+  }
   ASSIGN_OR_RETURN(e->forward_, ForwardPass::Create(e->model_.get(), options.device, e->kv_.get(),
                                                     e->parallel_.get(), options.chunk_size,
                                                     {e->weight_dtype_, options.batch_invariant}));

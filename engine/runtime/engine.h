@@ -78,14 +78,21 @@ struct EngineOptions {
   size_t prefix_cache_bytes = 0;
   // The type the layers' GEMM weights (wqkv, wo, w1, w2) are prepared as at load (kernels/gemm.h;
   // docs/model-format.md says which tensors stay fp32). Unset: the file's own type (f32 for a
-  // torch_dtype float32 file, bf16 for a bfloat16 one). From an F32 file every type is quantised
-  // from the fp32 values; from a BF16 file f32 widens exactly (the same bits as bf16 on the CPU,
-  // at twice the memory), bf16 uses the stored bits, int8/int4 quantise the widened values.
+  // torch_dtype float32 file, bf16 for a bfloat16 one, int8 / int4 for those). From an F32 file
+  // every type is quantised from the fp32 values; from a BF16 file f32 widens exactly (the same
+  // bits as bf16 on the CPU, at twice the memory), bf16 uses the stored bits, int8/int4 quantise
+  // the widened values. From an int8 / int4 file its own type uses the stored quants and scales
+  // (the bits of its F32 original at that type), f32 and bf16 start from the dequantised values
+  // float(q) * scale, and the other integer type is refused (Engine::Create: InvalidArgument).
   std::optional<WeightDtype> weight_dtype;
   // Softmax only: the K/V cache's element type (kernels/paged_attention.h). bf16 halves the KV
   // bytes per token (and what a decode step reads); CUDA: f32 only so far (Unimplemented).
   KvDtype kv_dtype = KvDtype::kF32;
 };
+
+// The weight type a file of `torch_dtype` runs as under --weight_dtype auto (float32: f32,
+// bfloat16: bf16, int8: int8, int4: int4).
+WeightDtype StoredWeightDtype(TorchDtype torch_dtype);
 
 // --weight_dtype: "auto" (or empty): unset, the file's own type; else ParseWeightDtype's names.
 // InvalidArgument naming the accepted values otherwise.

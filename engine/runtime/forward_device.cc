@@ -76,7 +76,7 @@ template <Device D>
 absl::Status DeviceForward<D>::BindWeights(std::span<const LinearHead> heads) {
   const ModelConfig& c = *cfg_;
   const ModelWeights& w = model_->weights();
-  const int64_t hidden = c.hidden_size, V = c.vocab_size, FF = c.intermediate_size;
+  const int64_t hidden = c.hidden_size, V = c.vocab_size;
   const int64_t conv = static_cast<int64_t>(c.conv_kernel_size) * hidden;
   const int64_t proj =
       c.attention_kind == AttentionKind::kFavor   ? int64_t{c.favor_num_features} * c.head_dim
@@ -84,10 +84,20 @@ absl::Status DeviceForward<D>::BindWeights(std::span<const LinearHead> heads) {
                                                   : 0;
   const int H = c.num_attention_heads;
   // A layer GEMM weight as the file stores it (F32 or BF16: PrepareGemmWeightBf16 gives the weight
-  // PrepareGemmWeight would from the widened values, and a bf16 engine uses the bits as stored).
-  auto prepare = [this](const GemmTensor& t, int64_t n, int64_t k) {
-    return t.bf16 != nullptr ? PrepareGemmWeightBf16<D>(t.bf16, n, k, gemm_)
-                             : PrepareGemmWeight<D>(t.f32, n, k, gemm_);
+  // PrepareGemmWeight would from the widened values, and a bf16 engine uses the bits as stored;
+  // int8 / int4: PrepareGemmWeightQuantized places the stored quants and scales as they are).
+  const WeightDtype stored =
+      c.torch_dtype == TorchDtype::kInt4 ? WeightDtype::kInt4 : WeightDtype::kInt8;
+  auto quants = [stored](const GemmTensor& t) {
+    return QuantizedWeightView{stored, t.q, t.scale, t.n, t.k};
+  };
+  if (c.torch_dtype == TorchDtype::kInt8 || c.torch_dtype == TorchDtype::kInt4) {
+    RETURN_IF_ERROR(CheckQuantizedTarget({stored}, gemm_.dtype));
+  }
+  auto prepare = [&](const GemmTensor& t) -> absl::StatusOr<GemmWeight<D>> {
+    if (t.q != nullptr) return PrepareGemmWeightQuantized<D>(quants(t), gemm_);
+    return t.bf16 != nullptr ? PrepareGemmWeightBf16<D>(t.bf16, t.n, t.k, gemm_)
+                             : PrepareGemmWeight<D>(t.f32, t.n, t.k, gemm_);
   };
   ASSIGN_OR_RETURN(embed_, Place(w.embed, V * hidden));
   ASSIGN_OR_RETURN(norm_, Place(w.norm, hidden));
@@ -107,19 +117,33 @@ absl::Status DeviceForward<D>::BindWeights(std::span<const LinearHead> heads) {
       // depend on the other rows, so q, k, v are the bits of the plain wqkv GEMM).
       // A BF16 file's wqkv is widened (exact), so the fused weight is the one an F32 file
       // holding those values gives, and rounds back to the same bits for a bf16 engine.
-      std::vector<float> fused(3 * hidden * hidden + H * hidden);
-      for (int64_t i = 0; i < 3 * hidden * hidden; ++i) {
-        fused[i] = lw.wqkv.bf16 != nullptr ? FloatFromBf16(lw.wqkv.bf16[i]) : lw.wqkv.f32[i];
+      // An int8 / int4 file run as its own type: the F32 gate rows are quantised as the load
+      // quantises them and appended to the stored quants (each column is quantised alone, so
+      // this is the quantisation of the fused fp32 weight); run as f32 / bf16: the dequantised
+      // wqkv values.
+      if (lw.wqkv.q != nullptr && gemm_.dtype == stored) {
+        const QuantizedWeight gate = QuantizeWeight(lw.gate_weight, H, hidden, stored);
+        const QuantizedWeight fused = ConcatRows(quants(lw.wqkv), gate.view());
+        ASSIGN_OR_RETURN(out.wqkv, PrepareGemmWeightQuantized<D>(fused.view(), gemm_));
+      } else {
+        std::vector<float> fused(3 * hidden * hidden + H * hidden);
+        if (lw.wqkv.q != nullptr) {
+          DequantizeWeight(quants(lw.wqkv), fused.data());
+        } else {
+          for (int64_t i = 0; i < 3 * hidden * hidden; ++i) {
+            fused[i] = lw.wqkv.bf16 != nullptr ? FloatFromBf16(lw.wqkv.bf16[i]) : lw.wqkv.f32[i];
+          }
+        }
+        std::copy(lw.gate_weight, lw.gate_weight + H * hidden, fused.begin() + 3 * hidden * hidden);
+        ASSIGN_OR_RETURN(out.wqkv, PrepareGemmWeight<D>(fused.data(), qkv_width_, hidden, gemm_));
+        RETURN_IF_ERROR(Synchronize<D>());  // `fused` dies here; the copy must be complete
       }
-      std::copy(lw.gate_weight, lw.gate_weight + H * hidden, fused.begin() + 3 * hidden * hidden);
-      ASSIGN_OR_RETURN(out.wqkv, PrepareGemmWeight<D>(fused.data(), qkv_width_, hidden, gemm_));
-      RETURN_IF_ERROR(Synchronize<D>());  // `fused` dies here; the copy must be complete
     } else {
-      ASSIGN_OR_RETURN(out.wqkv, prepare(lw.wqkv, 3 * hidden, hidden));
+      ASSIGN_OR_RETURN(out.wqkv, prepare(lw.wqkv));
     }
-    ASSIGN_OR_RETURN(out.wo, prepare(lw.wo, hidden, hidden));
-    ASSIGN_OR_RETURN(out.w1, prepare(lw.w1, FF, hidden));
-    ASSIGN_OR_RETURN(out.w2, prepare(lw.w2, hidden, FF));
+    ASSIGN_OR_RETURN(out.wo, prepare(lw.wo));
+    ASSIGN_OR_RETURN(out.w1, prepare(lw.w1));
+    ASSIGN_OR_RETURN(out.w2, prepare(lw.w2));
     ASSIGN_OR_RETURN(const float* feature_proj, Place(lw.feature_proj, proj));
     for (size_t i = l * H; i < heads_host_.size() && i < (l + 1) * H; ++i) {
       heads_host_[i].feature_proj = feature_proj;

@@ -5,7 +5,8 @@
 //
 // Weights are bound at Create by name, field by field from the Model's LayerWeights /
 // ModelWeights, and prepared for D once: the layers' GEMM weights (wqkv, wo, w1, w2) through
-// PrepareGemmWeight<D> (an F32 file) or PrepareGemmWeightBf16<D> (a BF16 file) as
+// PrepareGemmWeight<D> (an F32 file), PrepareGemmWeightBf16<D> (a BF16 file) or
+// PrepareGemmWeightQuantized<D> (an int8 / int4 file: its quants and scales as they are) as
 // GemmWeightOptions::dtype (CPU: packed panels, quantised for bf16/int8/int4; CUDA: device
 // copies, bf16 kept as bf16, int8/int4 dequantised to fp32), the gated kind's gate rows fused
 // into wqkv's and prepared with it, the output head as f32 always (256 x hidden: a negligible share

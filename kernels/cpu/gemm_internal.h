@@ -1,6 +1,6 @@
 // Internals of the CPU GEMM shared by its files: the work split and output store that the bodies
 // of every weight type use, and each non-f32 type's packing and GEMM (gemm_cpu.cc dispatches to
-// them; cpu/gemm_bf16.cc, cpu/gemm_int8.cc). No state.
+// them; cpu/gemm_bf16.cc, cpu/gemm_int8.cc, cpu/gemm_int4.cc, cpu/gemm_stored.cc). No state.
 //
 // Work is cut into tiles of (up to kTileRows rows) x (one 64-column panel); a thread takes a
 // contiguous range of tiles. Which thread runs a tile never changes a bit of it: each output
@@ -122,6 +122,8 @@ void PackBf16(const float* w, int64_t n, int64_t k, uint8_t* out);
 void PackBf16Bits(const uint16_t* wb, int64_t n, int64_t k, uint8_t* out);
 void GemmBf16(const float* x, int64_t m, const PackedWeight& w, float* y, bool accumulate,
               const Parallel& par, GemmIsa isa);
+// (The int8 / int4 panels from quants and scales a model file stores, no rounding:
+// PackedWeight::PackQuantized, cpu/gemm_stored.cc.)
 void PackInt8(const float* w, int64_t n, int64_t k, uint8_t* out);
 void GemmInt8(const float* x, int64_t m, const PackedWeight& w, float* y, bool accumulate,
               const Parallel& par, GemmIsa isa);

@@ -2,7 +2,8 @@
 // GEMM of that type (itself checked bit for bit against the types' definitions in gemm_test):
 // f32 to fp32 rounding, bf16 / int8 / int4 within the bound of what CUDA computes differently
 // (kernels/gemm_gpu.cu, docs/gpu.md), bf16 host weights (a BF16 model file) as their widened
-// values, and the fixed-order kernel (batch_invariant) bit for bit for f32 and bf16.
+// values, stored int8 / int4 quants as their fp32 originals, and the fixed-order kernel
+// (batch_invariant) bit for bit for f32 and bf16.
 // The cuda instances GTEST_SKIP with CheckDevice's reason when no GPU is visible.
 #include <algorithm>
 #include <cmath>
@@ -204,6 +205,41 @@ TEST_P(DeviceKernels, Bf16SourceGemmEqualsItsWidenedF32Source) {
       EXPECT_EQ(FS_ON_DEVICE(dev(), TypedGemmOn, x, m, k, w, n, dtype, bi, true),
                 FS_ON_DEVICE(dev(), TypedGemmOn, x, m, k, wide, n, dtype, bi, false))
           << WeightDtypeName(dtype) << (bi ? " batch_invariant" : "");
+    }
+  }
+}
+
+// The GEMM of a weight prepared from stored int8 / int4 quants and scales (a quantised model file:
+// PrepareGemmWeightQuantized) as `as`.
+template <Device D>
+std::vector<float> StoredQuantGemmOn(const std::vector<float>& x, int64_t m,
+                                     const QuantizedWeight& q, WeightDtype as,
+                                     bool batch_invariant) {
+  SerialParallel serial;
+  auto gw = PrepareGemmWeightQuantized<D>(q.view(), {as, batch_invariant});
+  EXPECT_TRUE(gw.ok()) << WeightDtypeName(as) << ": " << gw.status();
+  if (!gw.ok()) return {};
+  DeviceArray<float> dx(D, x), dy(D, std::vector<float>(m * q.n, 0.f));
+  Gemm<D>(dx.get(), m, *gw, dy.get(), false, serial);
+  return dy.ToHost();
+}
+
+// Stored quants give, on every device, the bits of their fp32 original prepared as that type
+// (CUDA dequantises both to the same device weight), and as f32 those of the dequantised values.
+TEST_P(DeviceKernels, StoredQuantsGemmEqualsItsFp32Source) {
+  const int64_t m = 5, k = 77, n = 130;
+  const auto x = Random(m * k, 37), w = Random(n * k, 38);
+  for (WeightDtype dtype : {WeightDtype::kInt8, WeightDtype::kInt4}) {
+    const QuantizedWeight q = QuantizeWeight(w.data(), n, k, dtype);
+    std::vector<float> deq(w.size());
+    DequantizeWeight(q.view(), deq.data());
+    for (bool bi : {false, true}) {
+      EXPECT_EQ(FS_ON_DEVICE(dev(), StoredQuantGemmOn, x, m, q, dtype, bi),
+                FS_ON_DEVICE(dev(), TypedGemmOn, x, m, k, w, n, dtype, bi, false))
+          << WeightDtypeName(dtype) << (bi ? " batch_invariant" : "");
+      EXPECT_EQ(FS_ON_DEVICE(dev(), StoredQuantGemmOn, x, m, q, WeightDtype::kF32, bi),
+                FS_ON_DEVICE(dev(), TypedGemmOn, x, m, k, deq, n, WeightDtype::kF32, bi, false))
+          << WeightDtypeName(dtype) << " as f32" << (bi ? " batch_invariant" : "");
     }
   }
 }

@@ -2,6 +2,7 @@
 
 #include <stdlib.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -88,10 +89,85 @@ std::string RawSafetensors(std::string_view header_json, std::string_view data) 
   return out;
 }
 
-std::string SerializeSafetensors(const std::vector<NamedTensor>& tensors) {
+float QuantizeBlockRef(const float* x, int64_t len, float qmax, int8_t* q) {
+  float amax = 0.f;
+  for (int64_t t = 0; t < len; ++t) amax = std::max(amax, std::fabs(x[t]));
+  for (int64_t t = 0; t < 32; ++t) q[t] = 0;
+  if (amax == 0.f) return 0.f;
+  const float scale = amax / qmax;
+  for (int64_t t = 0; t < len; ++t) {
+    const float r = std::nearbyint(x[t] / scale);  // round to nearest, ties to even
+    q[t] = static_cast<int8_t>(std::min(qmax, std::max(-qmax, r)));
+  }
+  return scale;
+}
+
+std::vector<NamedTensor> ExpandQuantized(const std::vector<NamedTensor>& tensors) {
+  std::vector<NamedTensor> out;
+  for (const NamedTensor& t : tensors) {
+    if (t.quantized == TorchDtype::kFloat32 || t.quantized == TorchDtype::kBfloat16) {
+      out.push_back(t);
+      continue;
+    }
+    const bool int4 = t.quantized == TorchDtype::kInt4;
+    const int64_t n = t.shape.at(0), k = t.shape.at(1), nb = (k + 31) / 32;
+    const int64_t row = int4 ? (k + 1) / 2 : k;
+    NamedTensor q{t.name,
+                  {n, row},
+                  {},
+                  false,
+                  TorchDtype::kFloat32,
+                  int4 ? "U8" : "I8",
+                  std::string(static_cast<size_t>(n * row), int4 ? static_cast<char>(0x88) : '\0')};
+    NamedTensor s = Filled(t.name + "_scale", {n, nb}, 0.f);
+    int8_t block[32];
+    for (int64_t j = 0; j < n; ++j) {
+      for (int64_t b = 0; b < nb; ++b) {
+        const int64_t len = std::min<int64_t>(32, k - b * 32);
+        s.data[j * nb + b] =
+            QuantizeBlockRef(t.data.data() + j * k + b * 32, len, int4 ? 7.f : 127.f, block);
+        for (int64_t i = 0; i < len; ++i) {
+          const int64_t kk = b * 32 + i;
+          if (!int4) {
+            q.raw[j * k + kk] = static_cast<char>(block[i]);
+            continue;
+          }
+          auto& byte = reinterpret_cast<uint8_t&>(q.raw[j * row + kk / 2]);
+          const int nibble = block[i] + 8;
+          byte = static_cast<uint8_t>(kk % 2 == 0 ? (byte & 0xF0) | nibble
+                                                  : (byte & 0x0F) | (nibble << 4));
+        }
+      }
+    }
+    out.push_back(std::move(q));
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::vector<float> DequantizedValues(const NamedTensor& t) {
+  const std::vector<NamedTensor> stored = ExpandQuantized({t});
+  if (stored.size() != 2) return t.data;
+  const bool int4 = t.quantized == TorchDtype::kInt4;
+  const int64_t n = t.shape[0], k = t.shape[1], nb = (k + 31) / 32, row = int4 ? (k + 1) / 2 : k;
+  std::vector<float> out(static_cast<size_t>(n * k));
+  for (int64_t j = 0; j < n; ++j) {
+    for (int64_t kk = 0; kk < k; ++kk) {
+      const uint8_t byte =
+          static_cast<uint8_t>(stored[0].raw[int4 ? j * row + kk / 2 : j * k + kk]);
+      const int q = int4 ? (kk % 2 == 0 ? byte & 15 : byte >> 4) - 8 : static_cast<int8_t>(byte);
+      out[j * k + kk] = static_cast<float>(q) * stored[1].data[j * nb + kk / 32];
+    }
+  }
+  return out;
+}
+
+std::string SerializeSafetensors(const std::vector<NamedTensor>& expanded_from) {
+  const std::vector<NamedTensor> tensors = ExpandQuantized(expanded_from);
   json header = json::object();
   std::string data;
   for (const NamedTensor& t : tensors) {
+    if (!t.raw_dtype.empty()) continue;  // after the others (below)
     const size_t begin = data.size();
     if (t.bf16) {
       for (float v : t.data) {
@@ -104,6 +180,13 @@ std::string SerializeSafetensors(const std::vector<NamedTensor>& tensors) {
     header[t.name] = {{"dtype", t.bf16 ? "BF16" : "F32"},
                       {"shape", t.shape},
                       {"data_offsets", {begin, data.size()}}};
+  }
+  for (const NamedTensor& t : tensors) {
+    if (t.raw_dtype.empty()) continue;
+    const size_t begin = data.size();
+    data.append(t.raw);
+    header[t.name] = {
+        {"dtype", t.raw_dtype}, {"shape", t.shape}, {"data_offsets", {begin, data.size()}}};
   }
   std::string text = header.dump();
   text.append((8 - (8 + text.size()) % 8) % 8, ' ');
@@ -181,11 +264,15 @@ std::vector<NamedTensor> RandomModelTensors(const ModelConfig& cfg, uint64_t see
   }
   t.push_back(Filled("norm.weight", {D}, 1.f));
   t.push_back(Normal("lm_head.weight", {V, D}, 0.f, scale, rng));
-  if (cfg.torch_dtype == TorchDtype::kBfloat16) {
+  if (cfg.torch_dtype != TorchDtype::kFloat32) {
     for (NamedTensor& x : t) {
       for (const char* gemm :
            {".attn.wqkv.weight", ".attn.wo.weight", ".mlp.w1.weight", ".mlp.w2.weight"}) {
         if (!x.name.ends_with(gemm)) continue;
+        if (cfg.torch_dtype != TorchDtype::kBfloat16) {
+          x.quantized = cfg.torch_dtype;
+          continue;
+        }
         x.bf16 = true;
         for (float& v : x.data) v = FromBf16Bits(Bf16Bits(v));
       }

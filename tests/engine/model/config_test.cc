@@ -40,7 +40,7 @@ TEST(ModelConfigTest, ParsesWriterOutput) {
 }
 
 // torch_dtype names the layers' GEMM weights' type in model.safetensors: float32 (also when
-// absent) or bfloat16 (tools/export.py --dtype bfloat16).
+// absent), bfloat16, int8 or int4 (tools/export.py --dtype).
 TEST(ModelConfigTest, TorchDtype) {
   ojson j = GoodJson();
   auto c = ParseModelConfig(j.dump(), kPath);
@@ -56,6 +56,15 @@ TEST(ModelConfigTest, TorchDtype) {
   EXPECT_EQ(c->torch_dtype, TorchDtype::kBfloat16);
   EXPECT_EQ(TorchDtypeName(c->torch_dtype), "bfloat16");
   EXPECT_EQ(TorchDtypeName(TorchDtype::kFloat32), "float32");
+  // The stored quantised layouts (tools/export.py --dtype int8 | int4).
+  for (TorchDtype d : {TorchDtype::kInt8, TorchDtype::kInt4}) {
+    j["torch_dtype"] = std::string(TorchDtypeName(d));
+    c = ParseModelConfig(j.dump(), kPath);
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(c->torch_dtype, d);
+  }
+  EXPECT_EQ(TorchDtypeName(TorchDtype::kInt8), "int8");
+  EXPECT_EQ(TorchDtypeName(TorchDtype::kInt4), "int4");
 }
 
 TEST(ModelConfigTest, AttentionKindNames) {
@@ -99,7 +108,8 @@ TEST(ModelConfigTest, RejectsBadConfigs) {
       {"softmax with conv", [](ojson& j) { j["attention_kind"] = "softmax"; }, "conv_kernel_size",
        "softmax"},
       {"dtype float16", [](ojson& j) { j["torch_dtype"] = "float16"; }, "torch_dtype",
-       "must be \"float32\" or \"bfloat16\""},
+       "must be \"float32\", \"bfloat16\", \"int8\" or \"int4\""},
+      {"dtype int16", [](ojson& j) { j["torch_dtype"] = "int16"; }, "torch_dtype", "got \"int16\""},
       {"dtype not a string", [](ojson& j) { j["torch_dtype"] = 32; }, "torch_dtype", "got 32"},
       {"window with conv",
        [](ojson& j) {
