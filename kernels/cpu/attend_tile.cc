@@ -137,9 +137,11 @@ void ScalarBody(const AttendTask& t, AttendScratch* s) {
 // ---- AVX-512 ---------------------------------------------------------------------------------
 
 // GCC 12 reports the undefined-value sources inside many AVX-512 intrinsics (shuffles, permutes,
-// conversions) as -Wmaybe-uninitialized once inlined; those lanes are never read.
+// conversions) as -Wmaybe-uninitialized once inlined (-Wuninitialized in sanitizer builds);
+// those lanes are never read.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
 #define FS_AVX512 __attribute__((target("avx512f")))
 
