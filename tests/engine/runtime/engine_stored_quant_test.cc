@@ -51,14 +51,6 @@ EngineOptions WithType(std::optional<WeightDtype> dtype, Device device = Device:
   return o;
 }
 
-std::vector<float> Logits(Engine* e, size_t tokens = 48) {
-  SessionState s = e->NewSession({});
-  auto logits = e->Score(&s, Tokens(tokens, 8));
-  EXPECT_TRUE(logits.ok()) << logits.status();
-  e->ReleaseSession(&s);
-  return logits.ok() ? *logits : std::vector<float>{};
-}
-
 class StoredQuantTest : public ::testing::TestWithParam<std::tuple<AttentionKind, WeightDtype>> {
  protected:
   AttentionKind kind() const { return std::get<0>(GetParam()); }
@@ -69,28 +61,14 @@ TEST_P(StoredQuantTest, RunsAsItsTypeWithTheBitsOfItsF32OriginalAtThatType) {
   auto stored = MakeEngineWith(QuantModelDir(kind(), dtype()), WithType(std::nullopt));
   auto loaded = MakeEngine(RandomModelDir(kind()), 2, 512, dtype());
   ASSERT_TRUE(stored && loaded);
-  EXPECT_EQ(stored->weight_dtype(), dtype());
   EXPECT_EQ(stored->config().torch_dtype, Stored(dtype()));
-  const auto logits = Logits(stored.get());
-  ASSERT_FALSE(logits.empty());
-  EXPECT_EQ(logits, Logits(loaded.get()));
-  SessionState a = stored->NewSession({0.8f, 0, 1.f, 5}), b = loaded->NewSession({0.8f, 0, 1.f, 5});
-  EXPECT_EQ(GenerateAlone(stored.get(), &a, Tokens(21, 2), 24),
-            GenerateAlone(loaded.get(), &b, Tokens(21, 2), 24));
-  // Another model file (the fingerprint is over the bytes): checkpoints do not cross.
-  EXPECT_EQ(stored->fingerprint(),
-            stored->model().fingerprint() + "-" + std::string(WeightDtypeName(dtype())));
-  EXPECT_NE(stored->fingerprint(), loaded->fingerprint());
-  auto blob = loaded->Checkpoint(b);
-  ASSERT_TRUE(blob.ok()) << blob.status();
-  EXPECT_EQ(stored->Restore(*blob).status().code(), absl::StatusCode::kFailedPrecondition);
+  const auto logits =
+      ExpectStoredRunsAsItsF32OriginalAtItsType(stored.get(), loaded.get(), dtype());
   // The same type named explicitly is the default's engine.
   auto named = MakeEngineWith(stored->model().dir(), WithType(dtype()));
   ASSERT_TRUE(named);
   EXPECT_EQ(named->fingerprint(), stored->fingerprint());
-  EXPECT_EQ(Logits(named.get()), logits);
-  stored->ReleaseSession(&a);
-  loaded->ReleaseSession(&b);
+  EXPECT_EQ(ScoreLogits(named.get()), logits);
 }
 
 // f32 and bf16 from a quantised file: the dequantised values float(q) * scale, so they equal an
@@ -103,7 +81,7 @@ TEST_P(StoredQuantTest, F32AndBf16StartFromTheDequantisedValues) {
     auto from_f32 = MakeEngineWith(deq, WithType(as));
     ASSERT_TRUE(from_quant && from_f32);
     EXPECT_EQ(from_quant->weight_dtype(), as);
-    EXPECT_EQ(Logits(from_quant.get()), Logits(from_f32.get())) << WeightDtypeName(as);
+    EXPECT_EQ(ScoreLogits(from_quant.get()), ScoreLogits(from_f32.get())) << WeightDtypeName(as);
     EXPECT_EQ(from_quant->fingerprint(),
               as == WeightDtype::kF32
                   ? from_quant->model().fingerprint()
@@ -152,9 +130,9 @@ TEST(StoredQuantFixture, PythonExportEqualsTheEnginesQuantisationAtLoad) {
     ASSERT_TRUE(stored && loaded) << name;
     EXPECT_EQ(stored->weight_dtype(), dtype);
     EXPECT_EQ(stored->config().attention_kind, AttentionKind::kGated);
-    const auto logits = Logits(stored.get(), 100);
+    const auto logits = ScoreLogits(stored.get(), 100);
     ASSERT_EQ(logits.size(), 100u * 256u);
-    EXPECT_EQ(logits, Logits(loaded.get(), 100)) << name;
+    EXPECT_EQ(logits, ScoreLogits(loaded.get(), 100)) << name;
   }
 }
 
@@ -168,9 +146,9 @@ TEST(StoredQuantCuda, StoredFileEqualsItsF32OriginalAtThatType) {
           MakeEngineWith(QuantModelDir(kind, dtype), WithType(std::nullopt, Device::kCuda));
       auto loaded = MakeEngineWith(RandomModelDir(kind), WithType(dtype, Device::kCuda));
       ASSERT_TRUE(stored && loaded);
-      const auto logits = Logits(stored.get());
+      const auto logits = ScoreLogits(stored.get());
       ASSERT_FALSE(logits.empty());
-      EXPECT_EQ(logits, Logits(loaded.get()))
+      EXPECT_EQ(logits, ScoreLogits(loaded.get()))
           << AttentionKindName(kind) << " " << WeightDtypeName(dtype);
     }
   }

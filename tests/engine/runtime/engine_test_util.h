@@ -78,6 +78,41 @@ inline std::vector<int32_t> GenerateAlone(Engine* e, SessionState* s,
 // with `crowd` other sessions (temperature 0.7, seeds 0..crowd-1) that join one per step with
 // prompts of 5 + 9i tokens and a budget of 24 tokens a step (prefill and decode mixed); `s` sits
 // in the middle of every batch with an unlimited budget. Returns the tokens `s` sampled.
+// The logits of a fresh session scoring `tokens` fixed tokens (empty on an error, reported).
+inline std::vector<float> ScoreLogits(Engine* e, size_t tokens = 48) {
+  SessionState s = e->NewSession({});
+  auto logits = e->Score(&s, Tokens(tokens, 8));
+  EXPECT_TRUE(logits.ok()) << logits.status();
+  e->ReleaseSession(&s);
+  return logits.ok() ? *logits : std::vector<float>{};
+}
+
+// A model file that stores its layer weights as `dtype` (`stored`, at its default type) against
+// its F32 original loaded with --weight_dtype `dtype` (`loaded`): the same logits and sampled
+// tokens, the fingerprint suffix of the type, and checkpoints that do not cross (another file).
+// Returns the stored engine's logits.
+inline std::vector<float> ExpectStoredRunsAsItsF32OriginalAtItsType(Engine* stored, Engine* loaded,
+                                                                    WeightDtype dtype) {
+  EXPECT_EQ(stored->weight_dtype(), dtype);
+  const auto logits = ScoreLogits(stored);
+  EXPECT_FALSE(logits.empty());
+  EXPECT_EQ(logits, ScoreLogits(loaded));
+  SessionState a = stored->NewSession({0.8f, 0, 1.f, 5}), b = loaded->NewSession({0.8f, 0, 1.f, 5});
+  EXPECT_EQ(GenerateAlone(stored, &a, Tokens(21, 2), 24),
+            GenerateAlone(loaded, &b, Tokens(21, 2), 24));
+  EXPECT_EQ(stored->fingerprint(),
+            stored->model().fingerprint() + "-" + std::string(WeightDtypeName(dtype)));
+  EXPECT_NE(stored->fingerprint(), loaded->fingerprint());
+  auto blob = loaded->Checkpoint(b);
+  EXPECT_TRUE(blob.ok()) << blob.status();
+  if (blob.ok()) {
+    EXPECT_EQ(stored->Restore(*blob).status().code(), absl::StatusCode::kFailedPrecondition);
+  }
+  stored->ReleaseSession(&a);
+  loaded->ReleaseSession(&b);
+  return logits;
+}
+
 inline std::vector<int32_t> GenerateInCrowd(Engine* e, SessionState* s, int n, int crowd) {
   std::vector<SessionState> others;
   for (int i = 0; i < crowd; ++i) {

@@ -190,14 +190,6 @@ EngineOptions WithType(std::optional<WeightDtype> dtype) {
   return o;
 }
 
-std::vector<float> Logits(Engine* e) {
-  SessionState s = e->NewSession({});
-  auto logits = e->Score(&s, Tokens(48, 8));
-  EXPECT_TRUE(logits.ok()) << logits.status();
-  e->ReleaseSession(&s);
-  return logits.ok() ? *logits : std::vector<float>{};
-}
-
 class StoredBf16Test : public ::testing::TestWithParam<AttentionKind> {};
 
 // A BF16 file runs as bf16 by default and computes exactly what its F32 original does with
@@ -207,21 +199,8 @@ TEST_P(StoredBf16Test, RunsAsBf16WithTheBitsOfItsF32OriginalAtBf16) {
   auto stored = MakeEngineWith(Bf16ModelDir(GetParam()), WithType(std::nullopt));
   auto loaded = MakeEngine(RandomModelDir(GetParam()), 2, 512, WeightDtype::kBf16);
   ASSERT_TRUE(stored && loaded);
-  EXPECT_EQ(stored->weight_dtype(), WeightDtype::kBf16);
   EXPECT_EQ(stored->config().torch_dtype, TorchDtype::kBfloat16);
-  const auto logits = Logits(stored.get());
-  ASSERT_FALSE(logits.empty());
-  EXPECT_EQ(logits, Logits(loaded.get()));
-  SessionState a = stored->NewSession({0.8f, 0, 1.f, 5}), b = loaded->NewSession({0.8f, 0, 1.f, 5});
-  EXPECT_EQ(GenerateAlone(stored.get(), &a, Tokens(21, 2), 24),
-            GenerateAlone(loaded.get(), &b, Tokens(21, 2), 24));
-  EXPECT_EQ(stored->fingerprint(), stored->model().fingerprint() + "-bf16");
-  EXPECT_NE(stored->fingerprint(), loaded->fingerprint());
-  auto blob = loaded->Checkpoint(b);
-  ASSERT_TRUE(blob.ok()) << blob.status();
-  EXPECT_EQ(stored->Restore(*blob).status().code(), absl::StatusCode::kFailedPrecondition);
-  stored->ReleaseSession(&a);
-  loaded->ReleaseSession(&b);
+  ExpectStoredRunsAsItsF32OriginalAtItsType(stored.get(), loaded.get(), WeightDtype::kBf16);
 }
 
 // Other types from a BF16 file: f32 widens exactly, which on the CPU is bf16's chain (the same
@@ -236,16 +215,16 @@ TEST_P(StoredBf16Test, OtherTypesStartFromTheWidenedValues) {
   EXPECT_EQ(f32->weight_dtype(), WeightDtype::kF32);
   EXPECT_EQ(f32->fingerprint(), f32->model().fingerprint());
   if (GetParam() != AttentionKind::kGated) {
-    EXPECT_EQ(Logits(f32.get()), Logits(bf16.get()));
+    EXPECT_EQ(ScoreLogits(f32.get()), ScoreLogits(bf16.get()));
   } else {
-    EXPECT_LE(RelativeError(Logits(f32.get()), Logits(bf16.get())), 1e-3);
+    EXPECT_LE(RelativeError(ScoreLogits(f32.get()), ScoreLogits(bf16.get())), 1e-3);
   }
   const std::string wide = Bf16ModelDir(GetParam(), /*widened_f32=*/true);
   for (WeightDtype dtype : {WeightDtype::kInt8, WeightDtype::kInt4}) {
     auto from_bf16 = MakeEngineWith(dir, WithType(dtype));
     auto from_f32 = MakeEngineWith(wide, WithType(dtype));
     ASSERT_TRUE(from_bf16 && from_f32);
-    EXPECT_EQ(Logits(from_bf16.get()), Logits(from_f32.get())) << WeightDtypeName(dtype);
+    EXPECT_EQ(ScoreLogits(from_bf16.get()), ScoreLogits(from_f32.get())) << WeightDtypeName(dtype);
     EXPECT_EQ(from_bf16->fingerprint(),
               from_bf16->model().fingerprint() + "-" + WeightDtypeName(dtype));
   }
