@@ -24,18 +24,6 @@
 namespace flatstate {
 namespace {
 
-class PoolParallel final : public Parallel {
- public:
-  explicit PoolParallel(int n) : pool_(n) {}
-  int num_threads() const override { return pool_.num_threads(); }
-  void For(int64_t n, const std::function<void(int64_t, int64_t)>& fn) const override {
-    const_cast<ThreadPool&>(pool_).ParallelFor(n, fn);
-  }
-
- private:
-  ThreadPool pool_;
-};
-
 struct Shape {
   int64_t n, k;
 };

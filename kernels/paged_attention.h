@@ -92,12 +92,12 @@ void RopeAndWriteKv(const PagedKv& kv, const int32_t* tables, const PagedRow* ro
 // kCpu: FlashAttention-style online softmax. Keys are taken in fixed groups of kKeyTile
 // positions (absolute: [16j, 16j + 16)), in ascending order; per group a row's scores, running
 // max, rescale and weighted sum of V are one fixed chain, whatever else is computed with it
-// (kernels/cpu/attend_tile.h writes it out operation by operation; its AVX-512 body, chosen with
-// the GEMM's by SetGemmIsa, and its scalar body give the same bits). Rows of one session that
-// follow each other (a prefill) are processed kQueryTile at a time against each key group, so a
-// K/V row is read once per tile instead of once per query; one task per tile and slice of heads
-// (a batch-1 decode row's heads are sliced over the threads). The tiling and the slicing only
-// choose which chains run together, so a row's result does not depend on the batch, on the
+// (kernels/cpu/attend_tile.h writes it out operation by operation; its AVX-512 and AVX2 bodies,
+// chosen with the GEMM's by SetGemmIsa, and its scalar body give the same bits). Rows of one
+// session that follow each other (a prefill) are processed kQueryTile at a time against each key
+// group, so a K/V row is read once per tile instead of once per query; one task per tile and slice
+// of heads (a batch-1 decode row's heads are sliced over the threads). The tiling and the slicing
+// only choose which chains run together, so a row's result does not depend on the batch, on the
 // split of a prompt, on the pool's block size or on the thread count (bitwise). kCuda: kF32 only.
 inline constexpr int kKeyTile = 16;
 inline constexpr int kQueryTile = 16;

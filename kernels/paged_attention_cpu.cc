@@ -106,9 +106,13 @@ void PagedAttention<Device::kCpu>(const PagedKv& kv, const int32_t* tables, cons
   const std::vector<QueryTile> tiles = Tiles(rows, n);
   const int per = HeadsPerTask(heads, static_cast<int64_t>(tiles.size()), par.num_threads());
   const int groups = (heads + per - 1) / per;
-  // The AVX-512 body when the GEMM runs its AVX-512 body (SetGemmIsa selects both) and fits the
-  // head size; the scalar body otherwise. Both give the same bits (kernels/cpu/attend_tile.h).
-  const bool avx512 = ActiveGemmIsa() == GemmIsa::kAvx512 && cpu::AttendAvx512Fits(head_dim);
+  // The vector body of the ISA the GEMM runs (SetGemmIsa selects both) when it fits the head
+  // size; the scalar body otherwise. All give the same bits (kernels/cpu/attend_tile.h).
+  void (*body)(const cpu::AttendTask&, cpu::AttendScratch*) = cpu::AttendTileScalar;
+  if (cpu::AttendSimdFits(head_dim)) {
+    if (ActiveGemmIsa() == GemmIsa::kAvx512) body = cpu::AttendTileAvx512;
+    if (ActiveGemmIsa() == GemmIsa::kAvx2) body = cpu::AttendTileAvx2;
+  }
   par.For(static_cast<int64_t>(tiles.size()) * groups, [&](int64_t b, int64_t e) {
     thread_local cpu::AttendScratch scratch;
     for (int64_t i = b; i < e; ++i) {
@@ -130,11 +134,7 @@ void PagedAttention<Device::kCpu>(const PagedKv& kv, const int32_t* tables, cons
       task.out_stride = out_stride;
       task.layer = layer;
       task.hd = head_dim;
-      if (avx512) {
-        cpu::AttendTileAvx512(task, &scratch);
-      } else {
-        cpu::AttendTileScalar(task, &scratch);
-      }
+      body(task, &scratch);
     }
   });
 }

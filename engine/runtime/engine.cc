@@ -11,21 +11,6 @@
 #include "kernels/gemm.h"
 
 namespace flatstate {
-namespace {
-
-class PoolParallel final : public Parallel {
- public:
-  explicit PoolParallel(ThreadPool* pool) : pool_(pool) {}
-  int num_threads() const override { return pool_->num_threads(); }
-  void For(int64_t n, const std::function<void(int64_t, int64_t)>& fn) const override {
-    pool_->ParallelFor(n, fn);
-  }
-
- private:
-  ThreadPool* pool_;
-};
-
-}  // namespace
 
 absl::StatusOr<std::optional<WeightDtype>> ParseWeightDtypeOption(absl::string_view name) {
   if (name.empty() || absl::AsciiStrToLower(name) == "auto") return std::nullopt;
@@ -247,10 +232,16 @@ absl::Status Engine::Step(std::span<const StepRequest> requests, std::vector<Ste
   runs_.clear();
   run_of_.clear();
   reserved_.clear();
+  step_sessions_.clear();
   for (size_t i = 0; i < requests.size(); ++i) {
     SessionState* s = requests[i].session;
     if (s == nullptr) {
       (*results)[i].status = absl::InvalidArgumentError("no session");
+      continue;
+    }
+    if (!step_sessions_.insert(s).second) {
+      (*results)[i].status =
+          absl::InvalidArgumentError("the session is already in an earlier request of this step");
       continue;
     }
     const int64_t n = PlanTokens(*s, requests[i].max_tokens);
@@ -272,7 +263,7 @@ absl::Status Engine::Step(std::span<const StepRequest> requests, std::vector<Ste
       runs_.clear();
     }
   }
-  const int V = config().vocab_size;
+  sampled_runs_.clear();
   for (size_t r = 0; r < runs_.size(); ++r) {
     const size_t i = run_of_[r];
     SessionState* s = requests[i].session;
@@ -280,15 +271,29 @@ absl::Status Engine::Step(std::span<const StepRequest> requests, std::vector<Ste
     res.consumed = static_cast<int64_t>(runs_[r].tokens.size());
     s->pending.erase(s->pending.begin(), s->pending.begin() + res.consumed);
     MaybeSnapshot(s);
-    if (s->pending.empty() && requests[i].sample) {
+    if (s->pending.empty() && requests[i].sample) sampled_runs_.push_back(r);
+  }
+  // Each draw reads its own logits row and advances its own session's rng, so spreading the
+  // draws over the pool changes no bit (at a 50k vocabulary one draw can take a millisecond).
+  const int V = config().vocab_size;
+  threads_->ParallelFor(static_cast<int64_t>(sampled_runs_.size()), [&](int64_t b, int64_t e) {
+    thread_local SamplerScratch scratch;
+    for (int64_t j = b; j < e; ++j) {
+      const size_t r = sampled_runs_[static_cast<size_t>(j)];
+      const size_t i = run_of_[r];
+      SessionState* s = requests[i].session;
+      StepResult& res = (*results)[i];
       const float* logits = logits_.data() + r * V;
-      res.token = SampleToken(logits, V, s->sampling, &s->rng, &scratch_);
+      res.token = SampleToken(logits, V, s->sampling, &s->rng, &scratch);
       res.sampled = true;
       if (requests[i].logprobs >= 0) {
         res.logprobs = ComputeLogprobs(logits, V, res.token, requests[i].logprobs);
       }
-      s->pending.push_back(res.token);
     }
+  });
+  for (size_t r : sampled_runs_) {
+    const size_t i = run_of_[r];
+    requests[i].session->pending.push_back((*results)[i].token);
   }
   runs_.clear();
   for (size_t i = 0; i < results->size(); ++i) {

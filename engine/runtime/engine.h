@@ -19,7 +19,8 @@
 // max_position_embeddings, gets its own status and
 // does not run, the others do. If the forward pass fails, every block this step reserved goes
 // back to the pool (each table back to its old size) and every request that was to run carries
-// that error, its session unchanged (save after a device fault; see forward_device.h).
+// that error, its session unchanged (save after a device fault; see forward_device.h). A session
+// may be in one request of a step only: a repeat gets InvalidArgument and does not run.
 //
 // Prefix cache (EngineOptions::prefix_cache_bytes > 0; engine/cache/prefix_cache.h). Stateless
 // clients resend a whole conversation every turn; AppendPrompt on a fresh session looks up the
@@ -47,6 +48,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "engine/cache/prefix_cache.h"
@@ -114,7 +116,7 @@ struct StepResult {
   absl::Status status;
   int64_t consumed = 0;  // pending tokens run this step
   bool sampled = false;
-  int32_t token = -1;  // the sampled token (now the session's only pending token)
+  int32_t token = -1;      // the sampled token (now the session's only pending token)
   TokenLogprobs logprobs;  // when sampled and the request asked for them
 };
 
@@ -225,7 +227,8 @@ class Engine {
   std::vector<SequenceRun> runs_;
   std::vector<size_t> run_of_;                              // request index per run
   std::vector<std::pair<SessionState*, size_t>> reserved_;  // grown table, old size
-  std::vector<std::pair<float, int32_t>> scratch_;
+  std::vector<size_t> sampled_runs_;                        // runs that draw a token
+  absl::flat_hash_set<const SessionState*> step_sessions_;  // sessions seen in this step
   SessionState host_view_;
 };
 

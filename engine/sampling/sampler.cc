@@ -1,8 +1,12 @@
 #include "engine/sampling/sampler.h"
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cmath>
+#include <cstddef>
 #include <limits>
+#include <span>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -19,10 +23,59 @@ inline uint64_t SplitMix64(uint64_t* x) {
   return z ^ (z >> 31);
 }
 
-// Strict total order used for top-k and top-p: larger logit first, lower token id on ties.
-inline bool Before(const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
-  if (a.first != b.first) return a.first > b.first;
-  return a.second < b.second;
+inline float NanAsMinusInf(float x) {
+  return std::isnan(x) ? -std::numeric_limits<float>::infinity() : x;
+}
+
+// A uint32 whose ascending order is the descending order of floats (not NaN), -0 equal to +0.
+inline uint32_t DescendingKey(float x) {
+  const uint32_t b = std::bit_cast<uint32_t>(x + 0.f);  // + 0.f: -0 becomes +0
+  const uint32_t ascending = (b & 0x80000000u) != 0 ? ~b : (b | 0x80000000u);
+  return ~ascending;
+}
+
+// Sorts keys ascending. Keys arrive in token-id order and their low 32 bits are the id, so a
+// stable sort on the high 32 bits alone gives the full order: LSD radix, 11 bits a pass (three
+// passes), skipping a pass where every key has the same digit. Short lists use std::sort.
+void SortKeys(std::span<uint64_t> keys, std::vector<uint64_t>* tmp) {
+  constexpr int kBits = 11, kPasses = 3, kBuckets = 1 << kBits;
+  const size_t n = keys.size();
+  if (n <= 256) {
+    std::sort(keys.begin(), keys.end());
+    return;
+  }
+  std::vector<uint32_t> count(kPasses * kBuckets, 0);
+  for (uint64_t k : keys) {
+    for (int p = 0; p < kPasses; ++p)
+      ++count[p * kBuckets + ((k >> (32 + kBits * p)) & (kBuckets - 1))];
+  }
+  if (tmp->size() < n) tmp->resize(n);
+  uint64_t* src = keys.data();
+  uint64_t* dst = tmp->data();
+  for (int p = 0; p < kPasses; ++p) {
+    const int shift = 32 + kBits * p;
+    uint32_t* at = count.data() + p * kBuckets;
+    if (at[(src[0] >> shift) & (kBuckets - 1)] == n) continue;  // one digit: already in order
+    uint32_t sum = 0;
+    for (int d = 0; d < kBuckets; ++d) sum += std::exchange(at[d], sum);  // counts -> starts
+    for (size_t i = 0; i < n; ++i) dst[at[(src[i] >> shift) & (kBuckets - 1)]++] = src[i];
+    std::swap(src, dst);
+  }
+  if (src != keys.data()) std::copy(src, src + n, keys.data());
+}
+
+// The largest logit, NaN counting as -inf (x > m is false for a NaN x). Four running maxima keep
+// four compares in flight.
+float MaxLogit(const float* logits, int vocab) {
+  float m[4] = {-std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                -std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()};
+  int i = 0;
+  for (; i + 4 <= vocab; i += 4) {
+    for (int j = 0; j < 4; ++j) m[j] = logits[i + j] > m[j] ? logits[i + j] : m[j];
+  }
+  for (; i < vocab; ++i) m[0] = logits[i] > m[0] ? logits[i] : m[0];
+  for (int j = 1; j < 4; ++j) m[0] = m[j] > m[0] ? m[j] : m[0];
+  return m[0];
 }
 
 int32_t Greedy(const float* logits, int vocab) {
@@ -72,35 +125,53 @@ float Rng::Uniform() {
 }
 
 int32_t SampleToken(const float* logits, int vocab, const SamplingParams& params, Rng* rng,
-                    std::vector<std::pair<float, int32_t>>* scratch) {
+                    SamplerScratch* scratch) {
   if (vocab <= 0) return 0;
   // NaN temperature is rejected by ValidateSamplingParams; treat it (and <= 0) as greedy here.
   if (!(params.temperature > 0.f)) return Greedy(logits, vocab);
 
-  auto& c = *scratch;
-  c.resize(vocab);
-  for (int i = 0; i < vocab; ++i) {
-    const float x = logits[i];
-    // NaN logits are treated as -inf: never sampled.
-    c[i] = {std::isnan(x) ? -std::numeric_limits<float>::infinity() : x, i};
+  const float max = MaxLogit(logits, vocab);
+  // All -inf or NaN (tied at -inf: id 0 is first), or a +inf (its lowest id): no draw.
+  if (max == -std::numeric_limits<float>::infinity()) return 0;
+  if (max == std::numeric_limits<float>::infinity()) {
+    return static_cast<int32_t>(std::find(logits, logits + vocab, max) - logits);
   }
-  size_t kept = c.size();
-  if (params.top_k > 0 && params.top_k < kept) {
+
+  const double max_logit = max;
+  const double inv_t = 1.0 / static_cast<double>(params.temperature);
+  std::vector<uint64_t>& all = scratch->keys;
+  if (all.size() < static_cast<size_t>(vocab)) all.resize(static_cast<size_t>(vocab));
+  const std::span<uint64_t> keys(all.data(), static_cast<size_t>(vocab));
+  size_t count = 0;
+  size_t kept;
+  if (params.top_k > 0 && params.top_k < static_cast<uint32_t>(vocab)) {
+    // Top-k: a heap over every token's key picks the k first of the order (NaN as -inf).
+    for (int i = 0; i < vocab; ++i) {
+      keys[count++] = static_cast<uint64_t>(DescendingKey(NanAsMinusInf(logits[i]))) << 32 |
+                      static_cast<uint32_t>(i);
+    }
     kept = params.top_k;
-    std::partial_sort(c.begin(), c.begin() + kept, c.end(), Before);
+    std::partial_sort(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(kept), keys.end());
   } else {
-    std::sort(c.begin(), c.end(), Before);
+    // Every token: only the candidates, those whose weight can change a bit of a sum
+    // (kSamplerNegligibleExponent), are sorted. The cut is monotone in the logit, so they are a
+    // prefix of the order. Branch-free compaction: each key is written, and kept if it passes.
+    for (int i = 0; i < vocab; ++i) {
+      const float x = logits[i];
+      keys[count] = static_cast<uint64_t>(DescendingKey(x)) << 32 | static_cast<uint32_t>(i);
+      count += (static_cast<double>(x) - max_logit) * inv_t >= kSamplerNegligibleExponent;
+    }
+    kept = count;
+    SortKeys(keys.first(count), &scratch->tmp);
   }
-  const double max_logit = c[0].first;
-  if (!std::isfinite(max_logit)) return c[0].second;  // all -inf (or +inf): deterministic pick
+  auto id = [&](size_t i) { return static_cast<int32_t>(keys[i] & 0xffffffffu); };
 
   // Softmax over the kept tokens in double (unnormalised weights; the draw scales by the total).
-  thread_local std::vector<double> weights;
+  std::vector<double>& weights = scratch->weights;
   weights.resize(kept);
-  const double inv_t = 1.0 / static_cast<double>(params.temperature);
   double total = 0;
   for (size_t i = 0; i < kept; ++i) {
-    weights[i] = std::exp((static_cast<double>(c[i].first) - max_logit) * inv_t);
+    weights[i] = std::exp((static_cast<double>(NanAsMinusInf(logits[id(i)])) - max_logit) * inv_t);
     total += weights[i];
   }
 
@@ -120,9 +191,9 @@ int32_t SampleToken(const float* logits, int vocab, const SamplingParams& params
   double cum = 0;
   for (size_t i = 0; i < kept; ++i) {
     cum += weights[i];
-    if (r < cum) return c[i].second;
+    if (r < cum) return id(i);
   }
-  return c[kept - 1].second;
+  return id(kept - 1);  // not reached: r < total, and the last cum is total
 }
 
 }  // namespace flatstate

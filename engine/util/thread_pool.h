@@ -16,9 +16,12 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "kernels/parallel.h"
 
 namespace flatstate {
 
@@ -49,6 +52,23 @@ class ThreadPool {
   std::atomic<int> pending_{0};
   std::atomic<bool> stop_{false};
   bool running_ = false;
+};
+
+// The kernels' Parallel interface (kernels/parallel.h) over a ThreadPool: one it does not own
+// (which must outlive it), or its own of `num_threads` threads. Thread-safety is the pool's.
+class PoolParallel final : public Parallel {
+ public:
+  explicit PoolParallel(ThreadPool* pool) : pool_(pool) {}
+  explicit PoolParallel(int num_threads)
+      : owned_(std::make_unique<ThreadPool>(num_threads)), pool_(owned_.get()) {}
+  int num_threads() const override { return pool_->num_threads(); }
+  void For(int64_t n, const std::function<void(int64_t, int64_t)>& fn) const override {
+    pool_->ParallelFor(n, fn);
+  }
+
+ private:
+  std::unique_ptr<ThreadPool> owned_;
+  ThreadPool* pool_;
 };
 
 }  // namespace flatstate

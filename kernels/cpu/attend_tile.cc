@@ -1,5 +1,6 @@
-// The two bodies of kernels/cpu/attend_tile.h. The scalar body is the definition, written lane by
-// lane; the AVX-512 body computes the same operations on 16 lanes (keys of a group across lanes
+// Two of the bodies of kernels/cpu/attend_tile.h (the AVX2 one is attend_tile_avx2.cc). The scalar
+// body is the definition, written lane by lane; the AVX-512 body computes the same operations on
+// 16 lanes (keys of a group across lanes
 // for the softmax, dimensions across lanes for the dot products and the V sums).
 #include "kernels/cpu/attend_tile.h"
 
@@ -8,73 +9,19 @@
 #include <algorithm>
 #include <limits>
 
-#include "kernels/bf16.h"
+#include "kernels/cpu/attend_tile_internal.h"
 
 namespace flatstate::cpu {
 namespace {
 
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-constexpr int kLanes = 16;
-static_assert(kKeyTile == kLanes, "a key group is one vector of 16 lanes");
-
-// The halving tree of the header over 16 values (destroys them).
-inline float HalvingSum(float* x) {
-  for (int w = kLanes / 2; w >= 1; w /= 2) {
-    for (int i = 0; i < w; ++i) x[i] += x[i + w];
-  }
-  return x[0];
-}
-
-// The key (which = 0) or value (which = 1) row of position `pos`: a pointer into the pool.
-template <typename T>
-inline const T* PoolRow(const PagedKv& kv, const int32_t* table, int layer, int which,
-                        int64_t pos) {
-  const int32_t block = table[pos / kv.block_size];
-  const int slot = static_cast<int>(pos % kv.block_size);
-  return static_cast<const T*>(kv.base) +
-         PagedKv::RowOffset(block, layer, which, slot, kv.block_size, kv.num_layers, kv.hidden);
-}
-
-inline float Widen(float x) { return x; }
-inline float Widen(uint16_t x) { return FloatFromBf16(x); }
-
-// The running max m, sum l and weighted V sums of every (row, head) of a task, in the scratch:
-// index (row * nh + head).
-struct TaskState {
-  int nh = 0;
-  int64_t ctx_max = 0;
-  float* m = nullptr;
-  float* l = nullptr;
-  float* acc = nullptr;  // [row][head][hd]
-};
-
-inline TaskState StartTask(const AttendTask& t, AttendScratch* s) {
-  TaskState st;
-  st.nh = t.h1 - t.h0;
-  st.ctx_max = t.rows[t.n - 1].ctx;
-  const size_t pairs = static_cast<size_t>(t.n) * st.nh, acc = pairs * t.hd;
-  if (s->m.size() < pairs) s->m.resize(pairs), s->l.resize(pairs);
-  if (s->acc.size() < acc) s->acc.resize(acc);
-  std::fill(s->m.begin(), s->m.begin() + pairs, kNegInf);
-  std::fill(s->l.begin(), s->l.begin() + pairs, 0.f);
-  std::fill(s->acc.begin(), s->acc.begin() + acc, 0.f);
-  st.m = s->m.data();
-  st.l = s->l.data();
-  st.acc = s->acc.data();
-  return st;
-}
-
-inline void FinishTask(const AttendTask& t, const TaskState& st) {
-  for (int i = 0; i < t.n; ++i) {
-    float* o = t.out + t.rows[i].row * t.out_stride + static_cast<int64_t>(t.h0) * t.hd;
-    for (int h = 0; h < st.nh; ++h) {
-      const float li = st.l[i * st.nh + h];
-      const float inv = li > 0.f ? 1.f / li : 0.f;  // ctx 0: nothing to attend to gives zeros
-      const float* a = st.acc + (static_cast<int64_t>(i) * st.nh + h) * t.hd;
-      for (int d = 0; d < t.hd; ++d) o[h * t.hd + d] = a[d] * inv;
-    }
-  }
-}
+using attend_internal::FinishTask;
+using attend_internal::HalvingSum;
+using attend_internal::kLanes;
+using attend_internal::kNegInf;
+using attend_internal::PoolRow;
+using attend_internal::StartTask;
+using attend_internal::TaskState;
+using attend_internal::Widen;
 
 template <typename T>
 void ScalarBody(const AttendTask& t, AttendScratch* s) {
@@ -309,7 +256,7 @@ void AttendTileScalar(const AttendTask& t, AttendScratch* s) {
   }
 }
 
-bool AttendAvx512Fits(int hd) { return hd > 0 && hd % kLanes == 0 && hd <= kAvx512MaxHeadDim; }
+bool AttendSimdFits(int hd) { return hd > 0 && hd % kLanes == 0 && hd <= kSimdMaxHeadDim; }
 
 namespace {
 template <int C>
@@ -323,7 +270,7 @@ void Avx512Chunks(const AttendTask& t, AttendScratch* s) {
 }  // namespace
 
 void AttendTileAvx512(const AttendTask& t, AttendScratch* s) {
-  static_assert(kAvx512MaxHeadDim == 8 * kLanes);
+  static_assert(kSimdMaxHeadDim == 8 * kLanes);
   switch (t.hd / kLanes) {
     case 1:
       return Avx512Chunks<1>(t, s);

@@ -1,6 +1,7 @@
 // One task of the CPU paged attention (kernels/paged_attention.h): a tile of query rows of one
 // session at consecutive positions, for a range of heads, against that session's K/V blocks.
-// Two bodies, scalar and AVX-512, that give identical bits; no state beyond the caller's scratch.
+// Three bodies, scalar, AVX2 and AVX-512, that give identical bits; no state beyond the caller's
+// scratch.
 //
 // The chain of one (row, head) is fixed by its context length alone. Keys come in absolute groups
 // of kKeyTile positions [16g, 16g + 16), ascending; within a group, for the row's keys j < keys:
@@ -73,10 +74,12 @@ struct AttendScratch {
 };
 
 void AttendTileScalar(const AttendTask& t, AttendScratch* s);
-// Needs AVX-512F and hd % 16 == 0, hd <= kAvx512MaxHeadDim (AttendAvx512Fits).
-inline constexpr int kAvx512MaxHeadDim = 128;
-bool AttendAvx512Fits(int hd);
+// The vector bodies need hd % 16 == 0 and hd <= kSimdMaxHeadDim (AttendSimdFits), and the CPU
+// features they are named for: AVX-512F, or AVX2 + FMA (kernels/cpu/attend_tile_avx2.cc).
+inline constexpr int kSimdMaxHeadDim = 128;
+bool AttendSimdFits(int hd);
 void AttendTileAvx512(const AttendTask& t, AttendScratch* s);
+void AttendTileAvx2(const AttendTask& t, AttendScratch* s);
 
 }  // namespace flatstate::cpu
 

@@ -1,7 +1,6 @@
-// Helpers for the CPU GEMM tests (tests/kernels/gemm*_test.cc): random inputs, a thread-pool
-// Parallel, the bodies this CPU has, the shapes the shipped and benchmark models use, and the
-// reference definition of every weight type's chain (kernels/gemm.h), written out plainly from
-// the unpacked weight.
+// Helpers for the CPU GEMM tests (tests/kernels/gemm*_test.cc): random inputs, the bodies this CPU
+// has, the shapes the shipped and benchmark models use, and the reference definition of every
+// weight type's chain (kernels/gemm.h), written out plainly from the unpacked weight.
 #ifndef FLATSTATE_TESTS_KERNELS_GEMM_TEST_UTIL_H_
 #define FLATSTATE_TESTS_KERNELS_GEMM_TEST_UTIL_H_
 
@@ -17,18 +16,6 @@
 #include "kernels/parallel.h"
 
 namespace flatstate::testing {
-
-class PoolParallel final : public Parallel {
- public:
-  explicit PoolParallel(int n) : pool_(n) {}
-  int num_threads() const override { return pool_.num_threads(); }
-  void For(int64_t n, const std::function<void(int64_t, int64_t)>& fn) const override {
-    const_cast<ThreadPool&>(pool_).ParallelFor(n, fn);
-  }
-
- private:
-  ThreadPool pool_;
-};
 
 inline std::vector<float> Random(size_t n, uint32_t seed, float stddev = 1.f) {
   std::mt19937 g(seed);

@@ -251,6 +251,32 @@ TEST(EngineStep, PastMaxPositionIsPerRequest) {
   e->ReleaseSession(&far);
 }
 
+// A session named by two requests of one step would run its tokens twice and draw twice from
+// one rng (on two threads): the repeat is refused, the first runs as it would alone.
+TEST(EngineStep, ASessionTwiceInOneStepIsRefused) {
+  auto e = MakeEngine(RandomModelDir(AttentionKind::kLinearElu));
+  SessionState alone = e->NewSession(SamplingParams{0.8f, 0, 1.f, 3});
+  const auto expect = GenerateAlone(e.get(), &alone, Tokens(9, 4), 1);
+  SessionState s = e->NewSession(SamplingParams{0.8f, 0, 1.f, 3});
+  ASSERT_TRUE(e->Append(&s, Tokens(9, 4)).ok());
+  StepRequest reqs[2] = {{&s, 1 << 30, true}, {&s, 1 << 30, true}};
+  std::vector<StepResult> res;
+  const absl::Status st = e->Step(reqs, &res);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(st.message().find("request 1: the session is already in an earlier request"),
+            std::string::npos)
+      << st;
+  ASSERT_TRUE(res[0].status.ok()) << res[0].status;
+  ASSERT_TRUE(res[0].sampled);
+  EXPECT_EQ(std::vector<int32_t>{res[0].token}, expect);
+  EXPECT_EQ(res[1].consumed, 0);
+  EXPECT_FALSE(res[1].sampled);
+  EXPECT_EQ(s.position, 9);
+  EXPECT_EQ(s.pending, expect);
+  e->ReleaseSession(&alone);
+  e->ReleaseSession(&s);
+}
+
 TEST(EngineErrors, BadTokensAndDevice) {
   auto e = MakeEngine(RandomModelDir(AttentionKind::kLinearElu));
   SessionState s = e->NewSession({});

@@ -74,10 +74,6 @@ inline std::vector<int32_t> GenerateAlone(Engine* e, SessionState* s,
   return out;
 }
 
-// Runs session `s` (its prompt already appended) until it has sampled `n` tokens, in steps shared
-// with `crowd` other sessions (temperature 0.7, seeds 0..crowd-1) that join one per step with
-// prompts of 5 + 9i tokens and a budget of 24 tokens a step (prefill and decode mixed); `s` sits
-// in the middle of every batch with an unlimited budget. Returns the tokens `s` sampled.
 // The logits of a fresh session scoring `tokens` fixed tokens (empty on an error, reported).
 inline std::vector<float> ScoreLogits(Engine* e, size_t tokens = 48) {
   SessionState s = e->NewSession({});
@@ -113,6 +109,10 @@ inline std::vector<float> ExpectStoredRunsAsItsF32OriginalAtItsType(Engine* stor
   return logits;
 }
 
+// Runs session `s` (its prompt already appended) until it has sampled `n` tokens, in steps shared
+// with `crowd` other sessions (temperature 0.7, seeds 0..crowd-1) that join one per step with
+// prompts of 5 + 9i tokens and a budget of 24 tokens a step (prefill and decode mixed); `s` sits
+// in the middle of every batch with an unlimited budget. Returns the tokens `s` sampled.
 inline std::vector<int32_t> GenerateInCrowd(Engine* e, SessionState* s, int n, int crowd) {
   std::vector<SessionState> others;
   for (int i = 0; i < crowd; ++i) {

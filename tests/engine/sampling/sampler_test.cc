@@ -1,6 +1,8 @@
 #include "engine/sampling/sampler.h"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <vector>
 
@@ -14,7 +16,7 @@ using ::testing::HasSubstr;
 
 std::vector<int32_t> Draw(const std::vector<float>& logits, const SamplingParams& p, int n) {
   Rng rng(p.seed);
-  std::vector<std::pair<float, int32_t>> scratch;
+  SamplerScratch scratch;
   std::vector<int32_t> out;
   for (int i = 0; i < n; ++i) {
     out.push_back(SampleToken(logits.data(), static_cast<int>(logits.size()), p, &rng, &scratch));
@@ -27,6 +29,156 @@ std::vector<float> RandomLogits(int vocab, uint64_t seed) {
   std::vector<float> v(vocab);
   for (float& x : v) x = 8.f * rng.Uniform() - 4.f;
   return v;
+}
+
+// The sampler as first written: every token sorted by (logit desc, id asc), every weight exp'd.
+// SampleToken must give the same token and leave the rng in the same state on every input.
+int32_t FullSortReference(const float* logits, int vocab, const SamplingParams& params, Rng* rng) {
+  if (vocab <= 0) return 0;
+  if (!(params.temperature > 0.f)) return SampleToken(logits, vocab, params, rng, nullptr);
+  std::vector<std::pair<float, int32_t>> c(vocab);
+  for (int i = 0; i < vocab; ++i) {
+    const float x = logits[i];
+    c[i] = {std::isnan(x) ? -std::numeric_limits<float>::infinity() : x, i};
+  }
+  auto before = [](const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
+    if (a.first != b.first) return a.first > b.first;
+    return a.second < b.second;
+  };
+  size_t kept = c.size();
+  if (params.top_k > 0 && params.top_k < kept) {
+    kept = params.top_k;
+    std::partial_sort(c.begin(), c.begin() + static_cast<std::ptrdiff_t>(kept), c.end(), before);
+  } else {
+    std::sort(c.begin(), c.end(), before);
+  }
+  const double max_logit = c[0].first;
+  if (!std::isfinite(max_logit)) return c[0].second;
+  std::vector<double> w(kept);
+  const double inv_t = 1.0 / static_cast<double>(params.temperature);
+  double total = 0;
+  for (size_t i = 0; i < kept; ++i) {
+    w[i] = std::exp((static_cast<double>(c[i].first) - max_logit) * inv_t);
+    total += w[i];
+  }
+  if (params.top_p < 1.f) {
+    const double target = static_cast<double>(params.top_p) * total;
+    double cum = 0;
+    size_t n = 0;
+    while (n < kept) {
+      cum += w[n++];
+      if (cum >= target) break;
+    }
+    kept = n;
+    total = cum;
+  }
+  const double r = static_cast<double>(rng->Uniform()) * total;
+  double cum = 0;
+  for (size_t i = 0; i < kept; ++i) {
+    cum += w[i];
+    if (r < cum) return c[i].second;
+  }
+  return c[kept - 1].second;
+}
+
+// Logits shaped like a language model's: a few high, a long tail spread over `spread`, with
+// repeated values (ties), signed zeros and, where asked, NaN and -inf.
+std::vector<float> LmLikeLogits(int vocab, float spread, bool specials, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<float> v(vocab);
+  for (float& x : v) {
+    const float u = rng.Uniform();
+    x = -spread * u * u;
+    if (rng.Uniform() < 0.05f) x = std::round(x);  // ties
+  }
+  for (int i = 0; i < 5; ++i) v[rng.Next() % vocab] = 3.f * rng.Uniform();
+  v[rng.Next() % vocab] = 0.f;
+  v[rng.Next() % vocab] = -0.f;
+  if (specials) {
+    v[rng.Next() % vocab] = std::numeric_limits<float>::quiet_NaN();
+    v[rng.Next() % vocab] = -std::numeric_limits<float>::infinity();
+  }
+  return v;
+}
+
+TEST(SamplerTest, SameTokensAndRngAsTheFullSortOnEveryShape) {
+  SamplerScratch scratch;
+  int cases = 0;
+  for (int vocab : {1, 2, 7, 256, 257, 1000, 50257}) {
+    for (float spread : {0.5f, 8.f, 60.f, 400.f}) {
+      for (float temperature : {1e-3f, 0.3f, 0.8f, 1.f, 2.5f, 50.f}) {
+        for (auto [top_k, top_p] : {std::pair<uint32_t, float>{0, 1.f},
+                                    {40, 1.f},
+                                    {0, 0.9f},
+                                    {50, 0.95f},
+                                    {100000, 0.5f},
+                                    {1, 1.f}}) {
+          const uint64_t seed = 1000u * static_cast<uint64_t>(cases) + 7u;
+          const auto logits = LmLikeLogits(vocab, spread, cases % 3 == 0, seed);
+          const SamplingParams p{temperature, top_k, top_p, seed};
+          Rng fast(seed), ref(seed);
+          const int draws = vocab > 1000 ? 3 : 20;
+          for (int d = 0; d < draws; ++d) {
+            ASSERT_EQ(SampleToken(logits.data(), vocab, p, &fast, &scratch),
+                      FullSortReference(logits.data(), vocab, p, &ref))
+                << "vocab " << vocab << " spread " << spread << " t " << temperature << " k "
+                << top_k << " p " << top_p << " draw " << d;
+            ASSERT_EQ(fast, ref);
+          }
+          ++cases;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(cases, 7 * 4 * 6 * 6);
+}
+
+// What SampleToken's cut rests on: over every shape, the sum of all weights in the draw's order
+// has the same bits as the sum of those at or above kSamplerNegligibleExponent alone. A cut at
+// -30 would change some sums (checked, so this test can tell).
+TEST(SamplerTest, TokensBelowTheCutChangeNoBitOfTheSum) {
+  auto sums = [](const std::vector<float>& logits, double temperature, double cut) {
+    std::vector<double> gaps;
+    const double max = *std::max_element(logits.begin(), logits.end());
+    const double inv_t = 1.0 / temperature;
+    for (float x : logits) gaps.push_back((static_cast<double>(x) - max) * inv_t);
+    std::sort(gaps.begin(), gaps.end(), std::greater<double>());
+    double all = 0, kept = 0;
+    for (double g : gaps) {
+      all += std::exp(g);
+      if (g >= cut) kept += std::exp(g);
+    }
+    return std::pair<double, double>{all, kept};
+  };
+  int differ_at_30 = 0;
+  for (int seed = 0; seed < 40; ++seed) {
+    for (float spread : {60.f, 400.f}) {
+      const auto logits = LmLikeLogits(50257, spread, false, static_cast<uint64_t>(seed));
+      for (double t : {0.7, 1.0, 3.0}) {
+        const auto [all, kept] = sums(logits, t, kSamplerNegligibleExponent);
+        ASSERT_EQ(all, kept) << "seed " << seed << " spread " << spread << " t " << t;
+        const auto [all30, kept30] = sums(logits, t, -30.0);
+        differ_at_30 += all30 != kept30;
+      }
+    }
+  }
+  EXPECT_GT(differ_at_30, 0);
+}
+
+TEST(SamplerTest, InfinitiesAndAllNanPickWithoutADraw) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  SamplerScratch scratch;
+  const SamplingParams p{.temperature = 1.f, .top_k = 0, .top_p = 1.f, .seed = 3};
+  for (const std::vector<float>& logits :
+       {std::vector<float>{1.f, inf, 2.f, inf}, std::vector<float>{-inf, nan, -inf},
+        std::vector<float>{nan, nan}, std::vector<float>{-inf, -inf}}) {
+    Rng rng(3), ref(3);
+    const int n = static_cast<int>(logits.size());
+    EXPECT_EQ(SampleToken(logits.data(), n, p, &rng, &scratch),
+              FullSortReference(logits.data(), n, p, &ref));
+    EXPECT_EQ(rng, Rng(3));  // no draw
+  }
 }
 
 TEST(RngTest, SeedIsDeterministicAndUniformInRange) {
@@ -54,7 +206,7 @@ TEST(SamplerTest, GreedyPicksArgmaxWithoutTouchingRng) {
   SamplingParams p;  // temperature 0
   Rng rng(5);
   const Rng before = rng;
-  std::vector<std::pair<float, int32_t>> scratch;
+  SamplerScratch scratch;
   EXPECT_EQ(SampleToken(logits.data(), 4, p, &rng, &scratch), 1);
   EXPECT_EQ(rng, before);
 }
@@ -63,7 +215,7 @@ TEST(SamplerTest, GreedyTakesLowestIndexOnTies) {
   std::vector<float> logits = {1.f, 5.f, 2.f, 5.f, 5.f};
   SamplingParams p;
   Rng rng(1);
-  std::vector<std::pair<float, int32_t>> scratch;
+  SamplerScratch scratch;
   EXPECT_EQ(SampleToken(logits.data(), 5, p, &rng, &scratch), 1);
 }
 
