@@ -258,37 +258,8 @@ void AttendTileScalar(const AttendTask& t, AttendScratch* s) {
 
 bool AttendSimdFits(int hd) { return hd > 0 && hd % kLanes == 0 && hd <= kSimdMaxHeadDim; }
 
-namespace {
-template <int C>
-void Avx512Chunks(const AttendTask& t, AttendScratch* s) {
-  if (t.kv->dtype == KvDtype::kBf16) {
-    Avx512Body<uint16_t, C>(t, s);
-  } else {
-    Avx512Body<float, C>(t, s);
-  }
-}
-}  // namespace
-
 void AttendTileAvx512(const AttendTask& t, AttendScratch* s) {
-  static_assert(kSimdMaxHeadDim == 8 * kLanes);
-  switch (t.hd / kLanes) {
-    case 1:
-      return Avx512Chunks<1>(t, s);
-    case 2:
-      return Avx512Chunks<2>(t, s);
-    case 3:
-      return Avx512Chunks<3>(t, s);
-    case 4:
-      return Avx512Chunks<4>(t, s);
-    case 5:
-      return Avx512Chunks<5>(t, s);
-    case 6:
-      return Avx512Chunks<6>(t, s);
-    case 7:
-      return Avx512Chunks<7>(t, s);
-    default:
-      return Avx512Chunks<8>(t, s);
-  }
+  attend_internal::DispatchTypeAndChunks(t, [&]<typename T, int C>() { Avx512Body<T, C>(t, s); });
 }
 
 }  // namespace flatstate::cpu

@@ -193,37 +193,10 @@ FS_AVX2 void Avx2Body(const AttendTask& t, AttendScratch* s) {
 #pragma GCC diagnostic pop
 #endif
 
-template <int C>
-void Avx2Chunks(const AttendTask& t, AttendScratch* s) {
-  if (t.kv->dtype == KvDtype::kBf16) {
-    Avx2Body<uint16_t, C>(t, s);
-  } else {
-    Avx2Body<float, C>(t, s);
-  }
-}
-
 }  // namespace
 
 void AttendTileAvx2(const AttendTask& t, AttendScratch* s) {
-  static_assert(kSimdMaxHeadDim == 8 * kLanes);
-  switch (t.hd / kLanes) {
-    case 1:
-      return Avx2Chunks<1>(t, s);
-    case 2:
-      return Avx2Chunks<2>(t, s);
-    case 3:
-      return Avx2Chunks<3>(t, s);
-    case 4:
-      return Avx2Chunks<4>(t, s);
-    case 5:
-      return Avx2Chunks<5>(t, s);
-    case 6:
-      return Avx2Chunks<6>(t, s);
-    case 7:
-      return Avx2Chunks<7>(t, s);
-    default:
-      return Avx2Chunks<8>(t, s);
-  }
+  attend_internal::DispatchTypeAndChunks(t, [&]<typename T, int C>() { Avx2Body<T, C>(t, s); });
 }
 
 }  // namespace flatstate::cpu

@@ -76,6 +76,39 @@ inline void FinishTask(const AttendTask& t, const TaskState& st) {
   }
 }
 
+// Calls body.template operator()<T, C>() for the task's K/V element type T (float, or uint16_t
+// for bf16) and C = hd / 16 in 1..8 (the vector bodies need AttendSimdFits(hd)), so that each
+// body is instantiated with its loops' trip counts as constants.
+template <typename Body>
+void DispatchTypeAndChunks(const AttendTask& t, Body&& body) {
+  static_assert(kSimdMaxHeadDim == 8 * kLanes);
+  auto by_chunks = [&]<typename T>() {
+    switch (t.hd / kLanes) {
+      case 1:
+        return body.template operator()<T, 1>();
+      case 2:
+        return body.template operator()<T, 2>();
+      case 3:
+        return body.template operator()<T, 3>();
+      case 4:
+        return body.template operator()<T, 4>();
+      case 5:
+        return body.template operator()<T, 5>();
+      case 6:
+        return body.template operator()<T, 6>();
+      case 7:
+        return body.template operator()<T, 7>();
+      default:
+        return body.template operator()<T, 8>();
+    }
+  };
+  if (t.kv->dtype == KvDtype::kBf16) {
+    by_chunks.template operator()<uint16_t>();
+  } else {
+    by_chunks.template operator()<float>();
+  }
+}
+
 }  // namespace flatstate::cpu::attend_internal
 
 #endif  // FLATSTATE_KERNELS_CPU_ATTEND_TILE_INTERNAL_H_
