@@ -274,7 +274,7 @@ absl::Status Engine::Step(std::span<const StepRequest> requests, std::vector<Ste
     if (s->pending.empty() && requests[i].sample) sampled_runs_.push_back(r);
   }
   // Each draw reads its own logits row and advances its own session's rng, so spreading the
-  // draws over the pool changes no bit (at a 50k vocabulary one draw can take a millisecond).
+  // draws over the pool changes no bit.
   const int V = config().vocab_size;
   threads_->ParallelFor(static_cast<int64_t>(sampled_runs_.size()), [&](int64_t b, int64_t e) {
     thread_local SamplerScratch scratch;

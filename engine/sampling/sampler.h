@@ -63,10 +63,10 @@ struct SamplerScratch {
 // NaN logits are never sampled (treated as -inf). If the largest logit is +inf or -inf, the lowest
 // index holding it is returned without a draw. vocab <= 0 returns 0.
 //
-// Cost: O(vocab) to find the candidates, plus sorting and exp'ing only the candidates (the tokens
-// at or above kSamplerNegligibleExponent), with the same result as sorting every token. The sort is
-// a radix sort, so even a 50k vocabulary at a high temperature stays well under a millisecond
-// (bench: flatstate-bench --benchmark_filter=Sample/).
+// Cost: O(vocab) to find the candidates, then sorting (a radix sort past 256 of them) and
+// exp'ing only the candidates (the tokens at or above kSamplerNegligibleExponent), with the same
+// result as sorting every token. Today's models have 256 tokens; the cost at a 50k vocabulary is
+// measured too (bench: flatstate-bench --benchmark_filter=Sample/, docs/benchmarks.md).
 int32_t SampleToken(const float* logits, int vocab, const SamplingParams& params, Rng* rng,
                     SamplerScratch* scratch);
 
