@@ -47,14 +47,14 @@ constexpr int kKvBlocks = static_cast<int>((kMaxDepth + 1 + 4096) / 16 + 64);
   std::exit(1);
 }
 
-// The engine for the current (model, type, threads, K/V type), and a session that sits at up to kMaxDepth
-// tokens of context (for softmax with every K/V row filled; filled once per engine).
+// The engine for the current (model, type, threads, K/V type), and a session that sits at up to
+// kMaxDepth tokens of context (for softmax with every K/V row filled; filled once per engine).
 class Held {
  public:
   static Held& Get(const std::string& dir, WeightDtype dtype, int threads, KvDtype kv_dtype) {
     static Held held;
-    const std::string key = absl::StrCat(dir, "#", WeightDtypeName(dtype), "#", threads, "#",
-                                         KvDtypeName(kv_dtype));
+    const std::string key =
+        absl::StrCat(dir, "#", WeightDtypeName(dtype), "#", threads, "#", KvDtypeName(kv_dtype));
     if (held.key_ != key) held.Load(key, dir, dtype, threads, kv_dtype);
     return held;
   }

@@ -20,10 +20,14 @@
 //   MemoryReadBandwidth         single-thread streaming read of 1 GiB (bytes/s)
 // With FLATSTATE_BENCH_DEVICE=cuda also (issue 17's shapes; see docs/gpu.md):
 //   DeviceDecode/<gpt2-small model>/batch:B/ctx:C   one decode step for B sessions at context C,
-//       counters bytes_per_step (weights + state read and written: linear 2 x state bytes per
-//       session; softmax the K/V read over the context plus the new row written) and
-//       bytes_per_s (bytes_per_step / wall time of a step)
+//       counters bytes_per_step (weights as prepared on the device + state read and written:
+//       linear 2 x state bytes per session; softmax the K/V read over the context plus the new
+//       row written) and bytes_per_s (bytes_per_step / wall time of a step)
 //   DevicePrefill/<gpt2-small model>/len:N   chunked prefill of one N-token prompt
+// FLATSTATE_BENCH_WEIGHT_DTYPE=f32|bf16|int8|int4 (default f32) sets the layer weights' type of
+// DeviceDecode, DevicePrefill, Prefill/<model>/chunked and DecodeAtContext (their label names
+// it), as
+// FLATSTATE_BENCH_KV_DTYPE sets the softmax K/V cache's.
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
@@ -35,6 +39,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "bench/bench_engines.h"
 #include "bench/compare_bench.h"
 #include "bench/gemm_bench.h"
 #include "engine/runtime/engine.h"
@@ -44,144 +49,6 @@ namespace flatstate {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string SourceDir() { return FLATSTATE_SOURCE_DIR; }
-
-std::string BenchDir() {
-  const char* d = std::getenv("FLATSTATE_BENCH_DIR");
-  return d ? d : "/tmp/flatstate-bench";
-}
-
-// Writes the GPT-2-small-shaped random model once.
-std::string Gpt2Small(AttentionKind kind) {
-  const std::string dir = BenchDir() + "/gpt2-small-" + std::string(AttentionKindName(kind));
-  if (fs::exists(dir + "/model.safetensors")) return dir;
-  fs::create_directories(dir);
-  auto st = testing::WriteRandomModel(dir, testing::Gpt2SmallConfig(kind), 1234);
-  if (!st.ok()) {
-    std::fprintf(stderr, "cannot write %s: %s\n", dir.c_str(), std::string(st.status().message()).c_str());
-    std::exit(1);
-  }
-  return dir;
-}
-
-struct Loaded {
-  std::unique_ptr<Engine> engine;
-};
-
-// FLATSTATE_BENCH_DEVICE=cpu|cuda|auto (default cpu); see docs/gpu.md for the CUDA runs.
-const char* BenchDevice() {
-  const char* dev = std::getenv("FLATSTATE_BENCH_DEVICE");
-  return dev != nullptr ? dev : "cpu";
-}
-
-// FLATSTATE_BENCH_KV_DTYPE=f32|bf16 (default f32): the K/V cache of softmax engines
-// (--kv_dtype), here and in the comparison rows (compare_bench.cc).
-KvDtype BenchKvDtype() {
-  const char* kv = std::getenv("FLATSTATE_BENCH_KV_DTYPE");
-  if (kv == nullptr) return KvDtype::kF32;
-  auto kv_dtype = ParseKvDtype(kv);
-  if (!kv_dtype.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(kv_dtype.status().message()).c_str());
-    std::exit(1);
-  }
-  return *kv_dtype;
-}
-
-// One engine per (model, threads, KV blocks, weight type), kept for the whole run. kv_blocks 0:
-// enough for a 64k-token context on the softmax models, plus headroom.
-Engine* GetEngine(const std::string& dir, int threads, int kv_blocks = 0,
-                  WeightDtype dtype = WeightDtype::kF32) {
-  static std::map<std::string, std::unique_ptr<Engine>> cache;
-  // Device runs hold one engine at a time: a softmax engine's KV pool is sized per case.
-  const std::string key =
-      absl::StrCat(dir, "#", threads, "#", kv_blocks, "#", WeightDtypeName(dtype));
-  auto it = cache.find(key);
-  if (it != cache.end()) return it->second.get();
-  auto model = Model::Load(dir);
-  if (!model.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(model.status().message()).c_str());
-    std::exit(1);
-  }
-  EngineOptions o;
-  o.threads = threads;
-  o.kv_blocks = kv_blocks > 0 ? kv_blocks : 8192 + 64;
-  // FLATSTATE_BENCH_BATCH_INVARIANT=1: the CUDA GEMMs by the fixed-order kernel (kernels/gemm.h).
-  const char* invariant = std::getenv("FLATSTATE_BENCH_BATCH_INVARIANT");
-  o.batch_invariant = invariant != nullptr && std::string(invariant) == "1";
-  auto device = ParseDevice(BenchDevice());
-  if (!device.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(device.status().message()).c_str());
-    std::exit(1);
-  }
-  o.device = *device;
-  o.weight_dtype = dtype;
-  o.kv_dtype = BenchKvDtype();
-  auto e = Engine::Create(std::move(*model), o);
-  if (!e.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(e.status().message()).c_str());
-    std::exit(1);
-  }
-  return (cache[key] = std::move(*e)).get();
-}
-
-std::vector<int32_t> Tokens(size_t n) {
-  std::vector<int32_t> t(n);
-  std::mt19937 g(5);
-  for (auto& v : t) v = static_cast<int32_t>(g() % 256);
-  return t;
-}
-
-// Puts `s` at context `ctx` cheaply: the decode cost depends on the context length, not on the
-// values, so softmax gets its KV blocks reserved and filled with random rows and linear kinds just
-// get their position moved (their state has a fixed size by construction).
-void FastForward(Engine* e, SessionState* s, int64_t ctx) {
-  if (e->kv_pool() != nullptr) {
-    if (!e->kv_pool()->Reserve(&s->kv_blocks, ctx + 1).ok()) std::exit(2);
-    // Off the CPU the kernels read the device pool, which this host fill would not reach.
-    if (e->device() != Device::kCpu) {
-      s->position = ctx;
-      return;
-    }
-    std::mt19937 g(1);
-    std::uniform_real_distribution<float> u(-1, 1);
-    for (int32_t b : s->kv_blocks) {
-      for (int l = 0; l < e->config().num_hidden_layers; ++l) {
-        for (int slot = 0; slot < e->kv_pool()->block_size(); ++slot) {
-          std::vector<float> row(e->config().hidden_size);
-          for (int kv = 0; kv < 2; ++kv) {
-            for (float& x : row) x = u(g);
-            e->kv_pool()->WriteRow(b, l, kv, slot, row.data());
-          }
-        }
-      }
-    }
-  }
-  s->position = ctx;
-}
-
-// Bytes of weights one forward step reads: the GEMM weights as prepared for `dtype` (the output
-// head is f32 always) plus the fp32 embedding row and norms (small).
-double StepWeightBytes(const Engine& e) {
-  const ModelConfig& c = e.config();
-  const int64_t d = c.hidden_size, f = c.intermediate_size;
-  double bytes = static_cast<double>(e.model().weight_bytes());
-  for (auto [n, k] : {std::pair<int64_t, int64_t>{3 * d, d}, {d, d}, {f, d}, {d, f}}) {
-    const double packed =
-        static_cast<double>((n + PackedWeight::kPanel - 1) / PackedWeight::kPanel) *
-        PackedWeight::PanelBytes(e.weight_dtype(), k);
-    // The weight's bytes in the file (int8 / int4: quants plus fp32 scales).
-    double stored = 4.0 * n * k;
-    if (c.torch_dtype == TorchDtype::kBfloat16) stored = 2.0 * n * k;
-    if (c.torch_dtype == TorchDtype::kInt8 || c.torch_dtype == TorchDtype::kInt4) {
-      const WeightDtype q =
-          c.torch_dtype == TorchDtype::kInt8 ? WeightDtype::kInt8 : WeightDtype::kInt4;
-      stored = static_cast<double>(n) * (QuantizedRowBytes(q, k) + 4 * QuantizedBlocks(k));
-    }
-    bytes += c.num_hidden_layers * (packed - stored);
-  }
-  return bytes;
-}
 
 void Decode(benchmark::State& state, std::string dir, int threads, WeightDtype dtype) {
   Engine* e = GetEngine(dir, threads, 0, dtype);
@@ -206,7 +73,8 @@ void Decode(benchmark::State& state, std::string dir, int threads, WeightDtype d
 }
 
 void DecodeAtContext(benchmark::State& state, std::string dir, int threads) {
-  Engine* e = GetEngine(dir, threads);
+  Engine* e = GetEngine(dir, threads, 0, BenchWeightDtype());
+  state.SetLabel(absl::StrCat("weights ", WeightDtypeName(e->weight_dtype())));
   SessionState s = e->NewSession({});
   const int64_t ctx = state.range(0);
   FastForward(e, &s, ctx);
@@ -224,7 +92,8 @@ void DecodeAtContext(benchmark::State& state, std::string dir, int threads) {
 }
 
 void Prefill(benchmark::State& state, std::string dir, int threads, bool chunked) {
-  Engine* e = GetEngine(dir, threads);
+  Engine* e = GetEngine(dir, threads, 0, BenchWeightDtype());
+  state.SetLabel(absl::StrCat("weights ", WeightDtypeName(e->weight_dtype())));
   const auto prompt = Tokens(static_cast<size_t>(state.range(0)));
   std::vector<StepResult> res;
   for (auto _ : state) {
@@ -265,7 +134,8 @@ void PrefillTokenByToken(benchmark::State& state, std::string dir, int threads) 
   state.SetItemsProcessed(state.iterations() * state.range(0));
 }
 
-// Bytes one decode step must move at least: every weight once, and per session its linear state
+// Bytes one decode step must move at least: every weight once (as prepared: StepWeightBytes),
+// and per session its linear state
 // read and written, or its K/V over the context read and the new row written.
 double DecodeBytesPerStep(const Engine& e, int batch, int64_t ctx) {
   const ModelConfig& c = e.config();
@@ -273,16 +143,16 @@ double DecodeBytesPerStep(const Engine& e, int batch, int64_t ctx) {
       c.is_linear() ? 2.0 * static_cast<double>(c.state_bytes())
                     : 2.0 * sizeof(float) * c.num_hidden_layers * c.hidden_size * (ctx + 1.0) +
                           2.0 * sizeof(float) * c.num_hidden_layers * c.hidden_size;
-  return static_cast<double>(e.model().weight_bytes()) + batch * per_session;
+  return StepWeightBytes(e) + batch * per_session;
 }
 
 void DeviceDecode(benchmark::State& state, std::string dir, bool softmax) {
   const int batch = static_cast<int>(state.range(0));
   const int64_t ctx = state.range(1);
   // A softmax engine's pool holds exactly this case's context (+ 1 block per session).
-  const int kv_blocks =
-      softmax ? static_cast<int>(batch * ((ctx + 1 + 15) / 16 + 1)) : 0;
-  Engine* e = GetEngine(dir, 2, kv_blocks);
+  const int kv_blocks = softmax ? static_cast<int>(batch * ((ctx + 1 + 15) / 16 + 1)) : 0;
+  Engine* e = GetEngine(dir, 2, kv_blocks, BenchWeightDtype());
+  state.SetLabel(absl::StrCat("weights ", WeightDtypeName(e->weight_dtype())));
   std::vector<SessionState> sessions;
   sessions.reserve(batch);
   for (int i = 0; i < batch; ++i) {
@@ -329,10 +199,12 @@ void RegisterAll() {
   const std::string lin = SourceDir() + "/models/shakespeare-linear-elu";
   const std::string soft = SourceDir() + "/models/shakespeare-softmax";
   benchmark::RegisterBenchmark("MemoryReadBandwidth", MemoryReadBandwidth)
-      ->Unit(benchmark::kMillisecond)->MinTime(2);
+      ->Unit(benchmark::kMillisecond)
+      ->MinTime(2);
   std::vector<std::pair<std::string, std::string>> models;
-  for (const auto& [name, dir] : {std::pair<std::string, std::string>{"shakespeare-linear-elu", lin},
-                                  {"shakespeare-softmax", soft}}) {
+  for (const auto& [name, dir] :
+       {std::pair<std::string, std::string>{"shakespeare-linear-elu", lin},
+        {"shakespeare-softmax", soft}}) {
     if (fs::exists(dir + "/config.json")) models.emplace_back(name, dir);
   }
   // FLATSTATE_BENCH_MODELS=dir1,dir2 adds more model folders (named by their base name).
@@ -383,7 +255,11 @@ void RegisterAll() {
       // Softmax prefill stops at 16k: its attention is quadratic (64k would take minutes).
       auto* p = benchmark::RegisterBenchmark(absl::StrCat("DevicePrefill/", name).c_str(), Prefill,
                                              dir, 2, true);
-      p->ArgName("len")->Arg(4096)->Arg(16384)->Unit(benchmark::kMillisecond)->Iterations(1)
+      p->ArgName("len")
+          ->Arg(4096)
+          ->Arg(16384)
+          ->Unit(benchmark::kMillisecond)
+          ->Iterations(1)
           ->UseRealTime();
       if (kind != AttentionKind::kSoftmax) p->Arg(65536);
     }
@@ -397,18 +273,31 @@ void RegisterAll() {
     if (name.rfind("gpt2", 0) == 0) continue;  // context sweep on the shipped models
     benchmark::RegisterBenchmark(absl::StrCat("DecodeAtContext/", name).c_str(), DecodeAtContext,
                                  dir, 2)
-        ->ArgName("ctx")->Arg(1024)->Arg(16384)->Arg(65536)->Unit(benchmark::kMicrosecond)->UseRealTime();
+        ->ArgName("ctx")
+        ->Arg(1024)
+        ->Arg(16384)
+        ->Arg(65536)
+        ->Unit(benchmark::kMicrosecond)
+        ->UseRealTime();
   }
   for (const auto& [name, dir] : models) {
     benchmark::RegisterBenchmark(absl::StrCat("Prefill/", name, "/chunked").c_str(), Prefill, dir,
                                  2, true)
-        ->ArgName("len")->Arg(4096)->Unit(benchmark::kMillisecond)->Iterations(2)->UseRealTime();
+        ->ArgName("len")
+        ->Arg(4096)
+        ->Unit(benchmark::kMillisecond)
+        ->Iterations(2)
+        ->UseRealTime();
     // Token-by-token prefill of 4k tokens on the GPT-2-small softmax shape takes minutes (each
     // step attends over the growing cache); the linear shapes carry the comparison.
     if (name == "gpt2-small-softmax") continue;
     benchmark::RegisterBenchmark(absl::StrCat("Prefill/", name, "/token_by_token").c_str(),
                                  PrefillTokenByToken, dir, 2)
-        ->ArgName("len")->Arg(4096)->Unit(benchmark::kMillisecond)->Iterations(1)->UseRealTime();
+        ->ArgName("len")
+        ->Arg(4096)
+        ->Unit(benchmark::kMillisecond)
+        ->Iterations(1)
+        ->UseRealTime();
   }
 }
 

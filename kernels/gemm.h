@@ -218,6 +218,17 @@ struct GemmWeight {
   bool batch_invariant = false;
 };
 
+// Bytes of w [n, k] prepared for `device` as `dtype`: what one GEMM over it reads (benchmarks
+// count a step's bytes with it). kCpu: its packed panels (PackedWeight::bytes()); kCuda: the
+// buffer `data` above, 2 bytes a weight for kBf16 and 4 otherwise.
+inline size_t PreparedWeightBytes(Device device, WeightDtype dtype, int64_t n, int64_t k) {
+  if (device == Device::kCpu) {
+    return static_cast<size_t>((n + PackedWeight::kPanel - 1) / PackedWeight::kPanel) *
+           PackedWeight::PanelBytes(dtype, k);
+  }
+  return static_cast<size_t>(n) * static_cast<size_t>(k) * (dtype == WeightDtype::kBf16 ? 2 : 4);
+}
+
 // Prepares the host weight w [n, k] (fp32) for D as options.dtype (kCpu quantises it here; kCuda
 // quantises on the host and dequantises kInt8/kInt4 on the device). `w` is only read during the
 // call except for kCuda kF32, whose copy completes at the next Synchronize<kCuda> (`w` must stay

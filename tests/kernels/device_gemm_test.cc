@@ -262,6 +262,27 @@ TEST_P(DeviceKernels, BatchInvariantBf16GemmIsBitExactWithCpu) {
   }
 }
 
+// PreparedWeightBytes (what benchmarks count a step's weight bytes with) is the size of what
+// PrepareGemmWeight<D> holds for every type, odd shapes included.
+template <Device D>
+void ExpectPreparedBytes(WeightDtype dtype, int64_t n, int64_t k) {
+  const auto w = Random(static_cast<size_t>(n * k), 31);
+  auto gw = PrepareGemmWeight<D>(w.data(), n, k, {dtype});
+  ASSERT_TRUE(gw.ok()) << gw.status();
+  const size_t held = D == Device::kCpu ? gw->packed.bytes() : gw->data.bytes();
+  EXPECT_EQ(held, PreparedWeightBytes(D, dtype, n, k))
+      << WeightDtypeName(dtype) << " " << n << "x" << k;
+}
+
+TEST_P(DeviceKernels, PreparedWeightBytesIsWhatPrepareHolds) {
+  for (WeightDtype dtype :
+       {WeightDtype::kF32, WeightDtype::kBf16, WeightDtype::kInt8, WeightDtype::kInt4}) {
+    for (auto [n, k] : {std::pair<int64_t, int64_t>{2304, 768}, {70, 45}, {1, 33}}) {
+      FS_ON_DEVICE(dev(), ExpectPreparedBytes, dtype, n, k);
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, DeviceKernels, ::testing::ValuesIn(AllDevices()),
                          DeviceParamName);
 
