@@ -26,21 +26,24 @@
 
 namespace flatstate::cpu {
 
-// exp(x) for x <= 0 (and -inf), the one definition both bodies compute lane by lane with the same
+// exp(x) for x <= 0 (and -inf), the one definition every body computes lane by lane with the same
 // IEEE operations (Cephes' expf: x = n ln2 + r, a degree-5 polynomial in r, times 2^n); at most
 // 1.002 ulp from exp over [-87, 0] (tests/kernels/cpu/attend_tile_test.cc). 0 below -87 (where
 // 2^n would be subnormal); NaN stays NaN.
+inline constexpr float kExpMin = -87.f;
+inline constexpr float kExpLog2e = 1.44269504088896341f;
+inline constexpr float kExpMinusLn2Hi = -0.693359375f;  // -ln 2 = kExpMinusLn2Hi + kExpLn2Lo
+inline constexpr float kExpLn2Lo = 2.12194440e-4f;
+inline constexpr float kExpPoly[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
+                                      4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
+
 inline float ExpNonPositive(float x) {
-  if (!(x >= -87.f)) return x < -87.f ? 0.f : x;
-  const float n = std::nearbyint(x * 1.44269504088896341f);
-  float r = std::fma(n, -0.693359375f, x);
-  r = std::fma(n, 2.12194440e-4f, r);
-  float y = 1.9875691500e-4f;
-  y = std::fma(y, r, 1.3981999507e-3f);
-  y = std::fma(y, r, 8.3334519073e-3f);
-  y = std::fma(y, r, 4.1665795894e-2f);
-  y = std::fma(y, r, 1.6666665459e-1f);
-  y = std::fma(y, r, 5.0000001201e-1f);
+  if (!(x >= kExpMin)) return x < kExpMin ? 0.f : x;
+  const float n = std::nearbyint(x * kExpLog2e);
+  float r = std::fma(n, kExpMinusLn2Hi, x);
+  r = std::fma(n, kExpLn2Lo, r);
+  float y = kExpPoly[0];
+  for (int i = 1; i < 6; ++i) y = std::fma(y, r, kExpPoly[i]);
   y = std::fma(y, r * r, r);
   y = y + 1.f;
   const uint32_t bits = static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23;

@@ -1,6 +1,6 @@
-// kernels/cpu/attend_tile.h's ExpNonPositive, the exp that both attention bodies compute: its
+// kernels/cpu/attend_tile.h's ExpNonPositive, the exp that every attention body computes: its
 // accuracy against a float64 exp over the whole range it is used on, and its edge values. (The
-// two bodies' agreement, bit for bit, is tests/kernels/paged_attention_test.cc.)
+// bodies' agreement, bit for bit, is tests/kernels/paged_attention_test.cc.)
 #include "kernels/cpu/attend_tile.h"
 
 #include <cmath>
