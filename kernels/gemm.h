@@ -131,12 +131,16 @@ class PackedWeight {
   int64_t k() const { return k_; }
   int64_t panels() const { return (n_ + kPanel - 1) / kPanel; }
   size_t panel_bytes() const { return PanelBytes(dtype_, k_); }
-  size_t bytes() const { return static_cast<size_t>(panels()) * panel_bytes(); }
+  size_t bytes() const { return Bytes(dtype_, n_, k_); }
   const uint8_t* panel_data(int64_t p) const { return data_.get() + p * panel_bytes(); }
   // kF32 only: panel p's floats.
   const float* panel(int64_t p) const { return reinterpret_cast<const float*>(panel_data(p)); }
 
   static size_t PanelBytes(WeightDtype dtype, int64_t k);
+  // Bytes of the panels of an n x k weight of `dtype`.
+  static size_t Bytes(WeightDtype dtype, int64_t n, int64_t k) {
+    return static_cast<size_t>((n + kPanel - 1) / kPanel) * PanelBytes(dtype, k);
+  }
 
  private:
   struct Free {
@@ -222,10 +226,7 @@ struct GemmWeight {
 // count a step's bytes with it). kCpu: its packed panels (PackedWeight::bytes()); kCuda: the
 // buffer `data` above, 2 bytes a weight for kBf16 and 4 otherwise.
 inline size_t PreparedWeightBytes(Device device, WeightDtype dtype, int64_t n, int64_t k) {
-  if (device == Device::kCpu) {
-    return static_cast<size_t>((n + PackedWeight::kPanel - 1) / PackedWeight::kPanel) *
-           PackedWeight::PanelBytes(dtype, k);
-  }
+  if (device == Device::kCpu) return PackedWeight::Bytes(dtype, n, k);
   return static_cast<size_t>(n) * static_cast<size_t>(k) * (dtype == WeightDtype::kBf16 ? 2 : 4);
 }
 

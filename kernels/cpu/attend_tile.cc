@@ -1,7 +1,7 @@
 // Two of the bodies of kernels/cpu/attend_tile.h (the AVX2 one is attend_tile_avx2.cc). The scalar
 // body is the definition, written lane by lane; the AVX-512 body computes the same operations on
-// 16 lanes (keys of a group across lanes
-// for the softmax, dimensions across lanes for the dot products and the V sums).
+// 16 lanes (keys of a group across lanes for the softmax, dimensions across lanes for the dot
+// products and the V sums).
 #include "kernels/cpu/attend_tile.h"
 
 #include <immintrin.h>
@@ -15,6 +15,7 @@ namespace flatstate::cpu {
 namespace {
 
 using attend_internal::FinishTask;
+using attend_internal::GroupRows;
 using attend_internal::HalvingSum;
 using attend_internal::kLanes;
 using attend_internal::kNegInf;
@@ -211,25 +212,11 @@ FS_AVX512 inline void GroupHeads(const AttendTask& t, const TaskState& st, int64
 template <typename T, int C>
 FS_AVX512 void Avx512Body(const AttendTask& t, AttendScratch* s) {
   TaskState st = StartTask(t, s);
-  const int64_t off = static_cast<int64_t>(t.h0) * t.hd;
   const T* krow[kLanes];
   const T* vrow[kLanes];
   for (int64_t t0 = 0; t0 < st.ctx_max; t0 += kLanes) {
     const int len = static_cast<int>(std::min<int64_t>(kLanes, st.ctx_max - t0));
-    if (t.kv->block_size % kLanes == 0) {  // the group lies in one block: consecutive rows
-      const T* k0 = PoolRow<T>(*t.kv, t.table, t.layer, 0, t0) + off;
-      const T* v0 = PoolRow<T>(*t.kv, t.table, t.layer, 1, t0) + off;
-      for (int j = 0; j < kLanes; ++j) {  // lanes past the context read key t0 (masked out)
-        krow[j] = k0 + (j < len ? j : 0) * static_cast<int64_t>(t.kv->hidden);
-        vrow[j] = v0 + (j < len ? j : 0) * static_cast<int64_t>(t.kv->hidden);
-      }
-    } else {
-      for (int j = 0; j < kLanes; ++j) {
-        const int64_t pos = t0 + (j < len ? j : 0);
-        krow[j] = PoolRow<T>(*t.kv, t.table, t.layer, 0, pos) + off;
-        vrow[j] = PoolRow<T>(*t.kv, t.table, t.layer, 1, pos) + off;
-      }
-    }
+    GroupRows<T>(t, t0, len, krow, vrow);
     int h = 0;
     for (; h + 2 <= st.nh; h += 2) GroupHeads<T, C, 2>(t, st, t0, len, krow, vrow, h);
     if (h < st.nh) GroupHeads<T, C, 1>(t, st, t0, len, krow, vrow, h);

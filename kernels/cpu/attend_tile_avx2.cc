@@ -14,9 +14,9 @@ namespace flatstate::cpu {
 namespace {
 
 using attend_internal::FinishTask;
+using attend_internal::GroupRows;
 using attend_internal::kLanes;
 using attend_internal::kNegInf;
-using attend_internal::PoolRow;
 using attend_internal::StartTask;
 using attend_internal::TaskState;
 
@@ -169,16 +169,11 @@ FS_AVX2 inline void GroupHead(const AttendTask& t, const TaskState& st, int64_t 
 template <typename T, int C>
 FS_AVX2 void Avx2Body(const AttendTask& t, AttendScratch* s) {
   TaskState st = StartTask(t, s);
-  const int64_t off = static_cast<int64_t>(t.h0) * t.hd;
   const T* krow[kLanes];
   const T* vrow[kLanes];
   for (int64_t t0 = 0; t0 < st.ctx_max; t0 += kLanes) {
     const int len = static_cast<int>(std::min<int64_t>(kLanes, st.ctx_max - t0));
-    for (int j = 0; j < kLanes; ++j) {  // lanes past the context read key t0 (masked out)
-      const int64_t pos = t0 + (j < len ? j : 0);
-      krow[j] = PoolRow<T>(*t.kv, t.table, t.layer, 0, pos) + off;
-      vrow[j] = PoolRow<T>(*t.kv, t.table, t.layer, 1, pos) + off;
-    }
+    GroupRows<T>(t, t0, len, krow, vrow);
     for (int h = 0; h < st.nh; ++h) GroupHead<T, C>(t, st, t0, len, krow, vrow, h);
   }
   FinishTask(t, st);
