@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""Golden vectors for a Hugging Face Llama folder: the float64 reference, and llama.cpp beside it.
+
+    # the seeded prompt (comma-separated ids: BOS, then N-1 ids drawn from [3, vocab))
+    /usr/bin/python3 tools/hf_llama_golden.py prompt MODEL_DIR [--n 48] [--seed 1234]
+
+    # reference logits + greedy ids (tools/flatstate_ref/llama.py), compared with the JSON that
+    # tools/llamacpp/logits.cc wrote for the same prompt; writes OUT_DIR/golden_reference.json
+    # and OUT_DIR/golden_llamacpp.json and prints the comparison
+    /usr/bin/python3 tools/hf_llama_golden.py compare MODEL_DIR LLAMACPP_JSON OUT_DIR \
+        [--llama_cpp_commit de3ff81] [--n_greedy 64]
+
+tools/llamacpp_parity.sh runs both. The golden files keep the logits of GOLDEN_POSITIONS only
+(16 of the 48 prompt positions, every one of the first 8), each a full-vocabulary row:
+
+    golden_reference.json  {"prompt", "positions", "logits" (float64 rounded to 10 significant
+                            digits), "greedy" (argmax continuation, 64 ids),
+                            "greedy_top2_margins" (top-1 minus top-2 logit at each greedy step),
+                            "prompt_min_top2_margin", "logit_min", "logit_max", "how"}
+    golden_llamacpp.json   {"prompt", "positions", "logits" (llama.cpp's float32, %.9g),
+                            "greedy", "llama_cpp_commit", "settings",
+                            "vs_reference": {"max_abs_diff_prompt_logits" (every prompt
+                            position, not only the kept ones), "max_abs_diff_greedy_logits"
+                            (along the common greedy prefix), "greedy_agree",
+                            "first_greedy_mismatch"}}
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections import OrderedDict
+from typing import List
+
+import numpy as np
+import torch
+
+TOOLS = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, TOOLS)
+from flatstate_ref.llama import HfLlama, top2_margin  # noqa: E402
+
+GOLDEN_POSITIONS = [0, 1, 2, 3, 4, 5, 6, 7, 10, 15, 20, 25, 31, 37, 42, 47]
+FIRST_ID = 3  # past <unk> <s> </s>
+
+
+def seeded_prompt(vocab_size: int, n: int = 48, seed: int = 1234, bos: int = 1) -> List[int]:
+    """BOS then n - 1 ids uniform in [FIRST_ID, vocab) from numpy's legacy RandomState(seed)
+    (its stream is fixed across numpy versions)."""
+    rs = np.random.RandomState(seed)
+    return [bos] + [int(x) for x in rs.randint(FIRST_ID, vocab_size, size=n - 1)]
+
+
+def _round(x: float, digits: int) -> float:
+    return float(f"{x:.{digits}g}")
+
+
+def _rows(t: torch.Tensor, positions: List[int], digits: int) -> List[List[float]]:
+    return [[_round(v, digits) for v in t[p].tolist()] for p in positions]
+
+
+def reference_golden(model_dir: str, prompt: List[int], n_greedy: int):
+    """(golden dict, full prompt logits [T, V] float64, greedy ids, per-step rows [n, V])."""
+    m = HfLlama.load(model_dir)
+    full = m.logits(prompt)
+    seq = list(prompt)
+    greedy: List[int] = []
+    rows = []
+    for _ in range(n_greedy):
+        row = m.logits(seq)[-1]
+        rows.append(row)
+        nxt = int(torch.argmax(row))
+        greedy.append(nxt)
+        seq.append(nxt)
+    steps = torch.stack(rows) if rows else torch.zeros(0, full.shape[1], dtype=full.dtype)
+    allv = torch.cat([full, steps])
+    g = OrderedDict([
+        ("how", "tools/flatstate_ref/llama.py (float64) on this folder; "
+                "tools/hf_llama_golden.py compare"),
+        ("prompt", prompt),
+        ("positions", GOLDEN_POSITIONS),
+        ("logits", _rows(full, GOLDEN_POSITIONS, 10)),
+        ("greedy", greedy),
+        ("greedy_top2_margins", [_round(top2_margin(r), 6) for r in rows]),
+        ("prompt_min_top2_margin", _round(min(top2_margin(r) for r in full), 6)),
+        ("logit_min", _round(float(allv.min()), 6)),
+        ("logit_max", _round(float(allv.max()), 6)),
+    ])
+    return g, full, greedy, steps
+
+
+def compare(model_dir: str, cpp_json: str, out_dir: str, commit: str, n_greedy: int,
+            settings: str) -> dict:
+    with open(cpp_json, encoding="utf-8") as f:
+        cpp = json.load(f)
+    prompt = [int(i) for i in cpp["prompt"]]
+    n_greedy = min(n_greedy, len(cpp["greedy"]))
+    ref, full, greedy, steps = reference_golden(model_dir, prompt, n_greedy)
+    cl = torch.tensor(cpp["logits"], dtype=torch.float64)
+    if cl.shape != full.shape:
+        raise SystemExit(f"llama.cpp logits {tuple(cl.shape)} vs reference {tuple(full.shape)}")
+    diff_prompt = float((cl - full).abs().max())
+    cg = [int(i) for i in cpp["greedy"][:n_greedy]]
+    agree = 0
+    while agree < n_greedy and cg[agree] == greedy[agree]:
+        agree += 1
+    # Along the common prefix both sides saw the same sequence, so their rows compare.
+    common = min(agree + 1, n_greedy)
+    cgl = torch.tensor(cpp["greedy_logits"][:common], dtype=torch.float64)
+    diff_greedy = float((cgl - steps[:common]).abs().max()) if common else 0.0
+    cpp_golden = OrderedDict([
+        ("how", "tools/llamacpp/logits.cc against llama.cpp's libllama, on the GGUF that "
+                "llama.cpp's convert_hf_to_gguf.py --outtype f32 made of this folder "
+                "(tools/llamacpp_parity.sh)"),
+        ("llama_cpp_commit", commit),
+        ("settings", settings),
+        ("prompt", prompt),
+        ("positions", GOLDEN_POSITIONS),
+        ("logits", [[float(f"{v:.9g}") for v in cpp["logits"][p]] for p in GOLDEN_POSITIONS]),
+        ("greedy", cg),
+        ("vs_reference", OrderedDict([
+            ("max_abs_diff_prompt_logits", _round(diff_prompt, 4)),
+            ("max_abs_diff_greedy_logits", _round(diff_greedy, 4)),
+            ("greedy_agree", agree == n_greedy),
+            ("first_greedy_mismatch", None if agree == n_greedy else agree),
+        ])),
+    ])
+    os.makedirs(out_dir, exist_ok=True)
+    for name, obj in (("golden_reference.json", ref), ("golden_llamacpp.json", cpp_golden)):
+        with open(os.path.join(out_dir, name), "w", encoding="utf-8") as f:
+            json.dump(obj, f, separators=(",", ":"))
+            f.write("\n")
+    margins = ref["greedy_top2_margins"]
+    summary = OrderedDict([
+        ("max_abs_diff_prompt_logits", diff_prompt),
+        ("max_abs_diff_greedy_logits", diff_greedy),
+        ("logit_range", [ref["logit_min"], ref["logit_max"]]),
+        ("greedy_agree", f"{agree}/{n_greedy}"),
+        ("min_top2_margin_greedy_path", min(margins) if margins else None),
+        ("min_top2_margin_prompt", ref["prompt_min_top2_margin"]),
+    ])
+    return summary
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("prompt")
+    p.add_argument("model_dir")
+    p.add_argument("--n", type=int, default=48)
+    p.add_argument("--seed", type=int, default=1234)
+    c = sub.add_parser("compare")
+    c.add_argument("model_dir")
+    c.add_argument("llamacpp_json")
+    c.add_argument("out_dir")
+    c.add_argument("--llama_cpp_commit", default="unknown")
+    c.add_argument("--n_greedy", type=int, default=64)
+    c.add_argument("--settings", default="F32 GGUF, F32 K/V cache, flash attention off, "
+                                        "1 thread, CPU, argmax without a sampler")
+    a = ap.parse_args(argv)
+    if a.cmd == "prompt":
+        with open(os.path.join(a.model_dir, "config.json"), encoding="utf-8") as f:
+            cfg = json.load(f)
+        print(",".join(str(i) for i in seeded_prompt(cfg["vocab_size"], a.n, a.seed,
+                                                     cfg.get("bos_token_id", 1))))
+        return 0
+    s = compare(a.model_dir, a.llamacpp_json, a.out_dir, a.llama_cpp_commit, a.n_greedy,
+                a.settings)
+    print(json.dumps(s, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

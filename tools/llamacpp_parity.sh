@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Check the float64 Llama reference (tools/flatstate_ref/llama.py) against llama.cpp on a tiny
+# random Hugging Face Llama folder, and write golden vectors.
+#
+#   bash tools/llamacpp_parity.sh LLAMA_CPP_DIR OUT_DIR
+#
+# LLAMA_CPP_DIR is a llama.cpp source tree with libllama built in LLAMA_CPP_DIR/build/bin (how to
+# get and build one offline: tests/data/hf_llama_tiny/README.md). Steps:
+#   1. tools/hf_llama.py writes OUT_DIR/hf (flags from HF_ARGS; default: the tiny model of
+#      tests/data/hf_llama_tiny, whose tokenizer it trains with python3-sentencepiece). With
+#      MODEL_DIR=<folder> that folder is used instead and nothing is written.
+#   2. llama.cpp's own convert_hf_to_gguf.py --outtype f32 makes OUT_DIR/model-f32.gguf, run by
+#      Debian's /usr/bin/python3 with PYTHONPATH=OUT_DIR/shim:LLAMA_CPP_DIR/gguf-py. It needs
+#      torch, numpy, yaml, sentencepiece and tqdm (python3-torch, -numpy, -yaml, -sentencepiece,
+#      -tqdm) and imports `transformers` at module level for AutoConfig, which Debian does not
+#      package: OUT_DIR/shim/transformers is a stand-in whose from_pretrained raises, and the
+#      converter then reads config.json itself (its own fallback in ModelBase.load_hparams).
+#      With tokenizer.model present the vocabulary comes from sentencepiece, not AutoTokenizer.
+#      Debian's torch 1.13 lacks torch.float8_e4m3fn / float8_e5m2, which the converter names
+#      in two dtype tables at import: OUT_DIR/shim/run_convert.py sets them to placeholder
+#      strings (no tensor here has those types) and runs the unmodified converter with runpy.
+#   3. g++ builds tools/llamacpp/logits.cc against LLAMA_CPP_DIR/build/bin/libllama.so.
+#   4. logits runs the seeded prompt (tools/hf_llama_golden.py prompt: BOS + 47 ids, seed 1234)
+#      and 64 greedy tokens: OUT_DIR/llamacpp_logits.json (every prompt position, full vocab).
+#   5. tools/hf_llama_golden.py compare runs the reference on the same prompt and writes
+#      OUT_DIR/golden_reference.json and OUT_DIR/golden_llamacpp.json, printing the max abs
+#      logit difference, the logit range, greedy agreement and the smallest top-1/top-2 margin.
+# Environment: HF_ARGS, MODEL_DIR, THREADS (1), N_PROMPT (48), N_GREEDY (64), SEED (1234), PY.
+set -euo pipefail
+
+if [ $# -ne 2 ]; then
+  echo "usage: $0 LLAMA_CPP_DIR OUT_DIR" >&2
+  exit 2
+fi
+LLAMA=$(cd "$1" && pwd)
+mkdir -p "$2"
+OUT=$(cd "$2" && pwd)
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+PY=${PY:-/usr/bin/python3}
+THREADS=${THREADS:-1}
+N_PROMPT=${N_PROMPT:-48}
+N_GREEDY=${N_GREEDY:-64}
+SEED=${SEED:-1234}
+# tests/data/hf_llama_tiny's flags (its README.md); the tokenizer is trained
+DEFAULT_HF_ARGS="--vocab_size 512 --hidden_size 96 --intermediate_size 256 --num_hidden_layers 3"
+DEFAULT_HF_ARGS+=" --num_attention_heads 4 --num_key_value_heads 2 --head_dim 32"
+DEFAULT_HF_ARGS+=" --dtype bfloat16 --shards 2 --seed 1"
+HF_ARGS=${HF_ARGS:-$DEFAULT_HF_ARGS}
+
+if [ ! -f "$LLAMA/build/bin/libllama.so" ]; then
+  echo "$LLAMA/build/bin/libllama.so not found: build llama.cpp first" >&2
+  exit 1
+fi
+
+# 1. the model folder
+if [ -n "${MODEL_DIR:-}" ]; then
+  HF=$(cd "$MODEL_DIR" && pwd)
+else
+  HF="$OUT/hf"
+  # shellcheck disable=SC2086
+  "$PY" "$REPO/tools/hf_llama.py" --out "$HF" --force $HF_ARGS
+fi
+
+# 2. llama.cpp's converter, with the transformers stand-in
+mkdir -p "$OUT/shim/transformers"
+cat > "$OUT/shim/transformers/__init__.py" <<'EOF'
+"""Stand-in for `transformers` (not packaged in Debian), written by tools/llamacpp_parity.sh.
+convert_hf_to_gguf.py imports AutoConfig at module level; ModelBase.load_hparams catches what
+AutoConfig.from_pretrained raises and reads config.json itself. AutoTokenizer is only reached
+by vocabulary paths that a folder with tokenizer.model does not take."""
+
+
+class _Absent:
+    @classmethod
+    def from_pretrained(cls, *args, **kwargs):
+        raise ImportError("transformers is not installed (flatstate's stand-in)")
+
+
+AutoConfig = _Absent
+AutoTokenizer = _Absent
+EOF
+cat > "$OUT/shim/run_convert.py" <<'EOF'
+"""Runs convert_hf_to_gguf.py (argv[1]) under a torch without the float8 dtypes (Debian's
+1.13), written by tools/llamacpp_parity.sh: the converter only names them as dict keys and in a
+membership test, so a placeholder that no tensor's dtype equals stands in."""
+import os
+import runpy
+import sys
+
+import torch
+
+for name in ("float8_e4m3fn", "float8_e5m2"):
+    if not hasattr(torch, name):
+        setattr(torch, name, f"torch.{name} (absent in torch {torch.__version__})")
+script = sys.argv[1]
+sys.argv = sys.argv[1:]
+sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+runpy.run_path(script, run_name="__main__")
+EOF
+GGUF="$OUT/model-f32.gguf"
+PYTHONPATH="$OUT/shim:$LLAMA/gguf-py" "$PY" "$OUT/shim/run_convert.py" \
+  "$LLAMA/convert_hf_to_gguf.py" "$HF" \
+  --outtype f32 --outfile "$GGUF" > "$OUT/convert.log" 2>&1 || {
+  tail -30 "$OUT/convert.log" >&2
+  exit 1
+}
+echo "converted: $GGUF (config.json read by the converter's fallback" \
+  "$(grep -c 'Failed to load model config' "$OUT/convert.log") times)"
+
+# 3. the logits program
+g++ -O2 -std=c++17 -Wall -Wextra "$REPO/tools/llamacpp/logits.cc" -I "$LLAMA/include" \
+  -I "$LLAMA/ggml/include" -L "$LLAMA/build/bin" -lllama -Wl,-rpath,"$LLAMA/build/bin" \
+  -o "$OUT/logits"
+
+# 4. llama.cpp's logits and greedy tokens
+PROMPT=$("$PY" "$REPO/tools/hf_llama_golden.py" prompt "$HF" --n "$N_PROMPT" --seed "$SEED")
+"$OUT/logits" "$GGUF" "$PROMPT" "$N_GREEDY" "$OUT/llamacpp_logits.json" "$THREADS"
+
+# 5. the reference beside it
+COMMIT=$(git -C "$LLAMA" log -1 --format=%h 2>/dev/null || echo unknown)
+SETTINGS="F32 GGUF, F32 K/V cache, flash attention off, $THREADS thread(s), CPU,"
+SETTINGS+=" argmax without a sampler"
+"$PY" "$REPO/tools/hf_llama_golden.py" compare "$HF" "$OUT/llamacpp_logits.json" "$OUT" \
+  --llama_cpp_commit "$COMMIT" --n_greedy "$N_GREEDY" \
+  --settings "$SETTINGS" \
+  | tee "$OUT/summary.json"
