@@ -43,7 +43,8 @@ void Attend(benchmark::State& state, GemmIsa isa, KvDtype dtype) {
   PoolParallel par(2);
   for (auto _ : state) {
     PagedAttention<Device::kCpu>(kv, table.data(), prow.data(), rows, qkv.data(), 3 * kHidden,
-                                 out.data(), kHidden, 0, kHeads, kHeadDim, par);
+                                 out.data(), kHidden, 0,
+                                 AttentionShape{kHeads, kHeads, kHeadDim}, par);
     benchmark::DoNotOptimize(out.data());
   }
   SetGemmIsa(BestGemmIsa());

@@ -1,6 +1,6 @@
-// Row-wise and element-wise ops of the transformer block: RMSNorm, exact GELU, residual add, the
-// token-shift causal convolution and the row gather (embedding lookup). Row-major fp32; every row
-// is computed independently (batch invariant). All pointers, descriptor arrays included, are in
+// Row-wise and element-wise ops of the transformer block: RMSNorm, exact GELU, SwiGLU, residual
+// and bias adds, the token-shift causal convolution and the row gather (embedding lookup).
+// Row-major fp32; every row is computed independently (batch invariant). All pointers, descriptor arrays included, are in
 // the op's device memory. CPU bodies in elementwise_cpu.cc; CUDA bodies in elementwise_gpu.cu
 // (asynchronous on cuda::Stream()). RoPE is part of kernels/paged_attention.h's RopeAndWriteKv.
 #ifndef FLATSTATE_KERNELS_ELEMENTWISE_H_
@@ -23,6 +23,16 @@ void Gelu(float* x, int64_t n);
 // y += x.
 template <Device D>
 void AddInPlace(float* y, const float* x, int64_t n);
+
+// y[r][c] += bias[c] for `rows` rows of `dim` floats (a GEMM's bias, added after it).
+template <Device D>
+void AddBias(float* y, const float* bias, int64_t rows, int64_t dim);
+
+// SwiGLU: out[r][i] = silu(in[r][i]) * in[r][F + i], i < F, silu(x) = x / (1 + exp(-x)); each
+// input row is [gate (F floats); up (F floats)] (one GEMM of the fused gate and up weights), out
+// rows are F floats and must not alias in.
+template <Device D>
+void SwiGlu(const float* in, int64_t rows, int64_t F, float* out);
 
 // One sequence of a batched causal convolution: rows [row, row + T) of in / out, and its window
 // (K-1 rows of dim floats, oldest first) at window + layer_offset.

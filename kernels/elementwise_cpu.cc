@@ -46,6 +46,24 @@ inline float ErfRational(float v) {
 }  // namespace
 
 template <>
+void AddBias<Device::kCpu>(float* y, const float* bias, int64_t rows, int64_t dim) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* yr = y + r * dim;
+    for (int64_t c = 0; c < dim; ++c) yr[c] += bias[c];
+  }
+}
+
+template <>
+void SwiGlu<Device::kCpu>(const float* in, int64_t rows, int64_t F, float* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* gate = in + r * 2 * F;
+    const float* up = gate + F;
+    float* o = out + r * F;
+    for (int64_t i = 0; i < F; ++i) o[i] = gate[i] / (1.f + std::exp(-gate[i])) * up[i];
+  }
+}
+
+template <>
 void Gelu<Device::kCpu>(float* x, int64_t n) {
   constexpr float kInvSqrt2 = 0.70710678118654752f;
   for (int64_t i = 0; i < n; ++i) x[i] = 0.5f * x[i] * (1.f + ErfRational(x[i] * kInvSqrt2));

@@ -56,6 +56,22 @@ __global__ void AddKernel(float* y, const float* x, int64_t n) {
   }
 }
 
+__global__ void BiasKernel(float* y, const float* bias, int64_t n, int64_t dim) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    y[i] += bias[i % dim];
+  }
+}
+
+__global__ void SwiGluKernel(const float* in, int64_t n, int64_t F, float* out) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / F, c = i % F;
+    const float g = in[r * 2 * F + c];
+    out[i] = g / (1.f + expf(-g)) * in[r * 2 * F + F + c];
+  }
+}
+
 // One thread per channel c of one sequence: all T outputs of the column, then the column's new
 // window (ascending rows: row r reads row T + r > r, not yet overwritten). Columns never mix, so
 // no synchronisation is needed. Grid (channel tiles, sequences).
@@ -103,6 +119,24 @@ void Gelu<Device::kCuda>(float* x, int64_t n) {
   if (n <= 0) return;
   cuda::GeluKernel<<<cuda::Blocks(n, cuda::kThreads), cuda::kThreads, 0, cuda::Stream()>>>(x, n);
   FS_CUDA_CHECK_LAUNCH("GeluKernel");
+}
+
+template <>
+void AddBias<Device::kCuda>(float* y, const float* bias, int64_t rows, int64_t dim) {
+  const int64_t n = rows * dim;
+  if (n <= 0) return;
+  cuda::BiasKernel<<<cuda::Blocks(n, cuda::kThreads), cuda::kThreads, 0, cuda::Stream()>>>(
+      y, bias, n, dim);
+  FS_CUDA_CHECK_LAUNCH("BiasKernel");
+}
+
+template <>
+void SwiGlu<Device::kCuda>(const float* in, int64_t rows, int64_t F, float* out) {
+  const int64_t n = rows * F;
+  if (n <= 0) return;
+  cuda::SwiGluKernel<<<cuda::Blocks(n, cuda::kThreads), cuda::kThreads, 0, cuda::Stream()>>>(
+      in, n, F, out);
+  FS_CUDA_CHECK_LAUNCH("SwiGluKernel");
 }
 
 template <>

@@ -10,14 +10,17 @@
 // Token t of a sequence lives in block table[t / block_size], slot t % block_size.
 //
 // The ops work on rows of one layer of a step: PagedRow i is query row rows[i].row of qkv (q at
-// +0, k at +hidden, v at +2*hidden, row stride `stride`), at position rows[i].ctx - 1, whose
-// session's block table starts at tables + rows[i].table. All pointers, the descriptor arrays
+// +0, heads * head_dim elements; k at +heads * head_dim and v after it, kv_heads * head_dim each:
+// AttentionShape; row stride `stride`), at position rows[i].ctx - 1, whose session's block table
+// starts at tables + rows[i].table. A pool row holds one position's K (or V) of every K/V head,
+// so PagedKv::hidden is kv_heads * head_dim. All pointers, the descriptor arrays
 // included, are in the op's device memory. kCpu bodies run rows on `par`; kCuda bodies
 // (paged_attention_gpu.cu) are asynchronous on cuda::Stream() and ignore `par`.
 #ifndef FLATSTATE_KERNELS_PAGED_ATTENTION_H_
 #define FLATSTATE_KERNELS_PAGED_ATTENTION_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -65,6 +68,31 @@ struct PagedKv {
   }
 };
 
+// The heads of one softmax layer: `heads` query heads of head_dim elements sharing `kv_heads` K/V
+// heads (grouped-query attention: query head h reads K/V head h / (heads / kv_heads); kv_heads ==
+// heads is multi-head attention). heads must be a multiple of kv_heads.
+struct AttentionShape {
+  int heads = 0;
+  int kv_heads = 0;
+  int head_dim = 0;
+  int q_width() const { return heads * head_dim; }
+  int kv_width() const { return kv_heads * head_dim; }
+  int group() const { return heads / kv_heads; }
+};
+
+// RoPE of a softmax layer: rotate-half over the first rotary_dim elements of every q and k head
+// (pairs i and i + rotary_dim / 2), angle pos * inv_freq[i] for i < rotary_dim / 2, computed in
+// double; the elements past rotary_dim are left as they are. inv_freq is in the op's device
+// memory.
+struct RopeTable {
+  const double* inv_freq = nullptr;
+  int rotary_dim = 0;
+};
+
+// The inverse frequencies theta^(-2i / rotary_dim), i < rotary_dim / 2 (unscaled RoPE; the
+// engine's ModelConfig::RopeInvFreq applies a model's rope_scaling to these).
+std::vector<double> RopeInvFreq(double theta, int rotary_dim);
+
 // One query row of a batched call (see the top of this file).
 struct PagedRow {
   int64_t row = 0;
@@ -78,16 +106,16 @@ struct PagedRow {
 template <Device D>
 absl::Status CheckPagedAttentionShape(int head_dim, KvDtype dtype);
 
-// Rotate-half RoPE on q and k of every row (heads of head_dim, at position ctx - 1, angles in
-// double), then the row's K and V written into its slot of `layer`. Each row's slot must be
-// covered by its block table.
+// RoPE (`rope`) on q and k of every row at position ctx - 1, then the row's K and V written into
+// its slot of `layer`. Each row's slot must be covered by its block table.
 template <Device D>
 void RopeAndWriteKv(const PagedKv& kv, const int32_t* tables, const PagedRow* rows, int64_t n,
-                    float* qkv, int64_t stride, int layer, int heads, int head_dim, float theta,
-                    const Parallel& par);
+                    float* qkv, int64_t stride, int layer, const AttentionShape& shape,
+                    const RopeTable& rope, const Parallel& par);
 
 // out row rows[i].row, head h = softmax(q_h . K[0..ctx) / sqrt(hd)) V[0..ctx) for q_h that row's
-// head h, over its session's context of `layer` (K/V already written for every position < ctx).
+// head h and K, V those of h's K/V head, over its session's context of `layer` (K/V already
+// written for every position < ctx).
 //
 // kCpu: FlashAttention-style online softmax. Keys are taken in fixed groups of kKeyTile
 // positions (absolute: [16j, 16j + 16)), in ascending order; per group a row's scores, running
@@ -104,7 +132,7 @@ inline constexpr int kQueryTile = 16;
 template <Device D>
 void PagedAttention(const PagedKv& kv, const int32_t* tables, const PagedRow* rows, int64_t n,
                     const float* qkv, int64_t stride, float* out, int64_t out_stride, int layer,
-                    int heads, int head_dim, const Parallel& par);
+                    const AttentionShape& shape, const Parallel& par);
 
 }  // namespace flatstate
 

@@ -67,30 +67,37 @@ absl::Status CheckPagedAttentionShape<Device::kCpu>(int /*head_dim*/, KvDtype /*
   return absl::OkStatus();
 }
 
+std::vector<double> RopeInvFreq(double theta, int rotary_dim) {
+  std::vector<double> inv(rotary_dim / 2);
+  for (int i = 0; i < rotary_dim / 2; ++i) inv[i] = std::pow(theta, -2.0 * i / rotary_dim);
+  return inv;
+}
+
 template <>
 void RopeAndWriteKv<Device::kCpu>(const PagedKv& kv, const int32_t* tables, const PagedRow* rows,
-                                  int64_t n, float* qkv, int64_t stride, int layer, int heads,
-                                  int head_dim, float theta, const Parallel& par) {
-  const int hidden = kv.hidden;
+                                  int64_t n, float* qkv, int64_t stride, int layer,
+                                  const AttentionShape& shape, const RopeTable& rope,
+                                  const Parallel& par) {
+  const int q_width = shape.q_width(), kv_width = shape.kv_width(), hd = shape.head_dim;
   par.For(n, [&](int64_t b, int64_t e) {
-    std::vector<float> c(head_dim / 2), s(head_dim / 2);
+    std::vector<float> c(rope.rotary_dim / 2), s(rope.rotary_dim / 2);
     for (int64_t i = b; i < e; ++i) {
       const PagedRow& r = rows[i];
       const int64_t pos = r.ctx - 1;
       float* row = qkv + r.row * stride;
-      RopeAngles(pos, head_dim, theta, c.data(), s.data());        // once for q and k
-      RopeRow(row, heads, head_dim, c.data(), s.data());           // q
-      RopeRow(row + hidden, heads, head_dim, c.data(), s.data());  // k
+      RopeAngles(pos, rope.inv_freq, rope.rotary_dim / 2, c.data(), s.data());  // once for q, k
+      RopeRow(row, shape.heads, hd, rope.rotary_dim, c.data(), s.data());           // q
+      RopeRow(row + q_width, shape.kv_heads, hd, rope.rotary_dim, c.data(), s.data());  // k
       const int32_t* table = tables + r.table;
       const int32_t block = table[pos / kv.block_size];
       const int slot = static_cast<int>(pos % kv.block_size);
       for (int which = 0; which < 2; ++which) {
-        const float* src = row + (1 + which) * hidden;
+        const float* src = row + q_width + which * kv_width;
         if (kv.dtype == KvDtype::kF32) {
-          std::memcpy(kv.Row(block, layer, which, slot), src, sizeof(float) * hidden);
+          std::memcpy(kv.Row(block, layer, which, slot), src, sizeof(float) * kv_width);
         } else {
           uint16_t* dst = kv.Bf16Row(block, layer, which, slot);
-          for (int d = 0; d < hidden; ++d) dst[d] = Bf16FromFloat(src[d]);
+          for (int d = 0; d < kv_width; ++d) dst[d] = Bf16FromFloat(src[d]);
         }
       }
     }
@@ -100,8 +107,9 @@ void RopeAndWriteKv<Device::kCpu>(const PagedKv& kv, const int32_t* tables, cons
 template <>
 void PagedAttention<Device::kCpu>(const PagedKv& kv, const int32_t* tables, const PagedRow* rows,
                                   int64_t n, const float* qkv, int64_t stride, float* out,
-                                  int64_t out_stride, int layer, int heads, int head_dim,
+                                  int64_t out_stride, int layer, const AttentionShape& shape,
                                   const Parallel& par) {
+  const int heads = shape.heads, head_dim = shape.head_dim;
   // One task per (tile, slice of heads); a K/V row is located once per task.
   const std::vector<QueryTile> tiles = Tiles(rows, n);
   const int per = HeadsPerTask(heads, static_cast<int64_t>(tiles.size()), par.num_threads());
@@ -134,6 +142,7 @@ void PagedAttention<Device::kCpu>(const PagedKv& kv, const int32_t* tables, cons
       task.out_stride = out_stride;
       task.layer = layer;
       task.hd = head_dim;
+      task.group = shape.group();
       body(task, &scratch);
     }
   });

@@ -23,14 +23,14 @@ constexpr size_t kSmemLimit = 48 * 1024;  // default dynamic shared memory per b
 
 // One block per row; pairs (head, i) over the threads. Angles in double like the CPU.
 __global__ void RopeKernel(float* x, int64_t stride, const PagedRow* rows, int heads, int head_dim,
-                           float theta) {
+                           const double* inv_freq, int rotary_dim) {
   const PagedRow r = rows[blockIdx.x];
   const int64_t pos = r.ctx - 1;
   float* row = x + r.row * stride;
-  const int half = head_dim / 2;
+  const int half = rotary_dim / 2;
   for (int p = threadIdx.x; p < heads * half; p += blockDim.x) {
     const int h = p / half, i = p % half;
-    const double inv = pow(static_cast<double>(theta), -2.0 * i / head_dim);
+    const double inv = inv_freq[i];
     const float c = static_cast<float>(cos(static_cast<double>(pos) * inv));
     const float s = static_cast<float>(sin(static_cast<double>(pos) * inv));
     float* v = row + static_cast<int64_t>(h) * head_dim;
@@ -41,7 +41,8 @@ __global__ void RopeKernel(float* x, int64_t stride, const PagedRow* rows, int h
 }
 
 // Shared memory: q [hd], acc [kWarps][hd], wm [kWarps], wl [kWarps].
-__device__ void AttendBlock(const PagedKv& p, const int32_t* table, int layer, int head, int hd,
+// `kv_head`: the K/V head query head's q reads.
+__device__ void AttendBlock(const PagedKv& p, const int32_t* table, int layer, int kv_head, int hd,
                             const float* q, int64_t ctx, float* out) {
   extern __shared__ float smem[];
   float* qs = smem;
@@ -54,7 +55,7 @@ __device__ void AttendBlock(const PagedKv& p, const int32_t* table, int layer, i
     return;
   }
   const float scale = 1.f / sqrtf(static_cast<float>(hd));
-  const int64_t off = static_cast<int64_t>(head) * hd;
+  const int64_t off = static_cast<int64_t>(kv_head) * hd;
   for (int d = tid; d < hd; d += kThreads) qs[d] = q[d];
   float* my = acc + warp * hd;
   for (int d = lane; d < hd; d += 32) my[d] = 0.f;
@@ -95,25 +96,26 @@ __device__ void AttendBlock(const PagedKv& p, const int32_t* table, int layer, i
 // Grid (rows, heads).
 __global__ void __launch_bounds__(kThreads)
     RowsKernel(PagedKv p, const int32_t* tables, const PagedRow* rows, const float* qkv,
-               int64_t stride, float* out, int64_t out_stride, int layer, int hd) {
+               int64_t stride, float* out, int64_t out_stride, int layer, int hd, int group) {
   const PagedRow r = rows[blockIdx.x];
   const int h = blockIdx.y;
-  AttendBlock(p, tables + r.table, layer, h, hd,
+  AttendBlock(p, tables + r.table, layer, h / group, hd,
               qkv + r.row * stride + static_cast<int64_t>(h) * hd, r.ctx,
               out + r.row * out_stride + static_cast<int64_t>(h) * hd);
 }
 
-// One block per row: K (qkv + hidden) and V (qkv + 2 hidden) into the row's slot.
+// One block per row: K (qkv + q_width) and V (after K) into the row's slot (p.hidden elements
+// each).
 __global__ void WriteKvKernel(PagedKv p, const int32_t* tables, const PagedRow* rows,
-                              const float* qkv, int64_t stride, int layer) {
+                              const float* qkv, int64_t stride, int layer, int q_width) {
   const PagedRow r = rows[blockIdx.x];
   const int64_t pos = r.ctx - 1;
   float* kd = p.Key(tables + r.table, layer, pos);
   float* vd = p.Value(tables + r.table, layer, pos);
-  const float* src = qkv + r.row * stride;
+  const float* src = qkv + r.row * stride + q_width;
   for (int i = threadIdx.x; i < p.hidden; i += blockDim.x) {
-    kd[i] = src[p.hidden + i];
-    vd[i] = src[2 * static_cast<int64_t>(p.hidden) + i];
+    kd[i] = src[i];
+    vd[i] = src[static_cast<int64_t>(p.hidden) + i];
   }
 }
 
@@ -139,29 +141,31 @@ absl::Status CheckPagedAttentionShape<Device::kCuda>(int head_dim, KvDtype dtype
 
 template <>
 void RopeAndWriteKv<Device::kCuda>(const PagedKv& kv, const int32_t* tables, const PagedRow* rows,
-                                   int64_t n, float* qkv, int64_t stride, int layer, int heads,
-                                   int head_dim, float theta, const Parallel& /*par*/) {
+                                   int64_t n, float* qkv, int64_t stride, int layer,
+                                   const AttentionShape& shape, const RopeTable& rope,
+                                   const Parallel& /*par*/) {
   if (n <= 0) return;
   cudaStream_t s = cuda::Stream();
   const unsigned grid = static_cast<unsigned>(n);
-  cuda::RopeKernel<<<grid, 128, 0, s>>>(qkv, stride, rows, heads, head_dim, theta);  // q
+  cuda::RopeKernel<<<grid, 128, 0, s>>>(qkv, stride, rows, shape.heads, shape.head_dim,
+                                        rope.inv_freq, rope.rotary_dim);  // q
   FS_CUDA_CHECK_LAUNCH("RopeKernel");
-  cuda::RopeKernel<<<grid, 128, 0, s>>>(qkv + kv.hidden, stride, rows, heads, head_dim,
-                                        theta);  // k
+  cuda::RopeKernel<<<grid, 128, 0, s>>>(qkv + shape.q_width(), stride, rows, shape.kv_heads,
+                                        shape.head_dim, rope.inv_freq, rope.rotary_dim);  // k
   FS_CUDA_CHECK_LAUNCH("RopeKernel");
-  cuda::WriteKvKernel<<<grid, 128, 0, s>>>(kv, tables, rows, qkv, stride, layer);
+  cuda::WriteKvKernel<<<grid, 128, 0, s>>>(kv, tables, rows, qkv, stride, layer, shape.q_width());
   FS_CUDA_CHECK_LAUNCH("WriteKvKernel");
 }
 
 template <>
 void PagedAttention<Device::kCuda>(const PagedKv& kv, const int32_t* tables, const PagedRow* rows,
                                    int64_t n, const float* qkv, int64_t stride, float* out,
-                                   int64_t out_stride, int layer, int heads, int head_dim,
+                                   int64_t out_stride, int layer, const AttentionShape& shape,
                                    const Parallel& /*par*/) {
-  if (n <= 0 || heads <= 0) return;
-  cuda::RowsKernel<<<dim3(static_cast<unsigned>(n), heads), cuda::kThreads,
-                     cuda::SmemBytes(head_dim), cuda::Stream()>>>(kv, tables, rows, qkv, stride,
-                                                                  out, out_stride, layer, head_dim);
+  if (n <= 0 || shape.heads <= 0) return;
+  cuda::RowsKernel<<<dim3(static_cast<unsigned>(n), shape.heads), cuda::kThreads,
+                     cuda::SmemBytes(shape.head_dim), cuda::Stream()>>>(
+      kv, tables, rows, qkv, stride, out, out_stride, layer, shape.head_dim, shape.group());
   FS_CUDA_CHECK_LAUNCH("PagedAttention RowsKernel");
 }
 

@@ -137,7 +137,32 @@ size_t ModelConfig::state_floats() const {
 size_t ModelConfig::state_bytes() const { return sizeof(float) * state_floats(); }
 
 size_t ModelConfig::kv_bytes_per_token() const {
-  return is_linear() ? 0 : 2 * size_t(num_hidden_layers) * hidden_size * sizeof(float);
+  return is_linear() ? 0 : 2 * size_t(num_hidden_layers) * kv_dim() * sizeof(float);
+}
+
+std::vector<double> ModelConfig::RopeInvFreq() const {
+  const int half = rotary_dim / 2;
+  std::vector<double> inv(half);
+  for (int i = 0; i < half; ++i) inv[i] = std::pow(double{rope_theta}, -2.0 * i / rotary_dim);
+  const RopeScaling& r = rope_scaling;
+  if (r.type == RopeScalingType::kLinear) {
+    for (double& f : inv) f /= r.factor;
+  } else if (r.type == RopeScalingType::kLlama3) {
+    const double pi = 3.14159265358979323846;
+    const double low_wavelen = r.original_max_position_embeddings / r.low_freq_factor;
+    const double high_wavelen = r.original_max_position_embeddings / r.high_freq_factor;
+    for (double& f : inv) {
+      const double wavelen = 2 * pi / f;
+      if (wavelen > low_wavelen) {
+        f /= r.factor;
+      } else if (wavelen >= high_wavelen) {  // medium: between the two
+        const double smooth = (r.original_max_position_embeddings / wavelen - r.low_freq_factor) /
+                              (r.high_freq_factor - r.low_freq_factor);
+        f = (1 - smooth) * f / r.factor + smooth * f;
+      }
+    }
+  }
+  return inv;
 }
 
 namespace {
@@ -237,6 +262,8 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text, absl::
                                                  c.num_attention_heads));
   }
   c.head_dim = c.hidden_size / c.num_attention_heads;
+  c.num_key_value_heads = c.num_attention_heads;
+  c.rotary_dim = c.head_dim;
   if (c.head_dim % 2 != 0) return Bad(path, "hidden_size", "gives an odd head_dim");
   if (auto hd = j.find("head_dim"); hd != j.end() && (!hd->is_number_integer() ||
                                                        hd->get<int64_t>() != c.head_dim)) {

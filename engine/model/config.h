@@ -65,7 +65,26 @@ struct LayerAttention {
   bool window = false;
 };
 
+// The channel mixer of every layer: flatstate's GELU MLP (w2 gelu(w1 x)) or SwiGLU (Llama's:
+// down(silu(gate x) * up x), gate and up fused into w1 at load, gate rows first).
+enum class MlpKind { kGelu, kSwiGlu };
+
+// rope_scaling (Hugging Face's rope_type): none, "linear" (every frequency / factor) or "llama3"
+// (long wavelengths / factor, short ones unchanged, smoothed between; transformers'
+// _compute_llama3_parameters).
+enum class RopeScalingType { kNone, kLinear, kLlama3 };
+struct RopeScaling {
+  RopeScalingType type = RopeScalingType::kNone;
+  double factor = 1.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  double original_max_position_embeddings = 8192;
+};
+
 struct ModelConfig {
+  // The architecture registry entry that read this config (engine/arch/registry.h): "flatstate"
+  // for this project's own format, else the Hugging Face family ("llama", ...).
+  std::string architecture = "flatstate";
   AttentionKind attention_kind = AttentionKind::kLinearElu;
   int vocab_size = 256;
   int hidden_size = 128;
@@ -86,6 +105,18 @@ struct ModelConfig {
   HybridLayout hybrid_layout = HybridLayout::kAlternate;
   TorchDtype torch_dtype = TorchDtype::kFloat32;  // the layers' GEMM weights in the file
   ChatTemplate chat_template;
+  // Hugging Face families (flatstate's own format keeps the defaults):
+  int num_key_value_heads = 4;      // K/V heads (grouped-query attention when < heads)
+  MlpKind mlp_kind = MlpKind::kGelu;
+  bool attention_bias = false;      // q, k, v and o projections carry biases
+  bool mlp_bias = false;            // gate, up and down projections carry biases
+  bool tie_word_embeddings = false; // the output head is the embedding matrix
+  bool norm_unit_offset = false;    // RMSNorm multiplies by (1 + w) (folded into w at load)
+  int rotary_dim = 32;              // head_dim * partial_rotary_factor: RoPE's share of a head
+  RopeScaling rope_scaling;
+  // Token ids from config.json / generation_config.json; -1 / empty when the model has none.
+  int32_t bos_token_id = -1;
+  std::vector<int32_t> eos_token_ids;
 
   // Every kind but softmax: a session's whole memory is the fixed-size SessionState::linear
   // (recurrent state, conv window, ring), whatever the context length.
@@ -99,11 +130,18 @@ struct ModelConfig {
   size_t state_floats() const;
   // Fixed-size state bytes per session (0 for softmax).
   size_t state_bytes() const;
-  // fp32 KV bytes per token (softmax): 2 * layers * hidden * 4.
+  // fp32 KV bytes per token (softmax): 2 * layers * kv_dim() * 4.
   size_t kv_bytes_per_token() const;
+  int q_dim() const { return num_attention_heads * head_dim; }   // query (and attention output)
+  int kv_dim() const { return num_key_value_heads * head_dim; }  // one K (or V) row
+  // RoPE's inverse frequencies, rotary_dim / 2 of them: rope_theta^(-2i / rotary_dim) with
+  // rope_scaling applied.
+  std::vector<double> RopeInvFreq() const;
 };
 
-// Parses and validates config.json text. `path` only appears in error messages.
+// Parses and validates config.json text of flatstate's own format (the "flatstate" architecture;
+// engine/arch/registry.h picks the reader for any config.json). `path` only appears in error
+// messages.
 absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text, absl::string_view path);
 
 }  // namespace flatstate

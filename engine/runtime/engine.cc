@@ -54,7 +54,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<Model> mo
   const ModelConfig& c = e->model_->config();
   if (!c.is_linear()) {
     e->kv_ = std::make_unique<KvBlockPool>(options.kv_blocks, options.kv_block_size,
-                                           c.num_hidden_layers, c.hidden_size, options.kv_dtype);
+                                           c.num_hidden_layers, c.kv_dim(), options.kv_dtype);
   }
   e->weight_dtype_ = options.weight_dtype.value_or(StoredWeightDtype(c.torch_dtype));
   if ((c.torch_dtype == TorchDtype::kInt8 || c.torch_dtype == TorchDtype::kInt4) &&

@@ -32,7 +32,7 @@ absl::StatusOr<std::unique_ptr<ForwardPass>> ForwardPass::Create(const Model* mo
     return absl::InvalidArgumentError("softmax model needs a KV block pool");
   }
   if (kv != nullptr && !c.is_linear() &&
-      (kv->num_layers() != c.num_hidden_layers || kv->hidden() != c.hidden_size)) {
+      (kv->num_layers() != c.num_hidden_layers || kv->hidden() != c.kv_dim())) {
     return absl::InvalidArgumentError("KV block pool shape does not match the model");
   }
   if (chunk_size <= 0) chunk_size = c.chunk_size;

@@ -33,8 +33,10 @@ absl::StatusOr<std::unique_ptr<DeviceForward<D>>> DeviceForward<D>::Create(
   f->gemm_ = gemm;
   f->layout_ = layout;
   f->state_floats_ = layout.floats;
-  f->qkv_width_ = 3 * int64_t{c.hidden_size} +
+  f->qkv_width_ = int64_t{c.q_dim()} + 2 * int64_t{c.kv_dim()} +
                   (c.attention_kind == AttentionKind::kGated ? c.num_attention_heads : 0);
+  f->mlp_width_ = int64_t{c.intermediate_size} * (c.mlp_kind == MlpKind::kSwiGlu ? 2 : 1);
+  f->shape_ = {c.num_attention_heads, c.num_key_value_heads, c.head_dim};
   if (f->state_floats_ > 0) {
     // Pages of about 64 MiB (1 to 256 slots): few allocations, little memory held unused.
     const size_t per_page = (size_t{64} << 20) / (sizeof(float) * f->state_floats_);
@@ -57,16 +59,17 @@ absl::StatusOr<std::unique_ptr<DeviceForward<D>>> DeviceForward<D>::Create(
 }
 
 template <Device D>
-absl::StatusOr<const float*> DeviceForward<D>::Place(const float* host, int64_t floats) {
+template <typename T>
+absl::StatusOr<const T*> DeviceForward<D>::Place(const T* host, int64_t count) {
   if constexpr (kHostMemory<D>) {
     return host;
   } else {
-    if (host == nullptr || floats <= 0) return static_cast<const float*>(nullptr);
-    const size_t bytes = sizeof(float) * static_cast<size_t>(floats);
+    if (host == nullptr || count <= 0) return static_cast<const T*>(nullptr);
+    const size_t bytes = sizeof(T) * static_cast<size_t>(count);
     Buffer<D> b;
     RETURN_IF_ERROR(b.Reserve(bytes));
     RETURN_IF_ERROR(CopyToDevice<D>(b.data(), host, bytes));
-    const float* p = b.template as<float>();
+    const T* p = b.template as<T>();
     placed_.push_back(std::move(b));
     return p;
   }
@@ -105,6 +108,12 @@ absl::Status DeviceForward<D>::BindWeights(std::span<const LinearHead> heads) {
   ASSIGN_OR_RETURN(lm_head_, PrepareGemmWeight<D>(w.lm_head, V, hidden,
                                                   {WeightDtype::kF32, gemm_.batch_invariant}));
   heads_host_.assign(heads.begin(), heads.end());
+  if (!c.is_linear()) {
+    rope_inv_host_ = c.RopeInvFreq();
+    ASSIGN_OR_RETURN(rope_.inv_freq,
+                     Place(rope_inv_host_.data(), static_cast<int64_t>(rope_inv_host_.size())));
+    rope_.rotary_dim = c.rotary_dim;
+  }
   layers_.resize(w.layers.size());
   for (size_t l = 0; l < w.layers.size(); ++l) {
     const LayerWeights& lw = w.layers[l];
@@ -112,6 +121,10 @@ absl::Status DeviceForward<D>::BindWeights(std::span<const LinearHead> heads) {
     ASSIGN_OR_RETURN(out.attn_norm, Place(lw.attn_norm, hidden));
     ASSIGN_OR_RETURN(out.conv, Place(lw.conv, conv));
     ASSIGN_OR_RETURN(out.mlp_norm, Place(lw.mlp_norm, hidden));
+    ASSIGN_OR_RETURN(out.bqkv, Place(lw.bqkv, qkv_width_));
+    ASSIGN_OR_RETURN(out.bo, Place(lw.bo, hidden));
+    ASSIGN_OR_RETURN(out.b1, Place(lw.b1, mlp_width_));
+    ASSIGN_OR_RETURN(out.b2, Place(lw.b2, hidden));
     if (lw.gate_weight != nullptr) {
       // gated: one GEMM for q|k|v and the H gate logits (an output element's chain does not
       // depend on the other rows, so q, k, v are the bits of the plain wqkv GEMM).
@@ -241,11 +254,11 @@ void DeviceForward<D>::Attention(int layer, int64_t rows) {
   if (!c.is_linear()) {
     int64_t attended = 0;  // (query row, key row) pairs
     for (const PagedRow& r : paged_.host) attended += r.ctx;
-    const Parallel& par = PoolFor(attended * hidden);
-    RopeAndWriteKv<D>(pool_, tables_.on, paged_.on, rows, qkv, qkv_width_, layer, H, hd,
-                      c.rope_theta, par);
-    PagedAttention<D>(pool_, tables_.on, paged_.on, rows, qkv, qkv_width_, att, hidden, layer, H,
-                      hd, par);
+    const Parallel& par = PoolFor(attended * c.q_dim());
+    RopeAndWriteKv<D>(pool_, tables_.on, paged_.on, rows, qkv, qkv_width_, layer, shape_, rope_,
+                      par);
+    PagedAttention<D>(pool_, tables_.on, paged_.on, rows, qkv, qkv_width_, att, c.q_dim(), layer,
+                      shape_, par);
     return;
   }
   const LayerStateLayout& lay = layout_.layers[layer];
@@ -317,11 +330,13 @@ absl::Status DeviceForward<D>::RunLayers(std::span<const SequenceRun> batch,
   RETURN_IF_ERROR(h_.Reserve(sizeof(float) * N * hidden));
   RETURN_IF_ERROR(h2_.Reserve(sizeof(float) * N * hidden));
   RETURN_IF_ERROR(qkv_.Reserve(sizeof(float) * N * qkv_width_));
-  RETURN_IF_ERROR(att_.Reserve(sizeof(float) * N * hidden));
+  RETURN_IF_ERROR(att_.Reserve(sizeof(float) * N * c.q_dim()));
   if (c.attention_kind == AttentionKind::kHybrid && c.hybrid_layout == HybridLayout::kSum) {
     RETURN_IF_ERROR(att2_.Reserve(sizeof(float) * N * hidden));
   }
-  RETURN_IF_ERROR(mlp_.Reserve(sizeof(float) * N * FF));
+  RETURN_IF_ERROR(mlp_.Reserve(sizeof(float) * N * mlp_width_));
+  const bool swiglu = c.mlp_kind == MlpKind::kSwiGlu;
+  if (swiglu) RETURN_IF_ERROR(mlp2_.Reserve(sizeof(float) * N * FF));
   RETURN_IF_ERROR(Stage(batch, row_start));
   const int64_t R = static_cast<int64_t>(out_rows_.host.size());
   RETURN_IF_ERROR(last_.Reserve(sizeof(float) * R * hidden));
@@ -358,12 +373,22 @@ absl::Status DeviceForward<D>::RunLayers(std::span<const SequenceRun> batch,
       attn_in = h2;
     }
     Gemm<D>(attn_in, N, lw.wqkv, qkv_.template as<float>(), false, *par_);
+    if (lw.bqkv != nullptr) AddBias<D>(qkv_.template as<float>(), lw.bqkv, N, qkv_width_);
     Attention(l, N);
     Gemm<D>(att_.template as<float>(), N, lw.wo, x, /*accumulate=*/true, *par_);
+    if (lw.bo != nullptr) AddBias<D>(x, lw.bo, N, hidden);
     RmsNorm<D>(x, lw.mlp_norm, N, hidden, eps, h);
     Gemm<D>(h, N, lw.w1, mlp, false, *par_);
-    Gelu<D>(mlp, N * FF);
-    Gemm<D>(mlp, N, lw.w2, x, /*accumulate=*/true, *par_);
+    if (lw.b1 != nullptr) AddBias<D>(mlp, lw.b1, N, mlp_width_);
+    const float* down_in = mlp;
+    if (swiglu) {
+      SwiGlu<D>(mlp, N, FF, mlp2_.template as<float>());
+      down_in = mlp2_.template as<float>();
+    } else {
+      Gelu<D>(mlp, N * FF);
+    }
+    Gemm<D>(down_in, N, lw.w2, x, /*accumulate=*/true, *par_);
+    if (lw.b2 != nullptr) AddBias<D>(x, lw.b2, N, hidden);
   }
   // Final norm + head over the rows that are returned.
   float* last = last_.template as<float>();

@@ -24,12 +24,14 @@
 // pool keeps the accounting and stages checkpoints through SyncKvToHost / SyncKvToDevice).
 //
 // One step: gather embeddings; per layer RMSNorm, causal conv (ModelConfig::has_conv), GEMM
-// q|k|v (gated: q|k|v|gate logits, the gate rows appended to wqkv at bind time), attention by the
-// layer's branches (ModelConfig::layer_attention): linear branch LinearAttention (GatedAttention
-// for gated) over the step's decode and prefill sequences, window branch WindowAttention (after
-// the linear branch, which must see q and k unrotated; both: the outputs are summed), softmax
-// RopeAndWriteKv then PagedAttention; GEMM wo (+= residual), RMSNorm, GEMM w1, GELU, GEMM w2
-// (+= residual); final RMSNorm and the output head over the returned rows.
+// q|k|v (gated: q|k|v|gate logits, the gate rows appended to wqkv at bind time; + bias where the
+// model has one), attention by the layer's branches (ModelConfig::layer_attention): linear branch
+// LinearAttention (GatedAttention for gated) over the step's decode and prefill sequences, window
+// branch WindowAttention (after the linear branch, which must see q and k unrotated; both: the
+// outputs are summed), softmax RopeAndWriteKv then PagedAttention (grouped-query heads, RoPE with
+// the model's scaled frequencies over rotary_dim); GEMM wo (+= residual, + bias), RMSNorm, GEMM
+// w1 (+ bias), GELU or SwiGLU (ModelConfig::mlp_kind), GEMM w2 (+= residual, + bias); final
+// RMSNorm and the output head (the embedding matrix when tied) over the returned rows.
 //
 // Owns its weights' device copies and its workspace; not thread-safe (the engine loop owns it).
 // Failures are statuses: shape limits of D's kernels (InvalidArgument) at Create, memory
@@ -120,12 +122,17 @@ class DeviceForward final : public StepRunner {
     const float* conv = nullptr;  // null: no token shift
     const float* mlp_norm = nullptr;
     GemmWeight<D> wqkv, wo, w1, w2;
+    const float* bqkv = nullptr;  // biases (null: none)
+    const float* bo = nullptr;
+    const float* b1 = nullptr;
+    const float* b2 = nullptr;
   };
 
   DeviceForward() = default;
   absl::Status BindWeights(std::span<const LinearHead> heads);
-  // `floats` of host tensor `host` where D's ops can read it (null stays null).
-  absl::StatusOr<const float*> Place(const float* host, int64_t floats);
+  // `count` elements of host tensor `host` where D's ops can read it (null stays null).
+  template <typename T>
+  absl::StatusOr<const T*> Place(const T* host, int64_t count);
   // Builds and stages the step's descriptors (and, off the host, the linear states).
   absl::Status Stage(std::span<const SequenceRun> batch, const std::vector<int64_t>& row_start);
   absl::Status RunLayers(std::span<const SequenceRun> batch,
@@ -148,9 +155,13 @@ class DeviceForward final : public StepRunner {
   GemmWeightOptions gemm_;  // how the GEMM weights are prepared
   StateLayout layout_;
   int64_t qkv_width_ = 0;  // floats per row of the q|k|v(|gate) GEMM's output
+  int64_t mlp_width_ = 0;  // floats per row of w1's output (SwiGLU: gate|up, 2 intermediate)
+  AttentionShape shape_;   // softmax layers' heads
+  RopeTable rope_;         // softmax layers' RoPE (inv_freq placed on D)
 
   // Weights, bound by name.
   std::vector<Buffer<D>> placed_;  // device copies made by Place (none where memory is host)
+  std::vector<double> rope_inv_host_;  // ModelConfig::RopeInvFreq (rope_.inv_freq's source)
   const float* embed_ = nullptr;
   const float* norm_ = nullptr;
   GemmWeight<D> lm_head_;
@@ -195,7 +206,7 @@ class DeviceForward final : public StepRunner {
   Staged<WindowSeq> window_;
   Staged<PagedRow> paged_;
   // Workspace, grown as needed.
-  Buffer<D> x_, h_, h2_, qkv_, att_, att2_, mlp_, last_, logits_, workspace_;
+  Buffer<D> x_, h_, h2_, qkv_, att_, att2_, mlp_, mlp2_, last_, logits_, workspace_;
   std::vector<float> host_logits_;  // off the host: logits copied back
 };
 

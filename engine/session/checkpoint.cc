@@ -55,16 +55,17 @@ absl::Status ShapeMismatch(const char* field, uint64_t blob_value, uint64_t mode
       "checkpoint ", field, " = ", blob_value, ", this model has ", field, " = ", model_value));
 }
 
-// InvalidArgument unless `pool` holds rows of `config`'s layers and hidden size.
+// InvalidArgument unless `pool` holds rows of `config`'s layers and K/V width (kv_dim: the hidden
+// size for flatstate's models).
 absl::Status CheckPoolShape(const char* caller, const KvBlockPool& pool,
                             const ModelConfig& config) {
-  if (pool.num_layers() == config.num_hidden_layers && pool.hidden() == config.hidden_size) {
+  if (pool.num_layers() == config.num_hidden_layers && pool.hidden() == config.kv_dim()) {
     return absl::OkStatus();
   }
   return absl::InvalidArgumentError(
       absl::StrCat(caller, ": KV pool shape (layers ", pool.num_layers(), ", hidden ",
                    pool.hidden(), ") does not match the model (layers ", config.num_hidden_layers,
-                   ", hidden ", config.hidden_size, ")"));
+                   ", hidden ", config.kv_dim(), ")"));
 }
 
 // Floats of payload a checkpoint of `config` must carry; false when it would overflow.
@@ -73,7 +74,7 @@ bool ExpectedPayloadFloats(const ModelConfig& config, int64_t position, uint64_t
     *floats = uint64_t{config.state_floats()};
     return true;
   }
-  const uint64_t per_token = 2 * uint64_t(config.num_hidden_layers) * uint64_t(config.hidden_size);
+  const uint64_t per_token = 2 * uint64_t(config.num_hidden_layers) * uint64_t(config.kv_dim());
   const uint64_t pos = static_cast<uint64_t>(position);
   if (per_token != 0 && pos > std::numeric_limits<uint64_t>::max() / per_token) return false;
   *floats = pos * per_token;
@@ -189,14 +190,14 @@ void WriteKvRows(const ModelConfig& c, const SessionState& state, const KvBlockP
                  int64_t begin, int64_t end, std::string* out) {
   Writer w(out);
   const int bs = pool.block_size();
-  std::vector<float> row(c.hidden_size);  // widened from the pool's dtype (exact)
+  std::vector<float> row(c.kv_dim());  // widened from the pool's dtype (exact)
   for (int64_t t = begin; t < end; ++t) {
     const int32_t block = state.kv_blocks[t / bs];
     const int slot = static_cast<int>(t % bs);
     for (int l = 0; l < c.num_hidden_layers; ++l) {
       for (int kv = 0; kv < 2; ++kv) {
         pool.ReadRow(block, l, kv, slot, row.data());
-        w.Floats(row.data(), c.hidden_size);
+        w.Floats(row.data(), c.kv_dim());
       }
     }
   }
@@ -224,7 +225,7 @@ absl::StatusOr<std::string> SerializeSession(const CheckpointModel& model,
 
 int64_t KvChunkTokens(const ModelConfig& config) {
   const int64_t per_token =
-      2 * int64_t{config.num_hidden_layers} * int64_t{config.hidden_size} * int64_t{sizeof(float)};
+      2 * int64_t{config.num_hidden_layers} * int64_t{config.kv_dim()} * int64_t{sizeof(float)};
   return std::clamp<int64_t>((int64_t{1} << 20) / std::max<int64_t>(per_token, 1), 1, 4096);
 }
 
@@ -353,15 +354,15 @@ absl::Status RestoreSession(const CheckpointModel& model, std::string_view blob,
     RETURN_IF_ERROR(pool->Reserve(&st.kv_blocks, h.position));
     BlockReleaser releaser(pool, &st.kv_blocks);  // until every row is in place
     const int bs = pool->block_size();
-    const size_t row_bytes = sizeof(float) * c.hidden_size;
+    const size_t row_bytes = sizeof(float) * c.kv_dim();
     const char* src = payload.data();
-    std::vector<float> row(c.hidden_size);
+    std::vector<float> row(c.kv_dim());
     for (int64_t t = 0; t < h.position; ++t) {
       const int32_t block = st.kv_blocks[t / bs];
       const int slot = static_cast<int>(t % bs);
       for (int l = 0; l < c.num_hidden_layers; ++l) {
         for (int kv = 0; kv < 2; ++kv) {
-          LoadLeFloats(src, c.hidden_size, row.data());
+          LoadLeFloats(src, c.kv_dim(), row.data());
           pool->WriteRow(block, l, kv, slot, row.data());  // exact for a pool of the writer's dtype
           src += row_bytes;
         }

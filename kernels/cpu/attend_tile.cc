@@ -29,8 +29,8 @@ void ScalarBody(const AttendTask& t, AttendScratch* s) {
   TaskState st = StartTask(t, s);
   const float scale = 1.f / std::sqrt(static_cast<float>(t.hd));
   const int hd = t.hd;
-  const int64_t off = static_cast<int64_t>(t.h0) * hd;
-  const int width = st.nh * hd;
+  const int64_t off = static_cast<int64_t>(t.h0 / t.group) * hd;
+  const int width = t.KvWidth();
   if (s->kbuf.size() < static_cast<size_t>(kLanes) * width) {
     s->kbuf.resize(kLanes * width);
     s->vbuf.resize(kLanes * width);
@@ -52,7 +52,7 @@ void ScalarBody(const AttendTask& t, AttendScratch* s) {
         float sc[kLanes], part[kLanes];
         float mx = kNegInf;
         for (int j = 0; j < keys; ++j) {
-          const float* k = s->kbuf.data() + j * width + h * hd;
+          const float* k = s->kbuf.data() + j * width + t.KvOffset(h);
           for (int lane = 0; lane < kLanes; ++lane) {
             part[lane] = lane < hd ? q[lane] * k[lane] : 0.f;
             for (int d = lane + kLanes; d < hd; d += kLanes)
@@ -73,7 +73,7 @@ void ScalarBody(const AttendTask& t, AttendScratch* s) {
         float* a = st.acc + (static_cast<int64_t>(i) * st.nh + h) * hd;
         for (int d = 0; d < hd; ++d) a[d] *= c;
         for (int j = 0; j < keys; ++j) {
-          const float* v = s->vbuf.data() + j * width + h * hd;
+          const float* v = s->vbuf.data() + j * width + t.KvOffset(h);
           for (int d = 0; d < hd; ++d) a[d] = std::fma(p[j], v[d], a[d]);
         }
       }
@@ -159,7 +159,6 @@ FS_AVX512 inline void GroupHeads(const AttendTask& t, const TaskState& st, int64
   constexpr int hd = C * kLanes;
   const __m512 scale = _mm512_set1_ps(1.f / std::sqrt(static_cast<float>(hd)));
   const int64_t qoff = static_cast<int64_t>(t.h0 + h) * hd;  // q and out of head h
-  const int64_t koff = static_cast<int64_t>(h) * hd;         // from the task's first head
   for (int i = 0; i < t.n; ++i) {
     const PagedRow& r = t.rows[i];
     const int keys = static_cast<int>(std::min<int64_t>(len, r.ctx - t0));
@@ -174,7 +173,7 @@ FS_AVX512 inline void GroupHeads(const AttendTask& t, const TaskState& st, int64
       for (int c = 0; c < C; ++c) qv[c] = _mm512_loadu_ps(q + c * kLanes);
       __m512 part[kLanes];
       for (int j = 0; j < kLanes; ++j) {
-        const T* k = krow[j] + koff + u * hd;
+        const T* k = krow[j] + t.KvOffset(h + u);
         part[j] = _mm512_mul_ps(qv[0], Load16(k));
         for (int c = 1; c < C; ++c)
           part[j] = _mm512_fmadd_ps(qv[c], Load16(k + c * kLanes), part[j]);
@@ -195,7 +194,7 @@ FS_AVX512 inline void GroupHeads(const AttendTask& t, const TaskState& st, int64
     for (int j = 0; j < keys; ++j) {
       for (int u = 0; u < NH; ++u) {
         const __m512 pb = _mm512_set1_ps(pj[u][j]);
-        const T* v = vrow[j] + koff + u * hd;
+        const T* v = vrow[j] + t.KvOffset(h + u);
         for (int c = 0; c < C; ++c)
           av[u][c] = _mm512_fmadd_ps(pb, Load16(v + c * kLanes), av[u][c]);
       }

@@ -54,7 +54,7 @@ inline float ExpNonPositive(float x) {
 
 // What one task attends: rows[0, n) (n <= kQueryTile) of one session whose block table is
 // `table`, heads [h0, h1); q at qkv + row * stride + h * hd, output at
-// out + row * out_stride + h * hd.
+// out + row * out_stride + h * hd; head h's K and V are those of K/V head h / group.
 struct AttendTask {
   const PagedKv* kv = nullptr;
   const int32_t* table = nullptr;
@@ -67,6 +67,15 @@ struct AttendTask {
   int64_t out_stride = 0;
   int layer = 0;
   int hd = 0;
+  int group = 1;  // query heads per K/V head (AttentionShape::group)
+
+  // Elements from the first K/V head of the task's heads to the K/V head of head h0 + h, in a
+  // pool row.
+  int64_t KvOffset(int h) const {
+    return static_cast<int64_t>((h0 + h) / group - h0 / group) * hd;
+  }
+  // Elements of a pool row the task's heads read: their K/V heads' span.
+  int KvWidth() const { return ((h1 - 1) / group - h0 / group + 1) * hd; }
 };
 
 // Per-thread working memory of a task (reused: grows to the largest task).

@@ -106,7 +106,7 @@ FS_AVX2 inline void GroupHead(const AttendTask& t, const TaskState& st, int64_t 
   const __m256 lane_lo = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
   const __m256 lane_hi = _mm256_setr_ps(8, 9, 10, 11, 12, 13, 14, 15);
   const int64_t qoff = static_cast<int64_t>(t.h0 + h) * hd;  // q and out of head h
-  const int64_t koff = static_cast<int64_t>(h) * hd;         // from the task's first head
+  const int64_t koff = t.KvOffset(h);  // from the K/V head of the task's first head
   for (int i = 0; i < t.n; ++i) {
     const PagedRow& r = t.rows[i];
     const int keys = static_cast<int>(std::min<int64_t>(len, r.ctx - t0));

@@ -35,11 +35,11 @@ inline const T* PoolRow(const PagedKv& kv, const int32_t* table, int layer, int 
          PagedKv::RowOffset(block, layer, which, slot, kv.block_size, kv.num_layers, kv.hidden);
 }
 
-// The key and value rows (from the task's first head on) of key group [t0, t0 + 16), len of
+// The key and value rows (from the K/V head of the task's first head on) of key group [t0, t0 + 16), len of
 // them in the context; lanes past the context point at key t0 (the bodies mask them out).
 template <typename T>
 inline void GroupRows(const AttendTask& t, int64_t t0, int len, const T** krow, const T** vrow) {
-  const int64_t off = static_cast<int64_t>(t.h0) * t.hd;
+  const int64_t off = static_cast<int64_t>(t.h0 / t.group) * t.hd;
   if (t.kv->block_size % kLanes == 0) {  // the group lies in one block: consecutive rows
     const T* k0 = PoolRow<T>(*t.kv, t.table, t.layer, 0, t0) + off;
     const T* v0 = PoolRow<T>(*t.kv, t.table, t.layer, 1, t0) + off;

@@ -26,8 +26,17 @@ inline float ExpNormaliser(float* sc, int64_t ctx) {
   return static_cast<float>(1.0 / sum);
 }
 
-// RoPE's rotation at absolute position `pos`: c[i], s[i] = cos, sin of pos * theta^(-2i/head_dim)
-// for i < head_dim / 2.
+// RoPE's rotation at absolute position `pos` for the inverse frequencies inv[0, half): c[i], s[i]
+// = cos, sin of pos * inv[i], in double.
+inline void RopeAngles(int64_t pos, const double* inv, int half, float* c, float* s) {
+  const double p = static_cast<double>(pos);
+  for (int i = 0; i < half; ++i) {
+    c[i] = static_cast<float>(std::cos(p * inv[i]));
+    s[i] = static_cast<float>(std::sin(p * inv[i]));
+  }
+}
+
+// RopeAngles for the unscaled frequencies theta^(-2i/head_dim), i < head_dim / 2.
 inline void RopeAngles(int64_t pos, int head_dim, float theta, float* c, float* s) {
   const int half = head_dim / 2;
   const double p = static_cast<double>(pos);
@@ -38,9 +47,11 @@ inline void RopeAngles(int64_t pos, int head_dim, float theta, float* c, float* 
   }
 }
 
-// Rotate-half RoPE in place on `heads` consecutive heads of one row, with RopeAngles' c and s.
-inline void RopeRow(float* x, int heads, int head_dim, const float* c, const float* s) {
-  const int half = head_dim / 2;
+// Rotate-half RoPE in place on `heads` consecutive heads of one row over the first rotary_dim
+// elements of each head (pairs i, i + rotary_dim / 2), with RopeAngles' c and s.
+inline void RopeRow(float* x, int heads, int head_dim, int rotary_dim, const float* c,
+                    const float* s) {
+  const int half = rotary_dim / 2;
   for (int h = 0; h < heads; ++h) {
     float* v = x + h * head_dim;
     for (int i = 0; i < half; ++i) {
@@ -49,6 +60,9 @@ inline void RopeRow(float* x, int heads, int head_dim, const float* c, const flo
       v[i + half] = x2 * c[i] + x1 * s[i];
     }
   }
+}
+inline void RopeRow(float* x, int heads, int head_dim, const float* c, const float* s) {
+  RopeRow(x, heads, head_dim, head_dim, c, s);
 }
 
 }  // namespace flatstate::cpu

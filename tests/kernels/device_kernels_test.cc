@@ -226,14 +226,17 @@ TEST_P(DeviceKernels, RopeAndWriteKvMatchCpu) {
   for (int64_t t = 0; t < T; ++t) rows.push_back(PagedRow{t, pos0 + t + 1, 0});
   SerialParallel serial;
   std::vector<float> want = x, want_pool = pool;
+  const AttentionShape shape{heads, heads, hd};
+  const std::vector<double> inv = RopeInvFreq(10000.0, hd);
   RopeAndWriteKv<Device::kCpu>(PagedKv{want_pool.data(), bs, 1, hidden}, table.data(),
-                               rows.data(), T, want.data(), stride, 0, heads, hd, 10000.f,
-                               serial);
+                               rows.data(), T, want.data(), stride, 0, shape,
+                               RopeTable{inv.data(), hd}, serial);
   DeviceArray<float> dx(dev(), x), dpool(dev(), pool);
   DeviceArray<int32_t> dtable(dev(), table);
   DeviceArray<PagedRow> drows(dev(), rows);
+  DeviceArray<double> dinv(dev(), inv);
   FS_ON_DEVICE(dev(), RopeAndWriteKv, PagedKv{dpool.get(), bs, 1, hidden}, dtable.get(),
-               drows.get(), T, dx.get(), stride, 0, heads, hd, 10000.f, serial);
+               drows.get(), T, dx.get(), stride, 0, shape, RopeTable{dinv.get(), hd}, serial);
   ExpectClose(dx.ToHost(), want, 1e-6, "rope");
   ExpectClose(dpool.ToHost(), want_pool, 1e-6, "rope kv");
 }
@@ -258,12 +261,14 @@ TEST_P(DeviceKernels, PagedAttentionMatchesCpu) {
       std::vector<float> want(hidden);
       PagedKv hv{const_cast<float*>(pool.data()), bs, layers, hidden};
       PagedAttention<Device::kCpu>(hv, table.data(), rows.data(), 1, qkv.data(), 3 * hidden,
-                                   want.data(), hidden, layer, heads, hd, serial);
+                                   want.data(), hidden, layer, AttentionShape{heads, heads, hd},
+                                   serial);
       PagedKv dv{dpool.get(), bs, layers, hidden};
       DeviceArray<float> out(dev(), std::vector<float>(hidden));
       DeviceArray<PagedRow> drows(dev(), rows);
       FS_ON_DEVICE(dev(), PagedAttention, dv, dtable.get(), drows.get(), int64_t{1}, dq.get(),
-                   int64_t{3 * hidden}, out.get(), int64_t{hidden}, layer, heads, hd, serial);
+                   int64_t{3 * hidden}, out.get(), int64_t{hidden}, layer,
+                   AttentionShape{heads, heads, hd}, serial);
       ExpectClose(out.ToHost(), want, 1e-5, "paged ctx=" + std::to_string(ctx));
     }
   }

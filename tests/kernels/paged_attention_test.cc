@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/kv/kv_block_pool.h"
+#include "engine/util/thread_pool.h"
 #include "gtest/gtest.h"
 #include "kernels/gemm.h"
 
@@ -64,7 +65,7 @@ struct Session {
     std::vector<float> out(out_rows * kHidden, -1.f);
     PagedAttention<Device::kCpu>(pool.view(), table.data(), rows.data(),
                                  static_cast<int64_t>(rows.size()), qkv.data(), kStride, out.data(),
-                                 kHidden, 0, kHeads, kHd, par);
+                                 kHidden, 0, AttentionShape{kHeads, kHeads, kHd}, par);
     return out;
   }
 };
@@ -133,7 +134,7 @@ TEST_P(PagedAttentionTest, MatchesFloat64AndEveryTilingGivesTheSameBits) {
   std::vector<float> out(T * kHidden);
   PagedAttention<Device::kCpu>(s4.pool.view(), tables.data(), mixed.data(),
                                static_cast<int64_t>(mixed.size()), qkv.data(), kStride, out.data(),
-                               kHidden, 0, kHeads, kHd, serial);
+                               kHidden, 0, AttentionShape{kHeads, kHeads, kHd}, serial);
   EXPECT_EQ(out, whole);
 }
 
@@ -144,8 +145,10 @@ TEST_P(PagedAttentionTest, Bf16WriteRoundsLikeThePool) {
   auto qkv = Random(kStride, 5);
   const std::vector<PagedRow> rows = {PagedRow{0, 3, 0}};  // position 2
   SerialParallel serial;
+  const std::vector<double> inv = RopeInvFreq(10000.0, kHd);
   RopeAndWriteKv<Device::kCpu>(pool.view(), table.data(), rows.data(), 1, qkv.data(), kStride, 0,
-                               kHeads, kHd, 10000.f, serial);
+                               AttentionShape{kHeads, kHeads, kHd}, RopeTable{inv.data(), kHd},
+                               serial);
   std::vector<float> k(kHidden), v(kHidden), want(kHidden);
   pool.ReadRow(1, 0, 0, 2, k.data());
   pool.ReadRow(1, 0, 1, 2, v.data());
@@ -198,6 +201,75 @@ TEST_P(PagedAttentionTest, PeakedScoresStayFinite) {
   SerialParallel serial;
   const std::vector<float> out = s.Attend(qkv, {PagedRow{T - 1, T, 0}}, T, serial);
   for (int d = 0; d < kHidden; ++d) ASSERT_TRUE(std::isfinite(out[(T - 1) * kHidden + d])) << d;
+}
+
+// Grouped-query attention: heads 8 over K/V heads 2 give, on every body and bit for bit, what
+// multi-head attention gives with each K/V head repeated for its 4 query heads (the pool then
+// holds the repeated rows). hd 8 runs the scalar body; 32 the vector bodies where the CPU has them.
+TEST(PagedAttentionGqa, EqualsMultiHeadWithRepeatedKvHeadsOnEveryBody) {
+  for (int hd : {8, 32}) {
+    const int H = 8, KVH = 2, g = H / KVH, T = 37, bs = 16;
+    const int qw = H * hd, kvw = KVH * hd;
+    const auto kv_rows = Random(static_cast<size_t>(T) * 2 * kvw, 31);
+    const auto q = Random(static_cast<size_t>(T) * qw, 32);
+    KvBlockPool gqa((T + bs - 1) / bs, bs, 1, kvw, KvDtype::kF32);
+    KvBlockPool mha((T + bs - 1) / bs, bs, 1, qw, KvDtype::kF32);
+    std::vector<int32_t> table((T + bs - 1) / bs);
+    std::iota(table.begin(), table.end(), 0);
+    std::vector<float> rep(qw);
+    for (int t = 0; t < T; ++t) {
+      for (int kv = 0; kv < 2; ++kv) {
+        const float* row = kv_rows.data() + (static_cast<size_t>(t) * 2 + kv) * kvw;
+        gqa.WriteRow(table[t / bs], 0, kv, t % bs, row);
+        for (int h = 0; h < H; ++h) std::copy(row + (h / g) * hd, row + (h / g + 1) * hd,
+                                              rep.begin() + h * hd);
+        mha.WriteRow(table[t / bs], 0, kv, t % bs, rep.data());
+      }
+    }
+    std::vector<PagedRow> rows;
+    for (int t = 0; t < T; ++t) rows.push_back(PagedRow{t, t + 1, 0});
+    PoolParallel par(2);
+    for (GemmIsa isa : {GemmIsa::kScalar, GemmIsa::kAvx2, GemmIsa::kAvx512}) {
+      if (!SetGemmIsa(isa)) continue;
+      std::vector<float> got(static_cast<size_t>(T) * qw), want(got.size());
+      PagedAttention<Device::kCpu>(gqa.view(), table.data(), rows.data(), T, q.data(), qw,
+                                   got.data(), qw, 0, AttentionShape{H, KVH, hd}, par);
+      PagedAttention<Device::kCpu>(mha.view(), table.data(), rows.data(), T, q.data(), qw,
+                                   want.data(), qw, 0, AttentionShape{H, H, hd}, par);
+      EXPECT_EQ(got, want) << GemmIsaName(isa) << " hd " << hd;
+    }
+    SetGemmIsa(BestGemmIsa());
+  }
+}
+
+// RopeAndWriteKv with grouped K/V heads and a partial rotary: q's 4 heads and k's 2 heads rotate
+// their first rotary_dim elements only, and the pool gets k (from q_width on) and v after it.
+TEST(PagedAttentionGqa, RopeRotatesTheRotaryPartAndWritesGroupedKv) {
+  const int H = 4, KVH = 2, hd = 8, rd = 4, qw = H * hd, kvw = KVH * hd, stride = qw + 2 * kvw;
+  const auto x = Random(stride, 41);
+  std::vector<float> row = x;
+  KvBlockPool pool(1, 4, 1, kvw, KvDtype::kF32);
+  const std::vector<int32_t> table = {0};
+  const std::vector<PagedRow> rows = {PagedRow{0, 3, 0}};  // position 2
+  const std::vector<double> inv = RopeInvFreq(500.0, rd);
+  SerialParallel serial;
+  RopeAndWriteKv<Device::kCpu>(pool.view(), table.data(), rows.data(), 1, row.data(), stride, 0,
+                               AttentionShape{H, KVH, hd}, RopeTable{inv.data(), rd}, serial);
+  for (int head = 0; head < H + KVH; ++head) {
+    const float* in = x.data() + head * hd;
+    const float* out = row.data() + head * hd;
+    for (int i = 0; i < rd / 2; ++i) {
+      const double a = 2.0 * std::pow(500.0, -2.0 * i / rd);
+      EXPECT_NEAR(out[i], in[i] * std::cos(a) - in[i + rd / 2] * std::sin(a), 1e-5);
+      EXPECT_NEAR(out[i + rd / 2], in[i + rd / 2] * std::cos(a) + in[i] * std::sin(a), 1e-5);
+    }
+    for (int i = rd; i < hd; ++i) EXPECT_EQ(out[i], in[i]) << "head " << head << " elem " << i;
+  }
+  std::vector<float> k(kvw), v(kvw);
+  pool.ReadRow(0, 0, 0, 2, k.data());
+  pool.ReadRow(0, 0, 1, 2, v.data());
+  EXPECT_EQ(k, std::vector<float>(row.begin() + qw, row.begin() + qw + kvw));
+  EXPECT_EQ(v, std::vector<float>(x.begin() + qw + kvw, x.end()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, PagedAttentionTest,

@@ -1,0 +1,50 @@
+// Reading a Hugging Face config.json: typed keys with range checks, and the list of keys nobody
+// read (Architecture::ParseConfig's `ignored`).
+//
+// Each read marks its key as known. Errors are InvalidArgument "<path>: config key '<key>' ..."
+// naming what was wrong. Not thread-safe (one per parse).
+#ifndef FLATSTATE_ENGINE_ARCH_HF_CONFIG_H_
+#define FLATSTATE_ENGINE_ARCH_HF_CONFIG_H_
+
+#include <cstdint>
+#include <initializer_list>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "nlohmann/json.hpp"
+
+namespace flatstate {
+
+class HfConfigReader {
+ public:
+  HfConfigReader(const nlohmann::json& j, absl::string_view path) : j_(j), path_(path) {}
+
+  // The value of `key` (nullptr when absent or null); marks it known.
+  const nlohmann::json* Get(const std::string& key);
+  // An integer in [lo, hi]; absent or null leaves *out (an error when required).
+  absl::Status Int(const std::string& key, bool required, int64_t lo, int64_t hi, int* out);
+  // A finite number > 0; absent or null leaves *out.
+  absl::Status Positive(const std::string& key, double* out);
+  absl::Status Bool(const std::string& key, bool* out);
+  // A token id or a list of them, each in [0, vocab); absent or null leaves *out.
+  absl::Status TokenIds(const std::string& key, int vocab, std::vector<int32_t>* out);
+  // Keys that are read elsewhere or do not change the math (architectures, transformers_version,
+  // initializer_range, ...).
+  void Known(std::initializer_list<const char*> keys);
+
+  absl::Status Bad(const std::string& key, absl::string_view why) const;
+  // Keys present and never read, sorted.
+  std::vector<std::string> Unread() const;
+
+ private:
+  const nlohmann::json& j_;
+  std::string path_;
+  std::set<std::string> read_;
+};
+
+}  // namespace flatstate
+
+#endif  // FLATSTATE_ENGINE_ARCH_HF_CONFIG_H_
