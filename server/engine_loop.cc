@@ -146,6 +146,7 @@ void EngineLoop::AdmitStream(GenerateJob job, std::shared_ptr<TokenSink> sink) {
   st->prompt_tokens = job.prompt.size();
   st->cached_prompt_tokens = cached_tokens;
   st->logprobs = job.logprobs;
+  if (!job.ignore_eos) st->eos = session->model->config().eos_token_ids;
   st->text = StreamText(std::move(job.stop));
   st->arrival = job.arrival;
   st->last_token = job.arrival;
@@ -263,6 +264,11 @@ void EngineLoop::EmitToken(Stream* st, const StepResult& r) {
   ++st->generated;
   ++tokens_generated_;
   metrics_->tokens_generated++;
+  if (std::find(st->eos.begin(), st->eos.end(), token) != st->eos.end()) {
+    // End of sequence: counted, in the session's context, not sent (inference.proto, EOS).
+    FinishStream(st, FinishReason::kEos, absl::OkStatus());
+    return;
+  }
   std::string text;
   const bool stopped = st->text.Push(&st->session->decoder, token, &text);
   if (st->logprobs >= 0) st->sink->OnLogprobs(r.logprobs);

@@ -92,6 +92,7 @@ class EngineLoop {
     uint64_t prompt_tokens = 0;
     uint64_t cached_prompt_tokens = 0;  // of those, restored from the prefix cache
     int logprobs = -1;  // GenerateJob::logprobs
+    std::vector<int32_t> eos;  // the model's end-of-sequence ids; empty with ignore_eos
     StreamText text;
     SamplingOverride sampling;
     absl::Time arrival, last_token;

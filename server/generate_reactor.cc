@@ -51,6 +51,9 @@ void GenerateReactor::OnFinish(const GenerateSummary& summary, const absl::Statu
       case FinishReason::kStop:
         final_.set_finish_reason(pb::STOP);
         break;
+      case FinishReason::kEos:
+        final_.set_finish_reason(pb::EOS);
+        break;
       case FinishReason::kCancelled:
         final_.set_finish_reason(pb::CANCELLED);
         break;

@@ -8,6 +8,8 @@ const char* FinishReasonName(FinishReason r) {
       return "LENGTH";
     case FinishReason::kStop:
       return "STOP";
+    case FinishReason::kEos:
+      return "EOS";
     case FinishReason::kCancelled:
       return "CANCELLED";
     case FinishReason::kShutdown:

@@ -21,13 +21,14 @@ namespace flatstate::server {
 enum class FinishReason {
   kLength,       // max_new_tokens generated (status OK)
   kStop,         // a stop string was generated (status OK)
+  kEos,          // the model sampled an end-of-sequence token (status OK; the token is not sent)
   kCancelled,    // the client cancelled or its deadline passed (status CANCELLED)
   kShutdown,     // the server is shutting down (status UNAVAILABLE)
   kKvPoolFull,   // the model's KV block pool cannot hold the stream (RESOURCE_EXHAUSTED)
   kEngineError,  // the engine failed the stream's step (the engine's status)
   kRejected,     // refused before it ran: unknown session or model, capacity, bad input
 };
-// "LENGTH", "STOP", "CANCELLED", "SHUTDOWN", "KV_POOL_FULL", "ENGINE_ERROR", "REJECTED".
+// "LENGTH", "STOP", "EOS", "CANCELLED", "SHUTDOWN", "KV_POOL_FULL", "ENGINE_ERROR", "REJECTED".
 const char* FinishReasonName(FinishReason r);
 
 struct GenerateSummary {
@@ -69,6 +70,7 @@ struct GenerateJob {
   // >= 0: report each sampled token's log-probability and this many alternatives
   // (TokenSink::OnLogprobs); < 0: none.
   int logprobs = -1;
+  bool ignore_eos = false;  // generate past the model's end-of-sequence tokens
   absl::Time arrival = absl::Now();
 };
 

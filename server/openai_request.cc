@@ -218,6 +218,7 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(absl::string_view body, bool ch
   if (absl::Status s = ReadSampling(j, &r); !s.ok()) return s;
   if (absl::Status s = ReadStrings(j, "stop", 4, &r.stop); !s.ok()) return s;
   if (absl::Status s = ReadLogprobs(j, chat, &r.logprobs); !s.ok()) return s;
+  if (absl::Status s = ReadBool(j, "ignore_eos", &r.ignore_eos); !s.ok()) return s;
   return r;
 }
 
@@ -242,6 +243,7 @@ absl::StatusOr<GenerateJob> ToGenerateJob(const OpenAiRequest& req, const ChatTe
       static_cast<uint32_t>(std::min<int64_t>(max_tokens, std::numeric_limits<uint32_t>::max())));
   if (flatstate::v1::SamplingParams sp; ToSamplingProto(req, &sp)) *g.mutable_sampling() = sp;
   for (const std::string& s : req.stop) g.add_stop(s);
+  g.set_ignore_eos(req.ignore_eos);
   if (req.chat) {
     for (const std::string& s : tmpl.stop) g.add_stop(s);
   }

@@ -41,6 +41,7 @@ struct OpenAiRequest {
   std::vector<std::string> stop;
   // completions: logprobs = k (0..20); chat: logprobs = true with top_logprobs = k. -1: none.
   int logprobs = -1;
+  bool ignore_eos = false;  // extension (vLLM's): generate past the model's end-of-sequence ids
 };
 
 // Parses the body; unknown fields (and `user`) are ignored as OpenAI does. `n` other than 1,

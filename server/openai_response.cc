@@ -30,7 +30,7 @@ CompletionMeta NewCompletionMeta(bool chat) {
 }
 
 const char* OpenAiFinishReason(FinishReason r) {
-  return r == FinishReason::kStop ? "stop" : "length";
+  return r == FinishReason::kStop || r == FinishReason::kEos ? "stop" : "length";
 }
 
 json UsageJson(const GenerateSummary& s) {

@@ -93,6 +93,7 @@ absl::StatusOr<GenerateJob> ValidateGenerate(const flatstate::v1::GenerateReques
   job.model = req.model();
   job.session_id = req.session_id();
   job.max_new_tokens = req.max_new_tokens();
+  job.ignore_eos = req.ignore_eos();
   for (int i = 0; i < req.stop_size(); ++i) {
     const std::string& s = req.stop(i);
     if (s.empty()) {

@@ -141,9 +141,9 @@ size_t ModelConfig::kv_bytes_per_token() const {
 }
 
 std::vector<double> ModelConfig::RopeInvFreq() const {
-  const int half = rotary_dim / 2;
+  const int rd = rotary(), half = rd / 2;
   std::vector<double> inv(half);
-  for (int i = 0; i < half; ++i) inv[i] = std::pow(double{rope_theta}, -2.0 * i / rotary_dim);
+  for (int i = 0; i < half; ++i) inv[i] = std::pow(double{rope_theta}, -2.0 * i / rd);
   const RopeScaling& r = rope_scaling;
   if (r.type == RopeScalingType::kLinear) {
     for (double& f : inv) f /= r.factor;
@@ -262,8 +262,6 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text, absl::
                                                  c.num_attention_heads));
   }
   c.head_dim = c.hidden_size / c.num_attention_heads;
-  c.num_key_value_heads = c.num_attention_heads;
-  c.rotary_dim = c.head_dim;
   if (c.head_dim % 2 != 0) return Bad(path, "hidden_size", "gives an odd head_dim");
   if (auto hd = j.find("head_dim"); hd != j.end() && (!hd->is_number_integer() ||
                                                        hd->get<int64_t>() != c.head_dim)) {

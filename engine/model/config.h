@@ -106,13 +106,13 @@ struct ModelConfig {
   TorchDtype torch_dtype = TorchDtype::kFloat32;  // the layers' GEMM weights in the file
   ChatTemplate chat_template;
   // Hugging Face families (flatstate's own format keeps the defaults):
-  int num_key_value_heads = 4;      // K/V heads (grouped-query attention when < heads)
+  int num_key_value_heads = 0;      // K/V heads (grouped-query when < heads); 0: kv_heads() = heads
   MlpKind mlp_kind = MlpKind::kGelu;
   bool attention_bias = false;      // q, k, v and o projections carry biases
   bool mlp_bias = false;            // gate, up and down projections carry biases
   bool tie_word_embeddings = false; // the output head is the embedding matrix
   bool norm_unit_offset = false;    // RMSNorm multiplies by (1 + w) (folded into w at load)
-  int rotary_dim = 32;              // head_dim * partial_rotary_factor: RoPE's share of a head
+  int rotary_dim = 0;  // head_dim * partial_rotary_factor: RoPE's share of a head; 0: head_dim
   RopeScaling rope_scaling;
   // Token ids from config.json / generation_config.json; -1 / empty when the model has none.
   int32_t bos_token_id = -1;
@@ -132,9 +132,15 @@ struct ModelConfig {
   size_t state_bytes() const;
   // fp32 KV bytes per token (softmax): 2 * layers * kv_dim() * 4.
   size_t kv_bytes_per_token() const;
-  int q_dim() const { return num_attention_heads * head_dim; }   // query (and attention output)
-  int kv_dim() const { return num_key_value_heads * head_dim; }  // one K (or V) row
-  // RoPE's inverse frequencies, rotary_dim / 2 of them: rope_theta^(-2i / rotary_dim) with
+  int kv_heads() const { return num_key_value_heads > 0 ? num_key_value_heads : num_attention_heads; }
+  int rotary() const { return rotary_dim > 0 ? rotary_dim : head_dim; }
+  // Widths of a query (and attention output) row and of one K (or V) row. flatstate's own format
+  // has heads * head_dim == hidden_size by definition, so its widths are the hidden size.
+  int q_dim() const {
+    return architecture == "flatstate" ? hidden_size : num_attention_heads * head_dim;
+  }
+  int kv_dim() const { return architecture == "flatstate" ? hidden_size : kv_heads() * head_dim; }
+  // RoPE's inverse frequencies, rotary() / 2 of them: rope_theta^(-2i / rotary()) with
   // rope_scaling applied.
   std::vector<double> RopeInvFreq() const;
 };

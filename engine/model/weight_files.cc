@@ -25,9 +25,8 @@ absl::StatusOr<std::unique_ptr<WeightFiles>> WeightFiles::Open(const std::string
   }
   absl::StatusOr<std::string> text = ReadWholeFile(index_path);
   if (absl::IsNotFound(text.status())) {
-    return absl::NotFoundError(absl::StrCat(dir_prefix.empty() ? "." : dir_prefix, ": neither ",
-                                            kSingleWeightsFile, " nor ", kWeightsIndexFile,
-                                            " exists"));
+    return absl::NotFoundError(
+        absl::StrCat(one.status().message(), " (and there is no ", index_path, ")"));
   }
   RETURN_IF_ERROR(text.status());
   w->description_ = index_path;

@@ -36,7 +36,7 @@ absl::StatusOr<std::unique_ptr<DeviceForward<D>>> DeviceForward<D>::Create(
   f->qkv_width_ = int64_t{c.q_dim()} + 2 * int64_t{c.kv_dim()} +
                   (c.attention_kind == AttentionKind::kGated ? c.num_attention_heads : 0);
   f->mlp_width_ = int64_t{c.intermediate_size} * (c.mlp_kind == MlpKind::kSwiGlu ? 2 : 1);
-  f->shape_ = {c.num_attention_heads, c.num_key_value_heads, c.head_dim};
+  f->shape_ = {c.num_attention_heads, c.kv_heads(), c.head_dim};
   if (f->state_floats_ > 0) {
     // Pages of about 64 MiB (1 to 256 slots): few allocations, little memory held unused.
     const size_t per_page = (size_t{64} << 20) / (sizeof(float) * f->state_floats_);
@@ -112,7 +112,7 @@ absl::Status DeviceForward<D>::BindWeights(std::span<const LinearHead> heads) {
     rope_inv_host_ = c.RopeInvFreq();
     ASSIGN_OR_RETURN(rope_.inv_freq,
                      Place(rope_inv_host_.data(), static_cast<int64_t>(rope_inv_host_.size())));
-    rope_.rotary_dim = c.rotary_dim;
+    rope_.rotary_dim = c.rotary();
   }
   layers_.resize(w.layers.size());
   for (size_t l = 0; l < w.layers.size(); ++l) {

@@ -1,8 +1,35 @@
-// Fuzzes config.json parsing: any text gives a config that passes its own invariants or an error.
+// Fuzzes config.json parsing through the architecture registry (engine/arch/): any text gives a
+// config that passes its own invariants or an error. flatstate's own format is also fed to
+// ParseModelConfig directly; Hugging Face families (LlamaForCausalLM, ...) through their entry's
+// ParseConfig.
+#include <cmath>
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "engine/arch/architecture.h"
 #include "engine/model/config.h"
+#include "nlohmann/json.hpp"
+
+namespace {
+
+void CheckInvariants(const flatstate::ModelConfig& c) {
+  if (c.num_attention_heads < 1 || c.kv_heads() < 1) __builtin_trap();
+  if (c.num_attention_heads % c.kv_heads() != 0) __builtin_trap();
+  if (c.head_dim < 2 || c.head_dim % 2 != 0) __builtin_trap();
+  if (c.rotary() < 2 || c.rotary() > c.head_dim || c.rotary() % 2 != 0) __builtin_trap();
+  if (c.vocab_size < 1) __builtin_trap();
+  for (int32_t id : c.eos_token_ids) {
+    if (id < 0 || id >= c.vocab_size) __builtin_trap();
+  }
+  for (double f : c.RopeInvFreq()) {
+    if (!std::isfinite(f)) __builtin_trap();
+  }
+  (void)c.state_bytes();
+  (void)c.kv_bytes_per_token();
+}
+
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
@@ -10,8 +37,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (cfg.ok()) {
     if (cfg->hidden_size % cfg->num_attention_heads != 0) __builtin_trap();
     if (cfg->head_dim * cfg->num_attention_heads != cfg->hidden_size) __builtin_trap();
-    (void)cfg->state_bytes();
-    (void)cfg->kv_bytes_per_token();
+    CheckInvariants(*cfg);
   }
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return 0;
+  auto arch = flatstate::SelectArchitecture(j, "fuzz/config.json");
+  if (!arch.ok()) return 0;
+  std::vector<std::string> ignored;
+  auto c = (*arch)->ParseConfig(text, j, "fuzz/config.json", &ignored);
+  if (c.ok()) CheckInvariants(*c);
   return 0;
 }
