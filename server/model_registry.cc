@@ -29,17 +29,35 @@ absl::StatusOr<ModelRegistry> ModelRegistry::Load(const std::string& dir, const 
   }
   std::sort(folders.begin(), folders.end());
   std::vector<std::unique_ptr<LoadedModel>> out;
+  std::vector<std::string> notes;
   for (const std::string& f : folders) {
-    ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load(f));
+    absl::StatusOr<std::unique_ptr<Model>> model = Model::Load(f);
+    absl::StatusOr<std::unique_ptr<Engine>> engine =
+        model.ok() ? Engine::Create(std::move(*model), opts)
+                   : absl::StatusOr<std::unique_ptr<Engine>>(model.status());
+    if (!engine.ok()) {
+      notes.push_back(absl::StrCat("skipped model folder '", f, "': ", engine.status().ToString()));
+      continue;
+    }
     auto m = std::make_unique<LoadedModel>();
-    m->name = model->name();
-    ASSIGN_OR_RETURN(m->engine, Engine::Create(std::move(model), opts));
+    m->name = (*engine)->model().name();
+    if (const auto& ignored = (*engine)->model().ignored_config_keys(); !ignored.empty()) {
+      notes.push_back(absl::StrCat("model '", m->name, "': config.json keys ignored: ",
+                                   absl::StrJoin(ignored, ", ")));
+    }
+    m->engine = *std::move(engine);
     out.push_back(std::move(m));
+  }
+  if (out.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("models_dir ", dir, ": no model loaded (",
+                                                   absl::StrJoin(notes, "; "), ")"));
   }
   std::vector<std::string> names;
   for (const auto& m : out) names.push_back(m->name);
   ASSIGN_OR_RETURN(std::string def, PickDefaultModel(names, requested_default));
-  return ModelRegistry(std::move(out), std::move(def));
+  ModelRegistry reg(std::move(out), std::move(def));
+  reg.notes_ = std::move(notes);
+  return reg;
 }
 
 LoadedModel* ModelRegistry::Find(absl::string_view name) const {

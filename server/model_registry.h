@@ -31,7 +31,9 @@ struct LoadedModel {
 class ModelRegistry {
  public:
   // Loads every model under `dir` (sorted by name) with `opts`; the default is
-  // PickDefaultModel(names, requested_default).
+  // PickDefaultModel(names, requested_default). A folder that does not load (bad checkpoint,
+  // unknown architecture, engine refusal) is skipped and named in notes(); InvalidArgument with
+  // every folder's reason when none loads.
   static absl::StatusOr<ModelRegistry> Load(const std::string& dir, const EngineOptions& opts,
                                             const std::string& requested_default);
   // Takes `models` (names unique) as they are; `default_model` should be one of them (an empty
@@ -51,10 +53,14 @@ class ModelRegistry {
   absl::StatusOr<LoadedModel*> Resolve(absl::string_view name) const;
   // "a, b" for error messages.
   std::string Names() const;
+  // What Load has to tell the operator, one line each: "skipped model folder '<dir>': <why>" and
+  // "model '<name>': config.json keys ignored: a, b" (the server prints them at start).
+  const std::vector<std::string>& notes() const { return notes_; }
 
  private:
   std::vector<std::unique_ptr<LoadedModel>> models_;
   std::string default_model_;
+  std::vector<std::string> notes_;
 };
 
 // `requested` if non-empty (InvalidArgument if not among `names`); else the first name (sorted)

@@ -55,6 +55,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
   ASSIGN_OR_RETURN(eo.kv_dtype, ParseKvDtype(options.kv_dtype));
   ASSIGN_OR_RETURN(ModelRegistry models,
                    ModelRegistry::Load(options.models_dir, eo, options.default_model));
+  for (const std::string& note : models.notes()) std::fprintf(stderr, "[flatstate] %s\n", note.c_str());
   if (s->options_.replica_id.empty()) {
     char host[256] = {0};
     if (gethostname(host, sizeof(host) - 1) != 0) std::snprintf(host, sizeof(host), "flatstate");

@@ -4,10 +4,12 @@
 // have their own finish reason.
 #include "server/engine_loop.h"
 
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
@@ -146,6 +148,59 @@ std::string CreateSession(EngineLoop* loop) {
 // 6 blocks (to its last grid point, 96, step_plan.h), then its last piece needs a 7th and has to
 // wait for a block that one of the two small throwaway streams (16 tokens each at most) hands
 // back when it ends. Every stream produces exactly its solo tokens.
+// A Hugging Face Llama folder whose generation_config names, as its end-of-sequence id, the
+// fifth token greedy decoding produces: the stream ends there with EOS (that token counted, not
+// sent); with ignore_eos it runs to max_new_tokens and sends it.
+TEST(EngineLoopTest, EosEndsTheStreamUnlessIgnored) {
+  namespace fs = std::filesystem;
+  const std::string tiny = std::string(FLATSTATE_SOURCE_DIR) + "/tests/data/hf_llama_tiny";
+  const std::string dir = testing::TempDir() + "/engine_loop_eos";
+  fs::remove_all(dir);
+  fs::create_directories(dir + "/llama");
+  for (const auto& e : fs::directory_iterator(tiny)) {
+    if (e.is_regular_file()) fs::copy_file(e.path(), dir + "/llama/" + e.path().filename().string());
+  }
+  const std::vector<int32_t> prompt = {1, 100, 200, 300, 400, 17};
+  auto run = [&](bool ignore_eos, int32_t eos) {
+    if (eos >= 0) {
+      EXPECT_TRUE(testing::WriteFile(dir + "/llama/generation_config.json",
+                                     absl::StrCat("{\"eos_token_id\": ", eos, "}")));
+    }
+    EngineOptions eo;
+    eo.threads = 1;
+    eo.kv_blocks = 64;
+    auto models = ModelRegistry::Load(dir, eo, "");
+    EXPECT_TRUE(models.ok()) << models.status();
+    auto files = CheckpointStore::Open(testing::TempDir() + "/engine_loop_eos_ckpt");
+    Metrics metrics;
+    ServerOptions o;
+    o.log_requests = false;
+    EngineLoop loop(std::move(*models), std::make_unique<DirSessionStore>(std::move(*files)), o,
+                    &metrics);
+    GenerateJob j;
+    j.prompt = prompt;
+    j.max_new_tokens = 12;
+    j.ignore_eos = ignore_eos;
+    auto sink = std::make_shared<RecordingSink>();
+    loop.Generate(j, sink);
+    loop.Start();
+    EXPECT_TRUE(sink->WaitFinished());
+    EXPECT_TRUE(sink->status().ok()) << sink->status();
+    return std::make_pair(sink->tokens(), sink->summary());
+  };
+  // The config's own eos id (2) is not among these 12 greedy tokens; the fifth becomes the EOS.
+  const auto [free_run, free_summary] = run(false, -1);
+  ASSERT_EQ(free_run.size(), 12u);
+  EXPECT_EQ(free_summary.reason, FinishReason::kLength);
+  const auto [eos_run, eos_summary] = run(false, free_run[4]);
+  EXPECT_EQ(eos_run, std::vector<int32_t>(free_run.begin(), free_run.begin() + 4));
+  EXPECT_EQ(eos_summary.reason, FinishReason::kEos);
+  EXPECT_EQ(eos_summary.generated_tokens, 5u);
+  const auto [ignored, ignored_summary] = run(true, free_run[4]);
+  EXPECT_EQ(ignored, free_run);
+  EXPECT_EQ(ignored_summary.reason, FinishReason::kLength);
+}
+
 TEST(EngineLoopTest, StreamWaitsForBlocksThatThrowawayStreamsHandBack) {
   const GenerateJob a = Job(10, 1, 6), b = Job(11, 2, 5), big = Job(100, 3, 5);
   const std::vector<int32_t> solo_a = Solo(a), solo_b = Solo(b), solo_big = Solo(big);

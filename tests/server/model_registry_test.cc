@@ -80,6 +80,46 @@ TEST(ModelRegistryTest, EmptyOrMissingFolderIsNotFound) {
             absl::StatusCode::kNotFound);
 }
 
+// A folder that does not load is skipped and named; a Hugging Face Llama folder loads beside the
+// byte-level models, and its unknown config keys are listed once.
+TEST(ModelRegistryTest, SkipsBadFoldersAndNamesThemAndLoadsHuggingFaceFolders) {
+  namespace fs = std::filesystem;
+  const std::string dir = testing::TempDir() + "/registry_mixed";
+  fs::remove_all(dir);
+  ASSERT_TRUE(testing::WriteRandomModel(dir + "/a-linear-elu",
+                                        testing::SmallConfig(AttentionKind::kLinearElu), 2)
+                  .ok());
+  fs::create_directories(dir + "/broken");
+  ASSERT_TRUE(testing::WriteFile(dir + "/broken/config.json",
+                                 R"({"architectures": ["NoSuchForCausalLM"]})"));
+  const std::string tiny = std::string(FLATSTATE_SOURCE_DIR) + "/tests/data/hf_llama_tiny";
+  fs::create_directories(dir + "/llama");
+  for (const auto& e : fs::directory_iterator(tiny)) {
+    if (e.is_regular_file()) fs::copy_file(e.path(), dir + "/llama/" + e.path().filename().string());
+  }
+  std::string config = testing::ReadFile(dir + "/llama/config.json");
+  config.insert(config.find('{') + 1, "\"rope_new_thing\": 1,");
+  ASSERT_TRUE(testing::WriteFile(dir + "/llama/config.json", config));
+
+  auto reg = ModelRegistry::Load(dir, Small(), "");
+  ASSERT_TRUE(reg.ok()) << reg.status();
+  EXPECT_EQ(reg->Names(), "a-linear-elu, llama");
+  ASSERT_EQ(reg->notes().size(), 2u);
+  EXPECT_NE(reg->notes()[0].find("skipped model folder '" + dir + "/broken'"), std::string::npos)
+      << reg->notes()[0];
+  EXPECT_NE(reg->notes()[0].find("NoSuchForCausalLM"), std::string::npos) << reg->notes()[0];
+  EXPECT_EQ(reg->notes()[1], "model 'llama': config.json keys ignored: rope_new_thing");
+  EXPECT_EQ(reg->Find("llama")->config().vocab_size, 512);
+
+  const std::string only_bad = testing::TempDir() + "/registry_only_bad";
+  fs::remove_all(only_bad);
+  fs::create_directories(only_bad + "/broken");
+  ASSERT_TRUE(testing::WriteFile(only_bad + "/broken/config.json", "{"));
+  auto none = ModelRegistry::Load(only_bad, Small(), "");
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(none.status().message().find("no model loaded"), std::string::npos);
+}
+
 TEST(ModelRegistryTest, EmptyRegistryResolvesNothing) {
   ModelRegistry reg({}, "");
   EXPECT_EQ(reg.Find(""), nullptr);
