@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Write a random-weight LlamaForCausalLM folder in the Hugging Face layout.
+"""Write a random-weight LlamaForCausalLM, Qwen2ForCausalLM or Qwen3ForCausalLM folder in the
+Hugging Face layout.
 
-    /usr/bin/python3 tools/hf_llama.py --out /tmp/hf-llama-tiny \
+    /usr/bin/python3 tools/hf_llama.py --out /tmp/hf-llama-tiny [--family llama|qwen2|qwen3] \
         [--tokenizer train|none|<folder holding tokenizer.model>] [--vocab_size 512] \
         [--hidden_size 96] [--intermediate_size 256] [--num_hidden_layers 3] \
         [--num_attention_heads 4] [--num_key_value_heads 2] [--head_dim 32] \
@@ -55,6 +56,25 @@ Tensor names, exactly as transformers writes them ([out, in] row-major, the nn.L
 plus "<proj>.bias" [out] after each q/k/v/o_proj weight with --attention_bias and after each
 gate/up/down_proj weight with --mlp_bias (module order, as listed: the shards follow it).
 
+--family qwen2 (Qwen2ForCausalLM, as the published Qwen2 / Qwen2.5 checkpoints):
+    config.json keys: architectures ["Qwen2ForCausalLM"], model_type "qwen2", attention_dropout,
+    bos_token_id, eos_token_id, hidden_act, hidden_size, initializer_range, intermediate_size,
+    max_position_embeddings, max_window_layers (= num_hidden_layers), num_attention_heads,
+    num_hidden_layers, num_key_value_heads, rms_norm_eps, rope_scaling, rope_theta,
+    sliding_window (= max_position_embeddings), tie_word_embeddings, torch_dtype,
+    transformers_version, use_cache, use_sliding_window false, vocab_size. No head_dim key
+    (head_dim = hidden_size / heads; --head_dim must be 0 or that) and no attention_bias key:
+    q_proj, k_proj, v_proj always carry ".bias" [out], o_proj never; no MLP biases.
+--family qwen3 (Qwen3ForCausalLM, as the published Qwen3 checkpoints): the qwen2 keys plus
+    head_dim (free, e.g. != hidden / heads) and attention_bias (false: no biases; true: q/k/v/o
+    biases), sliding_window null; and per layer, after o_proj, two [head_dim] tensors
+        model.layers.{i}.self_attn.q_norm.weight
+        model.layers.{i}.self_attn.k_norm.weight
+    the weights of an RMSNorm (eps = rms_norm_eps) over each head's head_dim values of q and k,
+    applied after the projection and before RoPE (flatstate_ref/llama.py).
+Both Qwen families' tokenizer files here are the SentencePiece ones above (the published
+checkpoints ship a byte-level BPE tokenizer.json instead; tests/data/hf_qwen2_tiny/README.md).
+
 q_proj / k_proj rows are in the Hugging Face order (each head's first half of dims then its
 second half: the "rotate_half" RoPE pairing i <-> i + head_dim/2), not Meta's interleaved order.
 
@@ -66,7 +86,8 @@ of 8), then the tensors' bytes in sorted-name order.
 Weights are seeded and deterministic (torch.Generator(seed), tensors drawn in module order):
 embeddings N(0, 1); every projection N(0, (gain / sqrt(fan_in))^2) with --init_gain (1.0);
 lm_head N(0, (logit_gain / sqrt(hidden))^2) with --logit_gain (4.0), so logits spread over a
-few units and greedy decoding is not decided by rounding; norm weights 1 + 0.1 N(0, 1); biases
+few units and greedy decoding is not decided by rounding; norm weights (q_norm / k_norm
+included) 1 + 0.1 N(0, 1); biases
 0.1 N(0, 1).
 """
 from __future__ import annotations
@@ -100,6 +121,13 @@ ST_DTYPES = {"F32": (np.dtype("<f4"), 4), "BF16": (np.dtype("<u2"), 2),
 TOKENIZER_FILES = ("tokenizer.model", "tokenizer_config.json", "special_tokens_map.json")
 UNK_ID, BOS_ID, EOS_ID = 0, 1, 2
 
+# --family: architectures[0], model_type, the transformers_version written to config.json
+FAMILIES = {
+    "llama": ("LlamaForCausalLM", "llama", "4.46.0"),
+    "qwen2": ("Qwen2ForCausalLM", "qwen2", "4.46.0"),
+    "qwen3": ("Qwen3ForCausalLM", "qwen3", "4.51.0"),
+}
+
 
 class HfLlamaError(Exception):
     pass
@@ -132,8 +160,10 @@ def make_config(vocab_size: int, hidden_size: int = 96, intermediate_size: int =
                 rope_scaling: Optional[dict] = None, attention_bias: bool = False,
                 mlp_bias: bool = False, tie_word_embeddings: bool = False,
                 torch_dtype: str = "bfloat16", max_position_embeddings: int = 2048,
-                bos_token_id: int = BOS_ID, eos_token_id: int = EOS_ID) -> dict:
-    """config.json's dict, keys as transformers' LlamaConfig.to_json_string writes them."""
+                bos_token_id: int = BOS_ID, eos_token_id: int = EOS_ID,
+                family: str = "llama") -> dict:
+    """config.json's dict, keys as transformers' LlamaConfig / Qwen2Config / Qwen3Config
+    to_json_string writes them (family llama, qwen2, qwen3; module docstring)."""
     if head_dim is None:
         head_dim = hidden_size // num_attention_heads
     if num_attention_heads % num_key_value_heads:
@@ -143,6 +173,16 @@ def make_config(vocab_size: int, hidden_size: int = 96, intermediate_size: int =
         raise HfLlamaError(f"head_dim {head_dim} is odd (RoPE rotates pairs)")
     if torch_dtype not in DTYPES:
         raise HfLlamaError(f"dtype {torch_dtype!r}: want one of {', '.join(DTYPES)}")
+    if family != "llama":
+        if family not in FAMILIES:
+            raise HfLlamaError(f"family {family!r}: want one of {', '.join(FAMILIES)}")
+        if mlp_bias:
+            raise HfLlamaError(f"{family}: the MLP has no biases (no mlp_bias)")
+        return _qwen_config(family, vocab_size, hidden_size, intermediate_size,
+                            num_hidden_layers, num_attention_heads, num_key_value_heads,
+                            head_dim, rms_norm_eps, rope_theta, rope_scaling, attention_bias,
+                            tie_word_embeddings, torch_dtype, max_position_embeddings,
+                            bos_token_id, eos_token_id)
     return OrderedDict([
         ("architectures", ["LlamaForCausalLM"]),
         ("attention_bias", bool(attention_bias)),
@@ -172,11 +212,65 @@ def make_config(vocab_size: int, hidden_size: int = 96, intermediate_size: int =
     ])
 
 
+def _qwen_config(family, vocab_size, hidden_size, intermediate_size, num_hidden_layers,
+                 num_attention_heads, num_key_value_heads, head_dim, rms_norm_eps, rope_theta,
+                 rope_scaling, attention_bias, tie_word_embeddings, torch_dtype,
+                 max_position_embeddings, bos_token_id, eos_token_id) -> dict:
+    """Qwen2 / Qwen3 config.json, the key set of the published Qwen2.5 / Qwen3 checkpoints
+    (module docstring). Qwen2 writes no head_dim and no attention_bias (q/k/v always have
+    biases, o_proj never); Qwen3 writes both."""
+    arch, model_type, version = FAMILIES[family]
+    if family == "qwen2":
+        if head_dim != hidden_size // num_attention_heads:
+            raise HfLlamaError(f"qwen2: head_dim {head_dim} must be hidden_size / heads = "
+                               f"{hidden_size // num_attention_heads} (Qwen2 has no head_dim key)")
+        if attention_bias:
+            raise HfLlamaError("qwen2: q/k/v always have biases and o_proj none "
+                               "(no attention_bias)")
+    items = [
+        ("architectures", [arch]),
+        ("attention_bias", bool(attention_bias)),
+        ("attention_dropout", 0.0),
+        ("bos_token_id", bos_token_id),
+        ("eos_token_id", eos_token_id),
+        ("head_dim", head_dim),
+        ("hidden_act", "silu"),
+        ("hidden_size", hidden_size),
+        ("initializer_range", 0.02),
+        ("intermediate_size", intermediate_size),
+        ("max_position_embeddings", max_position_embeddings),
+        ("max_window_layers", num_hidden_layers),
+        ("model_type", model_type),
+        ("num_attention_heads", num_attention_heads),
+        ("num_hidden_layers", num_hidden_layers),
+        ("num_key_value_heads", num_key_value_heads),
+        ("rms_norm_eps", rms_norm_eps),
+        ("rope_scaling", rope_scaling),
+        ("rope_theta", rope_theta),
+        # Qwen2.5 checkpoints write the (unused) window as the context length, Qwen3 null
+        ("sliding_window", max_position_embeddings if family == "qwen2" else None),
+        ("tie_word_embeddings", bool(tie_word_embeddings)),
+        ("torch_dtype", torch_dtype),
+        ("transformers_version", version),
+        ("use_cache", True),
+        ("use_sliding_window", False),
+        ("vocab_size", vocab_size),
+    ]
+    if family == "qwen2":
+        items = [kv for kv in items if kv[0] not in ("attention_bias", "head_dim")]
+    return OrderedDict(items)
+
+
 def tensor_shapes(cfg: dict) -> "OrderedDict[str, Tuple[int, ...]]":
     """Every tensor's name and shape, in module (state_dict) order."""
     D, I, V = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
     hd = cfg.get("head_dim") or D // cfg["num_attention_heads"]
     q, kv = cfg["num_attention_heads"] * hd, cfg["num_key_value_heads"] * hd
+    model_type = cfg.get("model_type", "llama")
+    if model_type == "qwen2":   # Qwen2Attention: bias on q/k/v, never on o_proj
+        biased = ("q_proj", "k_proj", "v_proj")
+    else:                       # Llama, Qwen3: attention_bias on all four
+        biased = ("q_proj", "k_proj", "v_proj", "o_proj") if cfg.get("attention_bias") else ()
     out: "OrderedDict[str, Tuple[int, ...]]" = OrderedDict()
     out["model.embed_tokens.weight"] = (V, D)
     for i in range(cfg["num_hidden_layers"]):
@@ -184,8 +278,11 @@ def tensor_shapes(cfg: dict) -> "OrderedDict[str, Tuple[int, ...]]":
         for proj, shape in (("q_proj", (q, D)), ("k_proj", (kv, D)), ("v_proj", (kv, D)),
                             ("o_proj", (D, q))):
             out[p + f"self_attn.{proj}.weight"] = shape
-            if cfg.get("attention_bias"):
+            if proj in biased:
                 out[p + f"self_attn.{proj}.bias"] = (shape[0],)
+        if model_type == "qwen3":   # per-head RMSNorm of q and k (Qwen3Attention's q_norm, k_norm)
+            out[p + "self_attn.q_norm.weight"] = (hd,)
+            out[p + "self_attn.k_norm.weight"] = (hd,)
         for proj, shape in (("gate_proj", (I, D)), ("up_proj", (I, D)), ("down_proj", (D, I))):
             out[p + f"mlp.{proj}.weight"] = shape
             if cfg.get("mlp_bias"):
@@ -205,7 +302,8 @@ def random_weights(cfg: dict, seed: int = 0, init_gain: float = 1.0,
     out: "OrderedDict[str, torch.Tensor]" = OrderedDict()
     for name, shape in tensor_shapes(cfg).items():
         r = torch.randn(shape, generator=g, dtype=torch.float32)
-        if name.endswith("layernorm.weight") or name == "model.norm.weight":
+        if (name.endswith("layernorm.weight") or name == "model.norm.weight" or
+                name.endswith("_norm.weight")):
             t = 1.0 + 0.1 * r
         elif name.endswith(".bias"):
             t = 0.1 * r
@@ -491,6 +589,8 @@ def _check_out_dir(out_dir: str, force: bool) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True)
+    ap.add_argument("--family", default="llama", choices=sorted(FAMILIES),
+                    help="LlamaForCausalLM, Qwen2ForCausalLM or Qwen3ForCausalLM")
     ap.add_argument("--tokenizer", default="train",
                     help="train (python3-sentencepiece), none, or a folder to copy "
                          "tokenizer.model from")
@@ -501,7 +601,8 @@ def main(argv=None) -> int:
     ap.add_argument("--num_hidden_layers", type=int, default=3)
     ap.add_argument("--num_attention_heads", type=int, default=4)
     ap.add_argument("--num_key_value_heads", type=int, default=2)
-    ap.add_argument("--head_dim", type=int, default=32, help="0: hidden_size / heads")
+    ap.add_argument("--head_dim", type=int, default=32,
+                    help="0: hidden_size / heads (qwen2 needs 0 or that value)")
     ap.add_argument("--rms_norm_eps", type=float, default=1e-5)
     ap.add_argument("--rope_theta", type=float, default=10000.0)
     ap.add_argument("--rope_scaling", default="none")
@@ -538,7 +639,8 @@ def main(argv=None) -> int:
             rms_norm_eps=a.rms_norm_eps, rope_theta=a.rope_theta,
             rope_scaling=parse_rope_scaling(a.rope_scaling), attention_bias=a.attention_bias,
             mlp_bias=a.mlp_bias, tie_word_embeddings=a.tie_word_embeddings,
-            torch_dtype=a.dtype, max_position_embeddings=a.max_position_embeddings)
+            torch_dtype=a.dtype, max_position_embeddings=a.max_position_embeddings,
+            family=a.family)
         index = write_hf_llama(a.out, cfg, seed=a.seed, shards=a.shards,
                                init_gain=a.init_gain, logit_gain=a.logit_gain)
     except HfLlamaError as e:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Golden vectors for a Hugging Face Llama folder: the float64 reference, and llama.cpp beside it.
+"""Golden vectors for a Hugging Face Llama, Qwen2 or Qwen3 folder: float64 reference, llama.cpp.
 
     # the seeded prompt (comma-separated ids: BOS, then N-1 ids drawn from [3, vocab))
     /usr/bin/python3 tools/hf_llama_golden.py prompt MODEL_DIR [--n 48] [--seed 1234]
@@ -10,8 +10,15 @@
     /usr/bin/python3 tools/hf_llama_golden.py compare MODEL_DIR LLAMACPP_JSON OUT_DIR \
         [--llama_cpp_commit de3ff81] [--n_greedy 64]
 
-tools/llamacpp_parity.sh runs both. The golden files keep the logits of GOLDEN_POSITIONS only
-(16 of the 48 prompt positions, every one of the first 8), each a full-vocabulary row:
+    # seed scan: for each writer seed (and --init_gain), write the folder (no tokenizer) and
+    # print the smallest top-1/top-2 margin along the greedy path and over the prompt
+    /usr/bin/python3 tools/hf_llama_golden.py scan --seeds 0-7 [--gains 1,2] -- \
+        --family qwen3 --hidden_size 96 ...          (tools/hf_llama.py flags after --)
+
+tools/llamacpp_parity.sh runs prompt and compare. The model family (Llama, Qwen2, Qwen3) is
+whatever the folder's config.json says; nothing here depends on it. The golden files keep the
+logits of GOLDEN_POSITIONS only (16 of the 48 prompt positions, every one of the first 8), each
+a full-vocabulary row:
 
     golden_reference.json  {"prompt", "positions", "logits" (float64 rounded to 10 significant
                             digits), "greedy" (argmax continuation, 64 ids),
@@ -142,6 +149,41 @@ def compare(model_dir: str, cpp_json: str, out_dir: str, commit: str, n_greedy: 
     return summary
 
 
+def _int_list(text: str) -> List[int]:
+    out: List[int] = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        out += list(range(int(lo), int(hi) + 1)) if hi else [int(lo)]
+    return out
+
+
+def scan(seeds: List[int], gains: List[float], writer_args: List[str], n_prompt: int,
+         n_greedy: int, prompt_seed: int) -> List[dict]:
+    """Margins of each (seed, init_gain) folder under the reference; prints one line each."""
+    import tempfile
+    import hf_llama
+    rows = []
+    for gain in gains:
+        for seed in seeds:
+            with tempfile.TemporaryDirectory() as tmp:
+                if hf_llama.main(["--out", tmp, "--force", "--tokenizer", "none"] + writer_args +
+                                 ["--seed", str(seed), "--init_gain", str(gain)]) != 0:
+                    raise SystemExit("hf_llama.py failed")
+                with open(os.path.join(tmp, "config.json"), encoding="utf-8") as f:
+                    cfg = json.load(f)
+                prompt = seeded_prompt(cfg["vocab_size"], n_prompt, prompt_seed,
+                                       cfg.get("bos_token_id", 1))
+                ref, _, greedy, _ = reference_golden(tmp, prompt, n_greedy)
+            row = OrderedDict([("seed", seed), ("init_gain", gain),
+                               ("min_margin_greedy", min(ref["greedy_top2_margins"])),
+                               ("min_margin_prompt", ref["prompt_min_top2_margin"]),
+                               ("distinct_greedy", len(set(greedy))),
+                               ("logit_range", [ref["logit_min"], ref["logit_max"]])])
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    return rows
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -157,7 +199,20 @@ def main(argv=None) -> int:
     c.add_argument("--n_greedy", type=int, default=64)
     c.add_argument("--settings", default="F32 GGUF, F32 K/V cache, flash attention off, "
                                         "1 thread, CPU, argmax without a sampler")
+    sc = sub.add_parser("scan")
+    sc.add_argument("--seeds", default="0-7", help="e.g. 0-7 or 1,3,5")
+    sc.add_argument("--gains", default="1", help="--init_gain values, comma-separated")
+    sc.add_argument("--n", type=int, default=48)
+    sc.add_argument("--n_greedy", type=int, default=64)
+    sc.add_argument("--seed", type=int, default=1234, help="the prompt's seed")
+    sc.add_argument("writer_args", nargs=argparse.REMAINDER,
+                    help="tools/hf_llama.py flags (after --)")
     a = ap.parse_args(argv)
+    if a.cmd == "scan":
+        wargs = a.writer_args[1:] if a.writer_args[:1] == ["--"] else a.writer_args
+        scan(_int_list(a.seeds), [float(g) for g in a.gains.split(",")], wargs, a.n,
+             a.n_greedy, a.seed)
+        return 0
     if a.cmd == "prompt":
         with open(os.path.join(a.model_dir, "config.json"), encoding="utf-8") as f:
             cfg = json.load(f)

@@ -1,6 +1,13 @@
 #!/usr/bin/env bash
-# Check the float64 Llama reference (tools/flatstate_ref/llama.py) against llama.cpp on a tiny
-# random Hugging Face Llama folder, and write golden vectors.
+# Check the float64 reference (tools/flatstate_ref/llama.py) against llama.cpp on a tiny random
+# Hugging Face LlamaForCausalLM, Qwen2ForCausalLM or Qwen3ForCausalLM folder, and write golden
+# vectors.
+#
+#   FAMILY=qwen2|qwen3 bash tools/llamacpp_parity.sh LLAMA_CPP_DIR OUT_DIR
+#
+# writes the default tiny model of that family (tests/data/hf_qwen2_tiny, hf_qwen3_tiny: their
+# README.md), with the SentencePiece tokenizer copied from tests/data/hf_llama_tiny; FAMILY
+# unset or llama is the Llama default below. HF_ARGS overrides the writer flags altogether.
 #
 #   bash tools/llamacpp_parity.sh LLAMA_CPP_DIR OUT_DIR
 #
@@ -15,7 +22,9 @@
 #      -tqdm) and imports `transformers` at module level for AutoConfig, which Debian does not
 #      package: OUT_DIR/shim/transformers is a stand-in whose from_pretrained raises, and the
 #      converter then reads config.json itself (its own fallback in ModelBase.load_hparams).
-#      With tokenizer.model present the vocabulary comes from sentencepiece, not AutoTokenizer.
+#      With tokenizer.model present the vocabulary comes from sentencepiece, not AutoTokenizer
+#      (LlamaModel.set_vocab and Qwen2Model.set_vocab, which Qwen3Model inherits, both try
+#      tokenizer.model first; Qwen's own byte-level BPE path would call AutoTokenizer).
 #      Debian's torch 1.13 lacks torch.float8_e4m3fn / float8_e5m2, which the converter names
 #      in two dtype tables at import: OUT_DIR/shim/run_convert.py sets them to placeholder
 #      strings (no tensor here has those types) and runs the unmodified converter with runpy.
@@ -25,7 +34,8 @@
 #   5. tools/hf_llama_golden.py compare runs the reference on the same prompt and writes
 #      OUT_DIR/golden_reference.json and OUT_DIR/golden_llamacpp.json, printing the max abs
 #      logit difference, the logit range, greedy agreement and the smallest top-1/top-2 margin.
-# Environment: HF_ARGS, MODEL_DIR, THREADS (1), N_PROMPT (48), N_GREEDY (64), SEED (1234), PY.
+# Environment: FAMILY, HF_ARGS, MODEL_DIR, THREADS (1), N_PROMPT (48), N_GREEDY (64),
+# SEED (1234), PY.
 set -euo pipefail
 
 if [ $# -ne 2 ]; then
@@ -45,6 +55,23 @@ SEED=${SEED:-1234}
 DEFAULT_HF_ARGS="--vocab_size 512 --hidden_size 96 --intermediate_size 256 --num_hidden_layers 3"
 DEFAULT_HF_ARGS+=" --num_attention_heads 4 --num_key_value_heads 2 --head_dim 32"
 DEFAULT_HF_ARGS+=" --dtype bfloat16 --shards 2 --seed 1"
+FAMILY=${FAMILY:-llama}
+case "$FAMILY" in
+  llama) ;;
+  qwen2)  # tests/data/hf_qwen2_tiny's flags (its README.md)
+    DEFAULT_HF_ARGS="--family qwen2 --tokenizer $REPO/tests/data/hf_llama_tiny"
+    DEFAULT_HF_ARGS+=" --hidden_size 64 --intermediate_size 192 --num_hidden_layers 2"
+    DEFAULT_HF_ARGS+=" --num_attention_heads 4 --num_key_value_heads 2 --head_dim 0"
+    DEFAULT_HF_ARGS+=" --rope_theta 1000000 --rms_norm_eps 1e-6 --tie_word_embeddings"
+    DEFAULT_HF_ARGS+=" --dtype bfloat16 --shards 2 --seed 7 --init_gain 3" ;;
+  qwen3)  # tests/data/hf_qwen3_tiny's flags (its README.md)
+    DEFAULT_HF_ARGS="--family qwen3 --tokenizer $REPO/tests/data/hf_llama_tiny"
+    DEFAULT_HF_ARGS+=" --hidden_size 96 --intermediate_size 256 --num_hidden_layers 3"
+    DEFAULT_HF_ARGS+=" --num_attention_heads 6 --num_key_value_heads 2 --head_dim 24"
+    DEFAULT_HF_ARGS+=" --rope_theta 1000000 --rms_norm_eps 1e-6"
+    DEFAULT_HF_ARGS+=" --dtype bfloat16 --shards 2 --seed 20 --init_gain 1" ;;
+  *) echo "FAMILY $FAMILY: want llama, qwen2 or qwen3" >&2; exit 2 ;;
+esac
 HF_ARGS=${HF_ARGS:-$DEFAULT_HF_ARGS}
 
 if [ ! -f "$LLAMA/build/bin/libllama.so" ]; then

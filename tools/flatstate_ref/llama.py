@@ -1,5 +1,6 @@
-"""Float64 reference forward of a Hugging Face LlamaForCausalLM folder (tools/hf_llama.py's, or
-any folder of that layout with F32/BF16/F16 safetensors shards).
+"""Float64 reference forward of a Hugging Face LlamaForCausalLM, Qwen2ForCausalLM or
+Qwen3ForCausalLM folder (tools/hf_llama.py's, or any folder of that layout with F32/BF16/F16
+safetensors shards; the family is config.json's model_type: llama, qwen2, qwen3).
 
     from flatstate_ref.llama import HfLlama
     m = HfLlama.load("tests/data/hf_llama_tiny")
@@ -16,6 +17,9 @@ instead of the checkpoint's dtype, every weight widened exactly from its stored 
     h = embed_tokens[ids]
     per layer:  x = rmsnorm(h) * input_layernorm
                 q, k, v = x q_proj^T (+b), x k_proj^T (+b), x v_proj^T (+b)   split into heads
+                qwen3 only: q, k = rmsnorm(q) * q_norm, rmsnorm(k) * k_norm   per head, over
+                          its head_dim values, eps rms_norm_eps, weights [head_dim] shared by
+                          all heads of a layer; after the projection (and bias), before RoPE
                 q, k = rope(q), rope(k)          rotate_half pairing: dim i with i + head_dim/2
                 q head j reads kv head j // (heads / kv_heads)          (repeat_kv)
                 a = softmax(q k^T / sqrt(head_dim) + causal mask) v
@@ -33,6 +37,12 @@ instead of the checkpoint's dtype, every weight widened exactly from its stored 
       low_freq_factor) and inv_freq ((1 - smooth) / factor + smooth); attention_factor 1.
       angle(p, i) = p * inv_freq_i; cos/sin repeat over both halves of the head;
       rope(x) = x cos + rotate_half(x) sin, rotate_half(x) = cat(-x[half:], x[:half]).
+
+Qwen2 (modeling_qwen2.py) is this with q/k/v biases and no o_proj bias (the tensors decide:
+a ".bias" present is added), head_dim = hidden / heads; Qwen3 (modeling_qwen3.py) adds the
+q_norm / k_norm step (Qwen3Attention.forward: q_norm(q_proj(x).view(..., head_dim)), then
+apply_rotary_pos_emb). Neither uses a sliding window while use_sliding_window is false (the
+only setting accepted here).
 
 transformers computes inv_freq in float32; here it is float64 (the angle differs by ~1e-7
 relative, far below what the float32 engines round anyway).
@@ -53,6 +63,7 @@ if _TOOLS not in sys.path:
 from hf_llama import HfLlamaError, read_safetensors, tensor_shapes, to_float64  # noqa: E402
 
 F64 = torch.float64
+FAMILY_TYPES = ("llama", "qwen2", "qwen3")  # config.json model_type values
 
 
 def load_hf_tensors(model_dir: str) -> Dict[str, torch.Tensor]:
@@ -116,6 +127,11 @@ class HfLlama:
     def __init__(self, cfg: dict, tensors: Dict[str, torch.Tensor]):
         if cfg.get("hidden_act", "silu") != "silu":
             raise HfLlamaError(f"hidden_act {cfg.get('hidden_act')!r}: only silu")
+        if cfg.get("model_type", "llama") not in FAMILY_TYPES:
+            raise HfLlamaError(f"model_type {cfg.get('model_type')!r}: want one of "
+                               f"{', '.join(FAMILY_TYPES)}")
+        if cfg.get("use_sliding_window"):
+            raise HfLlamaError("use_sliding_window true is not supported")
         want = tensor_shapes(cfg)
         have = set(tensors)
         if cfg.get("tie_word_embeddings"):
@@ -164,6 +180,9 @@ class HfLlama:
             q = self._lin(x, p + "self_attn.q_proj").view(T, H, hd).transpose(0, 1)
             k = self._lin(x, p + "self_attn.k_proj").view(T, KV, hd).transpose(0, 1)
             v = self._lin(x, p + "self_attn.v_proj").view(T, KV, hd).transpose(0, 1)
+            if p + "self_attn.q_norm.weight" in t:   # qwen3: per-head RMSNorm before RoPE
+                q = rms_norm(q, t[p + "self_attn.q_norm.weight"], eps)
+                k = rms_norm(k, t[p + "self_attn.k_norm.weight"], eps)
             q = q * cos + rotate_half(q) * sin
             k = k * cos + rotate_half(k) * sin
             rep = H // KV

@@ -49,14 +49,15 @@ def write(tmp_path, *args):
         return out, json.load(f)
 
 
-def check_layout(folder):
+def check_layout(folder, config_keys=CONFIG_KEYS, arch="LlamaForCausalLM", model_type="llama"):
     """Everything a loader relies on: the index names every tensor of the config exactly once,
     each shard parses (header padded to 8, offsets contiguous in sorted-name order, sizes match
-    shape x dtype), dtypes are torch_dtype's, total_size is the data bytes."""
+    shape x dtype), dtypes are torch_dtype's, total_size is the data bytes. (test_hf_qwen.py
+    calls it with the Qwen families' keys.)"""
     with open(os.path.join(folder, "config.json")) as f:
         cfg = json.load(f)
-    assert CONFIG_KEYS <= set(cfg)
-    assert cfg["architectures"] == ["LlamaForCausalLM"] and cfg["model_type"] == "llama"
+    assert config_keys <= set(cfg)
+    assert cfg["architectures"] == [arch] and cfg["model_type"] == model_type
     assert cfg["hidden_act"] == "silu"
     with open(os.path.join(folder, "model.safetensors.index.json")) as f:
         index = json.load(f)
