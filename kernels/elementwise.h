@@ -24,6 +24,13 @@ void Gelu(float* x, int64_t n);
 template <Device D>
 void AddInPlace(float* y, const float* x, int64_t n);
 
+// Per-head RMSNorm in place (Qwen3's q_norm / k_norm): for each of `rows` rows (stride `stride`
+// floats) and each of its `heads` consecutive heads of head_dim floats at the row's start,
+// x = x * rsqrt(mean(x^2) + eps) * weight (weight: head_dim floats, shared by the heads).
+template <Device D>
+void HeadRmsNorm(float* x, int64_t rows, int64_t stride, int heads, int head_dim,
+                 const float* weight, float eps);
+
 // y[r][c] += bias[c] for `rows` rows of `dim` floats (a GEMM's bias, added after it).
 template <Device D>
 void AddBias(float* y, const float* bias, int64_t rows, int64_t dim);

@@ -46,6 +46,14 @@ inline float ErfRational(float v) {
 }  // namespace
 
 template <>
+void HeadRmsNorm<Device::kCpu>(float* x, int64_t rows, int64_t stride, int heads, int head_dim,
+                               const float* weight, float eps) {
+  for (int64_t r = 0; r < rows; ++r) {
+    RmsNorm<Device::kCpu>(x + r * stride, weight, heads, head_dim, eps, x + r * stride);
+  }
+}
+
+template <>
 void AddBias<Device::kCpu>(float* y, const float* bias, int64_t rows, int64_t dim) {
   for (int64_t r = 0; r < rows; ++r) {
     float* yr = y + r * dim;

@@ -20,12 +20,16 @@ unsigned Blocks(int64_t n, int threads) {
   return static_cast<unsigned>(b < 65535 * 16 ? b : 65535 * 16);  // grid-stride loops cover rest
 }
 
+// One block per row of `dim` floats; row r at x + r * stride (y likewise). HeadRmsNorm passes
+// every head of every row as a row: block b is head b % heads of row b / heads.
 __global__ void __launch_bounds__(kNormThreads)
-    RmsNormKernel(const float* x, const float* weight, int64_t dim, float eps, float* y) {
+    RmsNormKernel(const float* x, const float* weight, int64_t dim, float eps, float* y,
+                  int heads, int64_t stride) {
   __shared__ double red[kNormThreads];
-  const int64_t r = blockIdx.x;
-  const float* xr = x + r * dim;
-  float* yr = y + r * dim;
+  const int64_t b = blockIdx.x;
+  const int64_t off = (b / heads) * stride + (b % heads) * dim;
+  const float* xr = x + off;
+  float* yr = y + off;
   double ss = 0;
   for (int64_t i = threadIdx.x; i < dim; i += kNormThreads) {
     ss += static_cast<double>(xr[i]) * xr[i];
@@ -110,7 +114,7 @@ void RmsNorm<Device::kCuda>(const float* x, const float* weight, int64_t rows, i
                             float eps, float* y) {
   if (rows <= 0) return;
   cuda::RmsNormKernel<<<static_cast<unsigned>(rows), cuda::kNormThreads, 0, cuda::Stream()>>>(
-      x, weight, dim, eps, y);
+      x, weight, dim, eps, y, 1, dim);
   FS_CUDA_CHECK_LAUNCH("RmsNormKernel");
 }
 
@@ -119,6 +123,15 @@ void Gelu<Device::kCuda>(float* x, int64_t n) {
   if (n <= 0) return;
   cuda::GeluKernel<<<cuda::Blocks(n, cuda::kThreads), cuda::kThreads, 0, cuda::Stream()>>>(x, n);
   FS_CUDA_CHECK_LAUNCH("GeluKernel");
+}
+
+template <>
+void HeadRmsNorm<Device::kCuda>(float* x, int64_t rows, int64_t stride, int heads, int head_dim,
+                                const float* weight, float eps) {
+  if (rows <= 0 || heads <= 0) return;
+  cuda::RmsNormKernel<<<static_cast<unsigned>(rows * heads), cuda::kNormThreads, 0,
+                        cuda::Stream()>>>(x, weight, head_dim, eps, x, heads, stride);
+  FS_CUDA_CHECK_LAUNCH("RmsNormKernel (heads)");
 }
 
 template <>

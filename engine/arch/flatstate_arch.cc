@@ -57,39 +57,40 @@ void AddGemm(std::vector<Expected>* e, TorchDtype d, const std::string& name, in
   }
 }
 
-// The naming table of flatstate_arch.h, in file order.
+// The tensor table as ExpectedTensors for the loader: each entry bound to its ModelWeights field,
+// the GEMM weights with their stored layout (and scale tensors) for torch_dtype.
 std::vector<Expected> ExpectedTensors(const ModelConfig& c, ModelWeights* w) {
-  const int64_t D = c.hidden_size, H = c.num_attention_heads, hd = c.head_dim;
-  const int64_t F = c.intermediate_size, K = c.conv_kernel_size, V = c.vocab_size;
+  using R = FlatstateTensor::Role;
   const TorchDtype d = c.torch_dtype;
   std::vector<Expected> e;
-  e.push_back({"embed.weight", {V, D}, &w->embed});
   w->layers.assign(c.num_hidden_layers, LayerWeights{});
-  for (int i = 0; i < c.num_hidden_layers; ++i) {
-    LayerWeights& l = w->layers[i];
-    const std::string p = absl::StrCat("layers.", i, ".");
-    e.push_back({p + "attn_norm.weight", {D}, &l.attn_norm});
-    if (c.has_conv()) e.push_back({p + "attn.conv", {D, K}, &l.conv});
-    AddGemm(&e, d, p + "attn.wqkv.weight", 3 * D, D, &l.wqkv);
-    AddGemm(&e, d, p + "attn.wo.weight", D, D, &l.wo);
-    if (c.attention_kind == AttentionKind::kCosine) {
-      e.push_back({p + "attn.decay_logit", {H}, &l.decay_logit});
+  for (const FlatstateTensor& t : FlatstateTensorTable(c)) {
+    LayerWeights* l = t.layer >= 0 ? &w->layers[t.layer] : nullptr;
+    const float** dest = nullptr;
+    GemmTensor* gemm = nullptr;
+    switch (t.role) {
+      case R::kEmbed: dest = &w->embed; break;
+      case R::kAttnNorm: dest = &l->attn_norm; break;
+      case R::kConv: dest = &l->conv; break;
+      case R::kWqkv: gemm = &l->wqkv; break;
+      case R::kWo: gemm = &l->wo; break;
+      case R::kDecayLogit: dest = &l->decay_logit; break;
+      case R::kFeatureProj: dest = &l->feature_proj; break;
+      case R::kFeatureLogScale: dest = &l->feature_log_scale; break;
+      case R::kGateWeight: dest = &l->gate_weight; break;
+      case R::kGateBias: dest = &l->gate_bias; break;
+      case R::kMlpNorm: dest = &l->mlp_norm; break;
+      case R::kW1: gemm = &l->w1; break;
+      case R::kW2: gemm = &l->w2; break;
+      case R::kNorm: dest = &w->norm; break;
+      case R::kLmHead: dest = &w->lm_head; break;
     }
-    if (c.attention_kind == AttentionKind::kFavor) {
-      e.push_back({p + "attn.feature_proj", {c.favor_num_features, hd}, &l.feature_proj});
+    if (gemm != nullptr) {
+      AddGemm(&e, d, t.name, t.shape[0], t.shape[1], gemm);
+    } else {
+      e.push_back({t.name, t.shape, dest});
     }
-    if (c.attention_kind == AttentionKind::kGated) {
-      e.push_back({p + "attn.feature_proj", {c.rfa_num_features, hd}, &l.feature_proj});
-      e.push_back({p + "attn.feature_log_scale", {H}, &l.feature_log_scale});
-      e.push_back({p + "attn.gate.weight", {H, D}, &l.gate_weight});
-      e.push_back({p + "attn.gate.bias", {H}, &l.gate_bias});
-    }
-    e.push_back({p + "mlp_norm.weight", {D}, &l.mlp_norm});
-    AddGemm(&e, d, p + "mlp.w1.weight", F, D, &l.w1);
-    AddGemm(&e, d, p + "mlp.w2.weight", D, F, &l.w2);
   }
-  e.push_back({"norm.weight", {D}, &w->norm});
-  e.push_back({"lm_head.weight", {V, D}, &w->lm_head});
   return e;
 }
 
@@ -170,6 +171,39 @@ absl::Status CheckQuantized(const std::string& weights_path, const std::string& 
 }
 
 }  // namespace
+
+std::vector<FlatstateTensor> FlatstateTensorTable(const ModelConfig& c) {
+  using R = FlatstateTensor::Role;
+  const int64_t D = c.hidden_size, H = c.num_attention_heads, hd = c.head_dim;
+  const int64_t F = c.intermediate_size, K = c.conv_kernel_size, V = c.vocab_size;
+  std::vector<FlatstateTensor> t;
+  t.push_back({"embed.weight", {V, D}, R::kEmbed});
+  for (int i = 0; i < c.num_hidden_layers; ++i) {
+    const std::string p = absl::StrCat("layers.", i, ".");
+    t.push_back({p + "attn_norm.weight", {D}, R::kAttnNorm, i});
+    if (c.layer_has_conv(i)) t.push_back({p + "attn.conv", {D, K}, R::kConv, i});
+    t.push_back({p + "attn.wqkv.weight", {3 * D, D}, R::kWqkv, i});
+    t.push_back({p + "attn.wo.weight", {D, D}, R::kWo, i});
+    if (c.layer_attention(i).softmax) {
+      // a softmax layer (the softmax kind's, or of layer_types): no kind-specific tensors
+    } else if (c.attention_kind == AttentionKind::kCosine) {
+      t.push_back({p + "attn.decay_logit", {H}, R::kDecayLogit, i});
+    } else if (c.attention_kind == AttentionKind::kFavor) {
+      t.push_back({p + "attn.feature_proj", {c.favor_num_features, hd}, R::kFeatureProj, i});
+    } else if (c.attention_kind == AttentionKind::kGated) {
+      t.push_back({p + "attn.feature_proj", {c.rfa_num_features, hd}, R::kFeatureProj, i});
+      t.push_back({p + "attn.feature_log_scale", {H}, R::kFeatureLogScale, i});
+      t.push_back({p + "attn.gate.weight", {H, D}, R::kGateWeight, i});
+      t.push_back({p + "attn.gate.bias", {H}, R::kGateBias, i});
+    }
+    t.push_back({p + "mlp_norm.weight", {D}, R::kMlpNorm, i});
+    t.push_back({p + "mlp.w1.weight", {F, D}, R::kW1, i});
+    t.push_back({p + "mlp.w2.weight", {D, F}, R::kW2, i});
+  }
+  t.push_back({"norm.weight", {D}, R::kNorm});
+  t.push_back({"lm_head.weight", {V, D}, R::kLmHead});
+  return t;
+}
 
 absl::StatusOr<ModelConfig> FlatstateArchitecture::ParseConfig(
     absl::string_view text, const nlohmann::json& /*j*/, absl::string_view path,

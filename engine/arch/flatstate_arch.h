@@ -31,6 +31,21 @@
 
 namespace flatstate {
 
+// One row of the tensor table above, before the stored layout of torch_dtype (BF16 bits, or the
+// int8 / int4 quants and their "_scale" tensor: engine/model/weights.h): the loader, and the test
+// model writer (tests/util/model_writer.h), read this one table.
+struct FlatstateTensor {
+  enum class Role {
+    kEmbed, kAttnNorm, kConv, kWqkv, kWo, kDecayLogit, kFeatureProj, kFeatureLogScale,
+    kGateWeight, kGateBias, kMlpNorm, kW1, kW2, kNorm, kLmHead
+  };
+  std::string name;
+  std::vector<int64_t> shape;
+  Role role;
+  int layer = -1;  // -1: not a layer's
+};
+std::vector<FlatstateTensor> FlatstateTensorTable(const ModelConfig& config);
+
 class FlatstateArchitecture final : public Architecture {
  public:
   absl::string_view name() const override { return "flatstate"; }

@@ -78,7 +78,7 @@ absl::StatusOr<ModelConfig> LlamaArchitecture::ParseConfig(
                  absl::StrCat("= ", c.num_key_value_heads, " does not divide num_attention_heads = ",
                               c.num_attention_heads));
   }
-  c.head_dim = 0;
+  c.head_dim = family_ == Family::kQwen3 ? 128 : 0;  // transformers' Qwen3Config default
   RETURN_IF_ERROR(r.Int("head_dim", false, 2, 1024, &c.head_dim));
   if (c.head_dim == 0) {
     if (c.hidden_size % c.num_attention_heads != 0) {
@@ -109,21 +109,30 @@ absl::StatusOr<ModelConfig> LlamaArchitecture::ParseConfig(
     max_pos = v;
   }
   c.max_position_embeddings = max_pos;
-  bool attention_bias = qwen2_;
-  if (!qwen2_) RETURN_IF_ERROR(r.Bool("attention_bias", &attention_bias));
+  const bool qwen2 = family_ == Family::kQwen2;
+  bool attention_bias = qwen2;
+  if (!qwen2) RETURN_IF_ERROR(r.Bool("attention_bias", &attention_bias));
   c.attention_bias = attention_bias;
+  c.qk_norm = family_ == Family::kQwen3;
   RETURN_IF_ERROR(r.Bool("mlp_bias", &c.mlp_bias));
   RETURN_IF_ERROR(r.Bool("tie_word_embeddings", &c.tie_word_embeddings));
   if (const nlohmann::json* act = r.Get("hidden_act"); act != nullptr && *act != "silu") {
     return r.Bad("hidden_act", absl::StrCat("= ", act->dump(), " is not supported (silu only)"));
   }
-  if (qwen2_) {
+  if (family_ != Family::kLlama) {
     bool sliding = false;
     RETURN_IF_ERROR(r.Bool("use_sliding_window", &sliding));
     if (sliding) {
       return r.Bad("use_sliding_window", "= true is not supported (full attention only)");
     }
     r.Known({"sliding_window", "max_window_layers"});
+  } else if (const nlohmann::json* sw = r.Get("sliding_window"); sw != nullptr) {
+    // Mistral: a window shorter than the context changes the math past it.
+    if (!sw->is_number_integer() || sw->get<int64_t>() < c.max_position_embeddings) {
+      return r.Bad("sliding_window",
+                   absl::StrCat("= ", sw->dump(), " is not supported (full attention only: null "
+                                                  "or >= max_position_embeddings)"));
+    }
   }
   if (const nlohmann::json* lt = r.Get("layer_types"); lt != nullptr) {
     if (!lt->is_array()) return r.Bad("layer_types", "must be a list");
@@ -170,8 +179,14 @@ absl::Status LlamaArchitecture::BindWeights(ModelConfig* config, const WeightFil
                    {{Q}, {KV}, {KV}},
                    &l.bqkv});
     }
+    if (c.qk_norm) {
+      t.push_back({K::kNorm, {a + "q_norm.weight"}, {{c.head_dim}}, &l.q_norm});
+      t.push_back({K::kNorm, {a + "k_norm.weight"}, {{c.head_dim}}, &l.k_norm});
+    }
     t.push_back({K::kGemm, {a + "o_proj.weight"}, {{D, Q}}, nullptr, &l.wo});
-    if (c.attention_bias && !qwen2_) t.push_back({K::kVector, {a + "o_proj.bias"}, {{D}}, &l.bo});
+    if (c.attention_bias && family_ != Family::kQwen2) {
+      t.push_back({K::kVector, {a + "o_proj.bias"}, {{D}}, &l.bo});
+    }
     t.push_back({K::kNorm, {p + "post_attention_layernorm.weight"}, {{D}}, &l.mlp_norm});
     t.push_back({K::kGemm,
                  {m + "gate_proj.weight", m + "up_proj.weight"},

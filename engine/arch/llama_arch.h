@@ -1,5 +1,7 @@
-// Hugging Face Llama-style decoders on the paged softmax path: LlamaForCausalLM ("llama") and
-// Qwen2ForCausalLM ("qwen2": q, k, v biases). Every layer is RMSNorm -> softmax attention with
+// Hugging Face Llama-style decoders on the paged softmax path: LlamaForCausalLM ("llama", also
+// MistralForCausalLM without a sliding window), Qwen2ForCausalLM ("qwen2": q, k, v biases) and
+// Qwen3ForCausalLM ("qwen3": per-head RMSNorm of q and k before RoPE, q_norm / k_norm [head_dim],
+// head_dim 128 unless given). Every layer is RMSNorm -> softmax attention with
 // RoPE (grouped-query when num_key_value_heads < num_attention_heads) -> o_proj (+= residual) ->
 // RMSNorm -> SwiGLU MLP (+= residual); final RMSNorm and lm_head (or the tied embedding).
 //
@@ -18,7 +20,8 @@
 //   tied); model.layers.{i}.input_layernorm.weight [D], .post_attention_layernorm.weight [D],
 //   .self_attn.q_proj.weight [H hd, D], .k_proj / .v_proj.weight [KVH hd, D] (fused to wqkv),
 //   .o_proj.weight [D, H hd], .mlp.gate_proj / .up_proj.weight [F, D] (fused to w1),
-//   .mlp.down_proj.weight [D, F]; with biases the same names ending in .bias.
+//   .mlp.down_proj.weight [D, F]; with biases the same names ending in .bias; Qwen3:
+//   .self_attn.q_norm.weight, .self_attn.k_norm.weight [head_dim].
 //
 // Stateless; thread-safe. Errors: engine/model/model.h.
 #ifndef FLATSTATE_ENGINE_ARCH_LLAMA_ARCH_H_
@@ -33,14 +36,20 @@ namespace flatstate {
 
 class LlamaArchitecture final : public Architecture {
  public:
-  // `qwen2`: the Qwen2ForCausalLM entry (q, k, v biases; no o_proj bias).
-  explicit LlamaArchitecture(bool qwen2) : qwen2_(qwen2) {}
-  absl::string_view name() const override { return qwen2_ ? "qwen2" : "llama"; }
+  enum class Family { kLlama, kQwen2, kQwen3 };
+  explicit LlamaArchitecture(Family family) : family_(family) {}
+  absl::string_view name() const override { return model_type(); }
   std::vector<absl::string_view> class_names() const override {
-    if (qwen2_) return {"Qwen2ForCausalLM"};
+    switch (family_) {
+      case Family::kQwen2: return {"Qwen2ForCausalLM"};
+      case Family::kQwen3: return {"Qwen3ForCausalLM"};
+      case Family::kLlama: break;
+    }
     return {"LlamaForCausalLM", "MistralForCausalLM"};
   }
-  absl::string_view model_type() const override { return qwen2_ ? "qwen2" : "llama"; }
+  absl::string_view model_type() const override {
+    return family_ == Family::kQwen2 ? "qwen2" : family_ == Family::kQwen3 ? "qwen3" : "llama";
+  }
   absl::StatusOr<ModelConfig> ParseConfig(absl::string_view text, const nlohmann::json& j,
                                           absl::string_view path,
                                           std::vector<std::string>* ignored) const override;
@@ -48,7 +57,7 @@ class LlamaArchitecture final : public Architecture {
                            ModelWeights* weights) const override;
 
  private:
-  bool qwen2_;
+  Family family_;
 };
 
 }  // namespace flatstate

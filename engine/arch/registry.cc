@@ -13,9 +13,11 @@ namespace {
 
 const std::vector<const Architecture*>& Registry() {
   static const FlatstateArchitecture flatstate_arch;
-  static const LlamaArchitecture llama_arch(/*qwen2=*/false);
-  static const LlamaArchitecture qwen2_arch(/*qwen2=*/true);
-  static const std::vector<const Architecture*> all = {&flatstate_arch, &llama_arch, &qwen2_arch};
+  static const LlamaArchitecture llama_arch(LlamaArchitecture::Family::kLlama);
+  static const LlamaArchitecture qwen2_arch(LlamaArchitecture::Family::kQwen2);
+  static const LlamaArchitecture qwen3_arch(LlamaArchitecture::Family::kQwen3);
+  static const std::vector<const Architecture*> all = {&flatstate_arch, &llama_arch, &qwen2_arch,
+                                                       &qwen3_arch};
   return all;
 }
 

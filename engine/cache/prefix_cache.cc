@@ -26,13 +26,18 @@ const PrefixCache::Entry* PrefixCache::Find(const PrefixKey& key) {
   return &*it->second;
 }
 
-void PrefixCache::InsertState(const PrefixKey& key, int64_t tokens, std::span<const float> state) {
+void PrefixCache::InsertState(const PrefixKey& key, int64_t tokens, std::span<const float> state,
+                              std::span<const int32_t> blocks) {
   if (Find(key) != nullptr) return;
   Entry e;
   e.key = key;
   e.tokens = tokens;
   e.state.assign(state.begin(), state.end());
   state_bytes_ += e.state.size() * sizeof(float);
+  if (pool_ != nullptr && !blocks.empty()) {
+    e.blocks.assign(blocks.begin(), blocks.end());
+    pool_->CacheRetain(e.blocks);
+  }
   Insert(std::move(e));
 }
 
@@ -81,7 +86,7 @@ void PrefixCache::CountLookup(bool hit, int64_t tokens_saved) {
 
 size_t PrefixCache::bytes() const {
   if (pool_ == nullptr) return state_bytes_;
-  return static_cast<size_t>(pool_->blocks_cached()) * pool_->bytes_per_block();
+  return state_bytes_ + static_cast<size_t>(pool_->blocks_cached()) * pool_->bytes_per_block();
 }
 
 PrefixCacheStats PrefixCache::stats() const {

@@ -3,13 +3,13 @@
 // (Engine::AppendPrompt and Engine::Step) fills it and restores from it; see engine.h,
 // "Prefix cache", for when a snapshot is taken and why it gives the same bits as no cache.
 //
-// An entry is either a linear kind's whole recurrent state (constant size: the model's
-// state_floats) or, for softmax, references to the KV blocks of the prefix in the engine's
-// KvBlockPool (shared with the sessions that use them; a block goes back to the pool when its
-// last reference goes).
+// An entry is a linear kind's whole recurrent state (constant size: the model's state_floats),
+// or, for softmax, references to the KV blocks of the prefix in the engine's KvBlockPool (shared
+// with the sessions that use them; a block goes back to the pool when its last reference goes),
+// or both for a model with state and softmax layers (layer_types).
 //
-// Bytes held: linear, the sum of the entries' states; softmax, the distinct KV blocks the cache
-// references times the block's bytes (a block shared by several entries counts once, whether or
+// Bytes held: the sum of the entries' states plus the distinct KV blocks the cache references
+// times the block's bytes (a block shared by several entries counts once, whether or
 // not a session also uses it). After every insertion the least recently used entries are dropped
 // until bytes() <= budget; an entry larger than the whole budget is therefore never kept.
 //
@@ -77,8 +77,10 @@ class PrefixCache {
   // valid until the next insertion or eviction.
   const Entry* Find(const PrefixKey& key);
   // Keeps `state` as the snapshot of the `tokens`-token prefix named `key` (an existing entry of
-  // that key is only marked used), then drops entries to fit the budget.
-  void InsertState(const PrefixKey& key, int64_t tokens, std::span<const float> state);
+  // that key is only marked used), then drops entries to fit the budget. A model with both state
+  // and softmax layers also passes the prefix's KV `blocks` (referenced as InsertBlocks does).
+  void InsertState(const PrefixKey& key, int64_t tokens, std::span<const float> state,
+                   std::span<const int32_t> blocks = {});
   // The same for softmax: the entry takes a reference to each of `blocks` (in the pool).
   void InsertBlocks(const PrefixKey& key, int64_t tokens, std::span<const int32_t> blocks);
   // Drops the least recently used entry; false when the cache is empty.

@@ -94,10 +94,33 @@ bool ModelConfig::has_conv() const {
          attention_kind != AttentionKind::kWindow;
 }
 
+bool ModelConfig::has_kv() const {
+  if (attention_kind == AttentionKind::kSoftmax) return true;
+  for (bool s : softmax_layer) {
+    if (s) return true;
+  }
+  return false;
+}
+
+int ModelConfig::kv_layers() const {
+  int n = 0;
+  for (int l = 0; l < num_hidden_layers; ++l) n += layer_attention(l).softmax ? 1 : 0;
+  return n;
+}
+
+int ModelConfig::kv_layer_index(int layer) const {
+  int n = 0;
+  for (int l = 0; l < layer; ++l) n += layer_attention(l).softmax ? 1 : 0;
+  return n;
+}
+
 LayerAttention ModelConfig::layer_attention(int layer) const {
+  if (layer >= 0 && static_cast<size_t>(layer) < softmax_layer.size() && softmax_layer[layer]) {
+    return {.softmax = true};
+  }
   switch (attention_kind) {
     case AttentionKind::kSoftmax:
-      return {};
+      return {.softmax = true};
     case AttentionKind::kWindow:
       return {.linear = false, .window = true};
     case AttentionKind::kHybrid:
@@ -122,12 +145,12 @@ int ModelConfig::feature_dim() const {
 }
 
 size_t ModelConfig::state_floats() const {
-  if (!is_linear()) return 0;
   const size_t h = num_attention_heads, f = feature_dim(), d = head_dim, D = hidden_size;
   const size_t conv = has_conv() && conv_kernel_size > 1 ? size_t(conv_kernel_size - 1) * D : 0;
   size_t total = 0;
   for (int l = 0; l < num_hidden_layers; ++l) {
     const LayerAttention a = layer_attention(l);
+    if (a.softmax) continue;
     total +=
         (a.linear ? h * (f * d + f + 1) : 0) + conv + (a.window ? 2 * size_t(window_size) * D : 0);
   }
@@ -137,7 +160,7 @@ size_t ModelConfig::state_floats() const {
 size_t ModelConfig::state_bytes() const { return sizeof(float) * state_floats(); }
 
 size_t ModelConfig::kv_bytes_per_token() const {
-  return is_linear() ? 0 : 2 * size_t(num_hidden_layers) * kv_dim() * sizeof(float);
+  return 2 * size_t(kv_layers()) * kv_dim() * sizeof(float);
 }
 
 std::vector<double> ModelConfig::RopeInvFreq() const {
@@ -290,6 +313,28 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text, absl::
       return Bad(path, "hybrid_layout", "must be \"alternate\" or \"sum\"");
     }
     c.hybrid_layout = *hl == "sum" ? HybridLayout::kSum : HybridLayout::kAlternate;
+  }
+  if (auto lt = j.find("layer_types"); lt != j.end()) {
+    const AttentionKind k = c.attention_kind;
+    if (k == AttentionKind::kSoftmax || k == AttentionKind::kWindow ||
+        k == AttentionKind::kHybrid || k == AttentionKind::kGated) {
+      return Bad(path, "layer_types",
+                 absl::StrCat("is for the kinds linear_elu, cosformer, cosine and favor, not ",
+                              AttentionKindName(k)));
+    }
+    if (!lt->is_array() || lt->size() != static_cast<size_t>(c.num_hidden_layers)) {
+      return Bad(path, "layer_types",
+                 absl::StrCat("must be a list of num_hidden_layers = ", c.num_hidden_layers,
+                              " entries, each \"softmax\" or \"recurrent\""));
+    }
+    for (size_t i = 0; i < lt->size(); ++i) {
+      const json& t = (*lt)[i];
+      if (t != "softmax" && t != "recurrent") {
+        return Bad(path, absl::StrCat("layer_types[", i, "]"),
+                   absl::StrCat("= ", t.dump(), " (expected \"softmax\" or \"recurrent\")"));
+      }
+      c.softmax_layer.push_back(t == "softmax");
+    }
   }
   if (auto ct = j.find("chat_template"); ct != j.end()) {
     if (absl::Status st = ReadChatTemplate(*ct, path, &c.chat_template); !st.ok()) return st;

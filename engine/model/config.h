@@ -57,12 +57,14 @@ enum class TorchDtype { kFloat32, kBfloat16, kInt8, kInt4 };
 // "float32", "bfloat16", "int8", "int4".
 absl::string_view TorchDtypeName(TorchDtype dtype);
 
-// The attention branches of one layer (ModelConfig::layer_attention). A linear branch keeps
-// S, z, M (gated: S, z, n) and runs the kind's feature map (elu+1 for hybrid); a window branch
-// keeps a ring of the last window_size rotated keys and values. Softmax layers have neither.
+// The token mixer of one layer (ModelConfig::layer_attention). A linear branch keeps S, z, M
+// (gated: S, z, n) and runs the kind's feature map (elu+1 for hybrid); a window branch keeps a
+// ring of the last window_size rotated keys and values; a softmax layer attends over its K/V
+// rows in the paged pool (RoPE) and keeps no fixed-size state.
 struct LayerAttention {
   bool linear = false;
   bool window = false;
+  bool softmax = false;
 };
 
 // The channel mixer of every layer: flatstate's GELU MLP (w2 gelu(w1 x)) or SwiGLU (Llama's:
@@ -112,25 +114,41 @@ struct ModelConfig {
   bool mlp_bias = false;            // gate, up and down projections carry biases
   bool tie_word_embeddings = false; // the output head is the embedding matrix
   bool norm_unit_offset = false;    // RMSNorm multiplies by (1 + w) (folded into w at load)
+  bool qk_norm = false;             // per-head RMSNorm of q and k before RoPE (Qwen3)
   int rotary_dim = 0;  // head_dim * partial_rotary_factor: RoPE's share of a head; 0: head_dim
   RopeScaling rope_scaling;
   // Token ids from config.json / generation_config.json; -1 / empty when the model has none.
   int32_t bos_token_id = -1;
   std::vector<int32_t> eos_token_ids;
 
-  // Every kind but softmax: a session's whole memory is the fixed-size SessionState::linear
+  // config key "layer_types" (kinds linear_elu, cosformer, cosine, favor): per layer "softmax" or "recurrent" (the
+  // kind's own mixer). Empty: every layer is the kind's. A softmax layer of such a model is the
+  // softmax kind's layer (RoPE, paged K/V, no conv).
+  std::vector<bool> softmax_layer;
+
+  // Some layer attends over a growing K/V cache (the softmax kind, or softmax layers in
+  // layer_types): sessions hold KV blocks for those layers.
+  bool has_kv() const;
+  // No layer keeps a K/V cache: a session's whole memory is the fixed-size SessionState::linear
   // (recurrent state, conv window, ring), whatever the context length.
-  bool is_linear() const { return attention_kind != AttentionKind::kSoftmax; }
-  // Whether layers run the token-shift convolution (K > 0 and a kind that has it).
+  bool is_linear() const { return !has_kv(); }
+  // Some layer keeps fixed-size state (state_floats() > 0).
+  bool has_state() const { return state_floats() > 0; }
+  // Whether the kind runs the token-shift convolution (K > 0 and a kind that has it); a layer
+  // runs it when this holds and it is not a softmax layer (layer_has_conv).
   bool has_conv() const;
+  bool layer_has_conv(int layer) const { return has_conv() && !layer_attention(layer).softmax; }
   LayerAttention layer_attention(int layer) const;
+  // The number of softmax layers (the KV pool's layers) and a softmax layer's index among them.
+  int kv_layers() const;
+  int kv_layer_index(int layer) const;
   // Size of phi(q) / phi(k) per head (first dimension of S); 0 for kinds without S.
   int feature_dim() const;
   // Floats of fixed-size state per session (engine/session/session_state.h: StateLayout).
   size_t state_floats() const;
   // Fixed-size state bytes per session (0 for softmax).
   size_t state_bytes() const;
-  // fp32 KV bytes per token (softmax): 2 * layers * kv_dim() * 4.
+  // fp32 KV bytes per token: 2 * kv_layers() * kv_dim() * 4 (0 without softmax layers).
   size_t kv_bytes_per_token() const;
   int kv_heads() const { return num_key_value_heads > 0 ? num_key_value_heads : num_attention_heads; }
   int rotary() const { return rotary_dim > 0 ? rotary_dim : head_dim; }

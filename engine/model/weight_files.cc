@@ -11,6 +11,31 @@
 
 namespace flatstate {
 
+absl::StatusOr<std::map<std::string, std::vector<std::string>>> ParseWeightIndex(
+    absl::string_view text, absl::string_view path) {
+  auto bad = [&](const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", why));
+  };
+  const nlohmann::json j =
+      nlohmann::json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
+  auto map_it = j.find("weight_map");
+  if (map_it == j.end() || !map_it->is_object() || map_it->empty()) {
+    return bad("'weight_map' is missing or not a non-empty object of tensor name -> file");
+  }
+  std::map<std::string, std::vector<std::string>> by_file;
+  for (auto it = map_it->begin(); it != map_it->end(); ++it) {
+    if (!it->is_string()) return bad(absl::StrCat("weight_map['", it.key(), "'] is not a string"));
+    const std::string file = it->get<std::string>();
+    if (file.empty() || absl::StrContains(file, "/") || file == "." || file == "..") {
+      return bad(absl::StrCat("weight_map['", it.key(), "'] = '", file,
+                              "' is not a file name in the model folder"));
+    }
+    by_file[file].push_back(it.key());
+  }
+  return by_file;
+}
+
 absl::StatusOr<std::unique_ptr<WeightFiles>> WeightFiles::Open(const std::string& dir_prefix) {
   std::unique_ptr<WeightFiles> w(new WeightFiles());
   const std::string single = dir_prefix + kSingleWeightsFile;
@@ -31,25 +56,7 @@ absl::StatusOr<std::unique_ptr<WeightFiles>> WeightFiles::Open(const std::string
   RETURN_IF_ERROR(text.status());
   w->description_ = index_path;
   w->sharded_ = true;
-  auto bad = [&](const std::string& why) {
-    return absl::InvalidArgumentError(absl::StrCat(index_path, ": ", why));
-  };
-  const nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
-  auto map_it = j.find("weight_map");
-  if (map_it == j.end() || !map_it->is_object() || map_it->empty()) {
-    return bad("'weight_map' is missing or not a non-empty object of tensor name -> file");
-  }
-  std::map<std::string, std::vector<std::string>> by_file;  // shard -> tensors the index puts there
-  for (auto it = map_it->begin(); it != map_it->end(); ++it) {
-    if (!it->is_string()) return bad(absl::StrCat("weight_map['", it.key(), "'] is not a string"));
-    const std::string file = it->get<std::string>();
-    if (file.empty() || absl::StrContains(file, "/") || file == "." || file == "..") {
-      return bad(absl::StrCat("weight_map['", it.key(), "'] = '", file,
-                              "' is not a file name in the model folder"));
-    }
-    by_file[file].push_back(it.key());
-  }
+  ASSIGN_OR_RETURN(const auto by_file, ParseWeightIndex(*text, index_path));
   // Every shard first (a missing one is NotFound whatever else is wrong), then the mapping.
   for (const auto& [file, names] : by_file) {
     const std::string path = dir_prefix + file;

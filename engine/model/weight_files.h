@@ -25,12 +25,19 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "engine/model/safetensors.h"
 
 namespace flatstate {
 
 inline constexpr char kSingleWeightsFile[] = "model.safetensors";
 inline constexpr char kWeightsIndexFile[] = "model.safetensors.index.json";
+
+// Parses model.safetensors.index.json text (`path` for messages): shard file name -> the tensor
+// names the index maps to it (each list in the index's order). The InvalidArgument cases of the
+// index listed above; never reads a file.
+absl::StatusOr<std::map<std::string, std::vector<std::string>>> ParseWeightIndex(
+    absl::string_view text, absl::string_view path);
 
 class WeightFiles {
  public:

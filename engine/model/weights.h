@@ -50,6 +50,8 @@ struct LayerWeights {
   GemmTensor w2;
   const float* bqkv = nullptr;
   const float* bo = nullptr;
+  const float* q_norm = nullptr;  // [head_dim] (ModelConfig::qk_norm)
+  const float* k_norm = nullptr;
   const float* b1 = nullptr;
   const float* b2 = nullptr;
 };

@@ -52,9 +52,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<Model> mo
   e->threads_ = std::make_unique<ThreadPool>(threads);
   e->parallel_ = std::make_unique<PoolParallel>(e->threads_.get());
   const ModelConfig& c = e->model_->config();
-  if (!c.is_linear()) {
+  if (c.has_kv()) {
     e->kv_ = std::make_unique<KvBlockPool>(options.kv_blocks, options.kv_block_size,
-                                           c.num_hidden_layers, c.kv_dim(), options.kv_dtype);
+                                           c.kv_layers(), c.kv_dim(), options.kv_dtype);
   }
   e->weight_dtype_ = options.weight_dtype.value_or(StoredWeightDtype(c.torch_dtype));
   if ((c.torch_dtype == TorchDtype::kInt8 || c.torch_dtype == TorchDtype::kInt4) &&
@@ -89,8 +89,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<Model> mo
 Engine::~Engine() = default;
 
 size_t Engine::SessionBytes(const SessionState& s) const {
-  if (config().is_linear()) return s.linear.size() * sizeof(float);
-  return s.kv_blocks.size() * kv_->bytes_per_block();
+  return s.linear.size() * sizeof(float) +
+         (kv_ != nullptr ? s.kv_blocks.size() * kv_->bytes_per_block() : 0);
 }
 
 int64_t Engine::KvBlocksAvailable() const {
@@ -116,7 +116,7 @@ size_t Engine::DeviceStateBytes() const { return forward_->state_pool_bytes(); }
 absl::StatusOr<DeviceMemoryInfo> Engine::DeviceMemory() const { return forward_->device_memory(); }
 
 absl::Status Engine::SyncToHost(SessionState* s) {
-  if (kv_ != nullptr) return forward_->SyncKvToHost(s->kv_blocks);
+  if (kv_ != nullptr) RETURN_IF_ERROR(forward_->SyncKvToHost(s->kv_blocks));
   if (!s->device.host_stale || s->device.id < 0) return absl::OkStatus();
   RETURN_IF_ERROR(forward_->ReadState(*s, s->linear.data()));
   s->device.host_stale = false;
@@ -124,10 +124,8 @@ absl::Status Engine::SyncToHost(SessionState* s) {
 }
 
 absl::StatusOr<const SessionState*> Engine::HostView(const SessionState& s) {
-  if (kv_ != nullptr) {
-    RETURN_IF_ERROR(forward_->SyncKvToHost(s.kv_blocks));  // CUDA softmax: KV lives on the GPU
-    return &s;
-  }
+  // CUDA softmax layers: K/V live on the GPU.
+  if (kv_ != nullptr) RETURN_IF_ERROR(forward_->SyncKvToHost(s.kv_blocks));
   if (!s.device.host_stale) return &s;
   if (s.device.id < 0) {
     return absl::FailedPreconditionError(
@@ -171,11 +169,8 @@ absl::StatusOr<int64_t> Engine::AppendPrompt(SessionState* s, std::span<const in
   for (int64_t g = LastGridPoint(n - 1, grid); g >= grid && hit == 0; g -= grid) {
     const PrefixCache::Entry* e = cache_->Find(keys[static_cast<size_t>(g / grid - 1)]);
     if (e == nullptr) continue;
-    if (kv_ != nullptr) {
-      kv_->Share(e->blocks, &s->kv_blocks);
-    } else {
-      s->linear = e->state;
-    }
+    if (kv_ != nullptr) kv_->Share(e->blocks, &s->kv_blocks);
+    if (!e->state.empty()) s->linear = e->state;
     s->position = g;
     hit = g;
   }
@@ -183,7 +178,8 @@ absl::StatusOr<int64_t> Engine::AppendPrompt(SessionState* s, std::span<const in
   s->pending.assign(prompt.begin() + hit, prompt.end());
   s->prefix_marks.clear();
   for (int64_t g = hit + grid; g <= last; g += grid) {
-    if (kv_ == nullptr && g != last) continue;  // linear: the last grid point only
+    // State (linear kinds, and models with both): the last grid point only.
+    if (config().has_state() && g != last) continue;
     s->prefix_marks.emplace_back(g, keys[static_cast<size_t>(g / grid - 1)]);
   }
   return hit;
@@ -192,13 +188,17 @@ absl::StatusOr<int64_t> Engine::AppendPrompt(SessionState* s, std::span<const in
 void Engine::MaybeSnapshot(SessionState* s) {
   if (s->prefix_marks.empty() || s->position != s->prefix_marks.back().first) return;
   if (cache_ != nullptr) {
-    if (kv_ != nullptr) {
+    if (!config().has_state()) {
       for (const auto& [tokens, key] : s->prefix_marks) {
         const size_t blocks = static_cast<size_t>(tokens / kv_->block_size());
         cache_->InsertBlocks(key, tokens, std::span<const int32_t>(s->kv_blocks).first(blocks));
       }
     } else if (SyncToHost(s).ok()) {  // CUDA: the state is in the session's device slot
-      cache_->InsertState(s->prefix_marks.back().second, s->position, s->linear);
+      // The state, and with softmax layers the blocks of the same prefix.
+      const size_t blocks =
+          kv_ != nullptr ? static_cast<size_t>(s->position / kv_->block_size()) : 0;
+      cache_->InsertState(s->prefix_marks.back().second, s->position, s->linear,
+                          std::span<const int32_t>(s->kv_blocks).first(blocks));
     }
   }
   s->prefix_marks.clear();
@@ -210,7 +210,8 @@ int64_t Engine::PlanTokens(const SessionState& s, int64_t budget) const {
 
 absl::Status Engine::Admit(SessionState* s, int64_t tokens) {
   const int64_t end = s->position + tokens;
-  if (kv_ == nullptr) return forward_->AcquireState(s);  // linear: its device slot, if any
+  RETURN_IF_ERROR(forward_->AcquireState(s));  // state: its device slot, if any
+  if (kv_ == nullptr) return absl::OkStatus();
   // The whole context, not only this run: a prompt that cannot fit is refused at its first piece.
   const int64_t context = s->context_tokens();
   if (context > config().max_position_embeddings) {

@@ -28,11 +28,11 @@ absl::StatusOr<std::unique_ptr<ForwardPass>> ForwardPass::Create(const Model* mo
                                                                  int chunk_size,
                                                                  const GemmWeightOptions& gemm) {
   const ModelConfig& c = model->config();
-  if (!c.is_linear() && kv == nullptr) {
-    return absl::InvalidArgumentError("softmax model needs a KV block pool");
+  if (c.has_kv() && kv == nullptr) {
+    return absl::InvalidArgumentError("a model with softmax layers needs a KV block pool");
   }
-  if (kv != nullptr && !c.is_linear() &&
-      (kv->num_layers() != c.num_hidden_layers || kv->hidden() != c.kv_dim())) {
+  if (kv != nullptr && c.has_kv() &&
+      (kv->num_layers() != c.kv_layers() || kv->hidden() != c.kv_dim())) {
     return absl::InvalidArgumentError("KV block pool shape does not match the model");
   }
   if (chunk_size <= 0) chunk_size = c.chunk_size;
@@ -42,7 +42,7 @@ absl::StatusOr<std::unique_ptr<ForwardPass>> ForwardPass::Create(const Model* mo
   fp->chunk_size_ = chunk_size;
   fp->state_floats_ = c.state_floats();
   std::vector<LinearHead> heads;  // [layer * H + h]
-  if (c.is_linear()) {
+  if (c.has_state()) {
     for (int l = 0; l < c.num_hidden_layers; ++l) {
       const LayerWeights& lw = model->weights().layers[l];
       // Descriptors for every layer (indexed layer * H + h); only linear branches read them.
@@ -109,11 +109,10 @@ absl::Status ForwardPass::Run(std::span<const SequenceRun> batch, std::vector<fl
       }
     }
     const int64_t end = r.state->position + static_cast<int64_t>(r.tokens.size());
-    if (c.is_linear()) {
-      if (r.state->linear.size() != state_floats_) {
-        return absl::FailedPreconditionError("session state does not match the model");
-      }
-    } else {
+    if (r.state->linear.size() != state_floats_) {
+      return absl::FailedPreconditionError("session state does not match the model");
+    }
+    if (c.has_kv()) {
       if (end > c.max_position_embeddings) {
         return absl::OutOfRangeError(absl::StrCat("context of ", end,
                                                   " tokens exceeds max_position_embeddings ",

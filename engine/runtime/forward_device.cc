@@ -23,7 +23,7 @@ absl::StatusOr<std::unique_ptr<DeviceForward<D>>> DeviceForward<D>::Create(
     if (l.attention.window)
       RETURN_IF_ERROR(CheckWindowAttentionShape<D>(c.head_dim, c.window_size));
   }
-  if (!c.is_linear()) RETURN_IF_ERROR(CheckPagedAttentionShape<D>(c.head_dim, kv->dtype()));
+  if (c.has_kv()) RETURN_IF_ERROR(CheckPagedAttentionShape<D>(c.head_dim, kv->dtype()));
   auto f = std::unique_ptr<DeviceForward>(new DeviceForward());
   f->model_ = model;
   f->cfg_ = &c;
@@ -44,7 +44,7 @@ absl::StatusOr<std::unique_ptr<DeviceForward<D>>> DeviceForward<D>::Create(
     f->page_bytes_ = sizeof(float) * f->state_floats_ * f->slots_per_page_;
   }
   RETURN_IF_ERROR(f->BindWeights(heads));
-  if (!c.is_linear()) {
+  if (c.has_kv()) {
     void* base = kv->data();
     if constexpr (!kHostMemory<D>) {
       // Same geometry and block ids as the host pool, which keeps the accounting.
@@ -108,7 +108,7 @@ absl::Status DeviceForward<D>::BindWeights(std::span<const LinearHead> heads) {
   ASSIGN_OR_RETURN(lm_head_, PrepareGemmWeight<D>(w.lm_head, V, hidden,
                                                   {WeightDtype::kF32, gemm_.batch_invariant}));
   heads_host_.assign(heads.begin(), heads.end());
-  if (!c.is_linear()) {
+  if (c.has_kv()) {
     rope_inv_host_ = c.RopeInvFreq();
     ASSIGN_OR_RETURN(rope_.inv_freq,
                      Place(rope_inv_host_.data(), static_cast<int64_t>(rope_inv_host_.size())));
@@ -125,6 +125,8 @@ absl::Status DeviceForward<D>::BindWeights(std::span<const LinearHead> heads) {
     ASSIGN_OR_RETURN(out.bo, Place(lw.bo, hidden));
     ASSIGN_OR_RETURN(out.b1, Place(lw.b1, mlp_width_));
     ASSIGN_OR_RETURN(out.b2, Place(lw.b2, hidden));
+    ASSIGN_OR_RETURN(out.q_norm, Place(lw.q_norm, c.head_dim));
+    ASSIGN_OR_RETURN(out.k_norm, Place(lw.k_norm, c.head_dim));
     if (lw.gate_weight != nullptr) {
       // gated: one GEMM for q|k|v and the H gate logits (an output element's chain does not
       // depend on the other rows, so q, k, v are the bits of the plain wqkv GEMM).
@@ -182,7 +184,7 @@ absl::Status DeviceForward<D>::Stage(std::span<const SequenceRun> batch,
   }
   RETURN_IF_ERROR(tokens_.Stage());
   RETURN_IF_ERROR(out_rows_.Stage());
-  if (!c.is_linear()) {
+  if (c.has_kv()) {
     tables_.host.clear();
     paged_.host.clear();
     for (int s = 0; s < B; ++s) {
@@ -194,8 +196,9 @@ absl::Status DeviceForward<D>::Stage(std::span<const SequenceRun> batch,
       }
     }
     RETURN_IF_ERROR(tables_.Stage());
-    return paged_.Stage();
+    RETURN_IF_ERROR(paged_.Stage());
   }
+  if (!c.has_state()) return absl::OkStatus();
   for (int s = 0; s < B; ++s) RETURN_IF_ERROR(AcquireState(batch[s].state));
   decode_.host.clear();
   prefill_.host.clear();
@@ -251,14 +254,15 @@ void DeviceForward<D>::Attention(int layer, int64_t rows) {
   const int H = c.num_attention_heads, hd = c.head_dim, hidden = c.hidden_size;
   float* qkv = qkv_.template as<float>();
   float* att = att_.template as<float>();
-  if (!c.is_linear()) {
+  if (c.layer_attention(layer).softmax) {
     int64_t attended = 0;  // (query row, key row) pairs
     for (const PagedRow& r : paged_.host) attended += r.ctx;
     const Parallel& par = PoolFor(attended * c.q_dim());
-    RopeAndWriteKv<D>(pool_, tables_.on, paged_.on, rows, qkv, qkv_width_, layer, shape_, rope_,
+    const int kv_layer = c.kv_layer_index(layer);  // the pool holds the softmax layers only
+    RopeAndWriteKv<D>(pool_, tables_.on, paged_.on, rows, qkv, qkv_width_, kv_layer, shape_, rope_,
                       par);
-    PagedAttention<D>(pool_, tables_.on, paged_.on, rows, qkv, qkv_width_, att, c.q_dim(), layer,
-                      shape_, par);
+    PagedAttention<D>(pool_, tables_.on, paged_.on, rows, qkv, qkv_width_, att, c.q_dim(),
+                      kv_layer, shape_, par);
     return;
   }
   const LayerStateLayout& lay = layout_.layers[layer];
@@ -351,7 +355,7 @@ absl::Status DeviceForward<D>::RunLayers(std::span<const SequenceRun> batch,
 
   if constexpr (!kHostMemory<D>) {
     // From the first kernel on, the slots are newer than the sessions' host copies.
-    if (c.is_linear()) {
+    if (c.has_state()) {
       for (const SequenceRun& r : batch) r.state->device.host_stale = true;
     }
   }
@@ -374,6 +378,11 @@ absl::Status DeviceForward<D>::RunLayers(std::span<const SequenceRun> batch,
     }
     Gemm<D>(attn_in, N, lw.wqkv, qkv_.template as<float>(), false, *par_);
     if (lw.bqkv != nullptr) AddBias<D>(qkv_.template as<float>(), lw.bqkv, N, qkv_width_);
+    if (lw.q_norm != nullptr) {  // Qwen3: each q and k head normalised before RoPE
+      float* qkv = qkv_.template as<float>();
+      HeadRmsNorm<D>(qkv, N, qkv_width_, c.num_attention_heads, c.head_dim, lw.q_norm, eps);
+      HeadRmsNorm<D>(qkv + c.q_dim(), N, qkv_width_, c.kv_heads(), c.head_dim, lw.k_norm, eps);
+    }
     Attention(l, N);
     Gemm<D>(att_.template as<float>(), N, lw.wo, x, /*accumulate=*/true, *par_);
     if (lw.bo != nullptr) AddBias<D>(x, lw.bo, N, hidden);

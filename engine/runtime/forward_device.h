@@ -126,6 +126,8 @@ class DeviceForward final : public StepRunner {
     const float* bo = nullptr;
     const float* b1 = nullptr;
     const float* b2 = nullptr;
+    const float* q_norm = nullptr;  // per-head RMSNorm weights (null: none)
+    const float* k_norm = nullptr;
   };
 
   DeviceForward() = default;

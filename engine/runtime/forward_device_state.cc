@@ -14,7 +14,7 @@ absl::Status DeviceForward<D>::CopyKv(std::span<const int32_t> blocks, bool to_h
   if constexpr (kHostMemory<D>) {
     return absl::OkStatus();  // the ops use the host pool in place
   } else {
-    if (kv_ == nullptr || cfg_->is_linear()) return absl::OkStatus();
+    if (kv_ == nullptr || !cfg_->has_kv()) return absl::OkStatus();
     const size_t bpb = kv_->bytes_per_block();
     for (int32_t b : blocks) {
       if (b < 0 || b >= kv_->blocks_total()) continue;

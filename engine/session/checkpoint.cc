@@ -59,25 +59,25 @@ absl::Status ShapeMismatch(const char* field, uint64_t blob_value, uint64_t mode
 // size for flatstate's models).
 absl::Status CheckPoolShape(const char* caller, const KvBlockPool& pool,
                             const ModelConfig& config) {
-  if (pool.num_layers() == config.num_hidden_layers && pool.hidden() == config.kv_dim()) {
+  if (pool.num_layers() == config.kv_layers() && pool.hidden() == config.kv_dim()) {
     return absl::OkStatus();
   }
   return absl::InvalidArgumentError(
       absl::StrCat(caller, ": KV pool shape (layers ", pool.num_layers(), ", hidden ",
-                   pool.hidden(), ") does not match the model (layers ", config.num_hidden_layers,
+                   pool.hidden(), ") does not match the model (layers ", config.kv_layers(),
                    ", hidden ", config.kv_dim(), ")"));
 }
 
 // Floats of payload a checkpoint of `config` must carry; false when it would overflow.
+// The fixed-size state's floats, then the K/V rows of the softmax layers.
 bool ExpectedPayloadFloats(const ModelConfig& config, int64_t position, uint64_t* floats) {
-  if (config.is_linear()) {
-    *floats = uint64_t{config.state_floats()};
-    return true;
-  }
-  const uint64_t per_token = 2 * uint64_t(config.num_hidden_layers) * uint64_t(config.kv_dim());
+  const uint64_t state = uint64_t{config.state_floats()};
+  const uint64_t per_token = 2 * uint64_t(config.kv_layers()) * uint64_t(config.kv_dim());
   const uint64_t pos = static_cast<uint64_t>(position);
-  if (per_token != 0 && pos > std::numeric_limits<uint64_t>::max() / per_token) return false;
-  *floats = pos * per_token;
+  if (per_token != 0 && pos > (std::numeric_limits<uint64_t>::max() - state) / per_token) {
+    return false;
+  }
+  *floats = state + pos * per_token;
   return true;
 }
 
@@ -110,13 +110,12 @@ absl::StatusOr<uint64_t> CheckSerializable(const CheckpointModel& model, const S
     return absl::InvalidArgumentError(
         absl::StrCat("SerializeSession: position ", state.position, " is too large"));
   }
-  if (c.is_linear()) {
-    if (state.linear.size() != payload_floats) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("SerializeSession: linear state has ", state.linear.size(),
-                       " floats, model ", KindName(c.attention_kind), " needs ", payload_floats));
-    }
-  } else {
+  if (state.linear.size() != c.state_floats()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SerializeSession: linear state has ", state.linear.size(), " floats, model ",
+                     KindName(c.attention_kind), " needs ", c.state_floats()));
+  }
+  if (c.has_kv()) {
     if (pool == nullptr) {
       return absl::InvalidArgumentError("SerializeSession: softmax session needs the KV pool");
     }
@@ -170,7 +169,7 @@ void WriteHead(const CheckpointModel& model, const SessionState& state, const Kv
   w.U32(static_cast<uint32_t>(c.num_attention_heads));
   w.U32(static_cast<uint32_t>(c.feature_dim()));
   w.U32(static_cast<uint32_t>(c.conv_kernel_size));
-  w.U32(c.is_linear() ? 0u : static_cast<uint32_t>(pool->block_size()));
+  w.U32(c.has_kv() ? static_cast<uint32_t>(pool->block_size()) : 0u);
   w.I64(state.position);
   w.U32(static_cast<uint32_t>(state.pending.size()));
   for (int32_t t : state.pending) w.I32(t);
@@ -194,7 +193,7 @@ void WriteKvRows(const ModelConfig& c, const SessionState& state, const KvBlockP
   for (int64_t t = begin; t < end; ++t) {
     const int32_t block = state.kv_blocks[t / bs];
     const int slot = static_cast<int>(t % bs);
-    for (int l = 0; l < c.num_hidden_layers; ++l) {
+    for (int l = 0; l < c.kv_layers(); ++l) {
       for (int kv = 0; kv < 2; ++kv) {
         pool.ReadRow(block, l, kv, slot, row.data());
         w.Floats(row.data(), c.kv_dim());
@@ -214,18 +213,15 @@ absl::StatusOr<std::string> SerializeSession(const CheckpointModel& model,
   out.reserve(kMinBytes + 128 + model.fingerprint.size() + 4 * state.pending.size() +
               payload_floats * sizeof(float));
   WriteHead(model, state, pool, payload_floats, &out);
-  if (model.config.is_linear()) {
-    AppendLeFloats(state.linear.data(), state.linear.size(), &out);
-  } else {
-    WriteKvRows(model.config, state, *pool, 0, state.position, &out);
-  }
+  AppendLeFloats(state.linear.data(), state.linear.size(), &out);
+  if (model.config.has_kv()) WriteKvRows(model.config, state, *pool, 0, state.position, &out);
   AppendCrc(&out);
   return out;
 }
 
 int64_t KvChunkTokens(const ModelConfig& config) {
   const int64_t per_token =
-      2 * int64_t{config.num_hidden_layers} * int64_t{config.kv_dim()} * int64_t{sizeof(float)};
+      2 * int64_t{config.kv_layers()} * int64_t{config.kv_dim()} * int64_t{sizeof(float)};
   return std::clamp<int64_t>((int64_t{1} << 20) / std::max<int64_t>(per_token, 1), 1, 4096);
 }
 
@@ -234,7 +230,7 @@ absl::StatusOr<CheckpointSplit> SerializeSessionSplit(const CheckpointModel& mod
                                                       const KvBlockPool* pool, int64_t chunk_tokens,
                                                       int64_t first_token) {
   CheckpointSplit split;
-  if (model.config.is_linear()) {
+  if (!model.config.has_kv()) {
     ASSIGN_OR_RETURN(split.head, SerializeSession(model, state, pool));
     return split;
   }
@@ -244,6 +240,8 @@ absl::StatusOr<CheckpointSplit> SerializeSessionSplit(const CheckpointModel& mod
   }
   ASSIGN_OR_RETURN(const uint64_t payload_floats, CheckSerializable(model, state, pool));
   WriteHead(model, state, pool, payload_floats, &split.head);
+  // A model with state and softmax layers: its state precedes the K/V rows, in the head.
+  AppendLeFloats(state.linear.data(), state.linear.size(), &split.head);
   split.chunk_tokens = chunk_tokens;
   split.total_chunks = (state.position + chunk_tokens - 1) / chunk_tokens;
   split.first_chunk = std::min(first_token / chunk_tokens, split.total_chunks);
@@ -343,10 +341,9 @@ absl::Status RestoreSession(const CheckpointModel& model, std::string_view blob,
   st.sampling = h.sampling;
   st.rng.set_state(h.rng);
   st.text_tail = std::move(h.text_tail);
-  if (c.is_linear()) {
-    st.linear.resize(payload_floats);
-    LoadLeFloats(payload.data(), payload_floats, st.linear.data());
-  } else {
+  st.linear.resize(c.state_floats());
+  LoadLeFloats(payload.data(), st.linear.size(), st.linear.data());
+  if (c.has_kv()) {
     if (pool == nullptr) {
       return absl::InvalidArgumentError("RestoreSession: softmax checkpoint needs the KV pool");
     }
@@ -355,12 +352,12 @@ absl::Status RestoreSession(const CheckpointModel& model, std::string_view blob,
     BlockReleaser releaser(pool, &st.kv_blocks);  // until every row is in place
     const int bs = pool->block_size();
     const size_t row_bytes = sizeof(float) * c.kv_dim();
-    const char* src = payload.data();
+    const char* src = payload.data() + sizeof(float) * st.linear.size();
     std::vector<float> row(c.kv_dim());
     for (int64_t t = 0; t < h.position; ++t) {
       const int32_t block = st.kv_blocks[t / bs];
       const int slot = static_cast<int>(t % bs);
-      for (int l = 0; l < c.num_hidden_layers; ++l) {
+      for (int l = 0; l < c.kv_layers(); ++l) {
         for (int kv = 0; kv < 2; ++kv) {
           LoadLeFloats(src, c.kv_dim(), row.data());
           pool->WriteRow(block, l, kv, slot, row.data());  // exact for a pool of the writer's dtype

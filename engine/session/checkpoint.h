@@ -40,8 +40,9 @@ absl::StatusOr<std::string> SerializeSession(const CheckpointModel& model,
                                              const SessionState& state, const KvBlockPool* pool);
 
 // The split form of a checkpoint that shared session stores write incrementally
-// (server/session_store.h). Linear kinds: `head` is the whole checkpoint, no chunks. Softmax:
-// `head` is the checkpoint up to and including its payload count; the KV payload is cut into
+// (server/session_store.h). Linear kinds: `head` is the whole checkpoint, no chunks. Softmax
+// layers: `head` is the checkpoint up to and including its payload count (and the fixed-size
+// state's floats, for a model that has both); the KV payload is cut into
 // chunks of `chunk_tokens` tokens (chunk c: tokens [c * chunk_tokens, min((c + 1) *
 // chunk_tokens, position))) and `chunks` holds chunks [first_chunk, total_chunks) only.
 // JoinCheckpoint(head, chunk_tokens, all chunks) is byte-identical to SerializeSession.

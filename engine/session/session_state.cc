@@ -7,11 +7,11 @@ namespace flatstate {
 
 StateLayout MakeStateLayout(const ModelConfig& config) {
   StateLayout out;
-  if (!config.is_linear()) return out;  // softmax: KV blocks, no fixed-size state
+  if (!config.has_state()) return out;  // softmax: KV blocks, no fixed-size state
   const size_t h = config.num_attention_heads, f = config.feature_dim(), hd = config.head_dim;
-  const size_t k = config.has_conv() ? config.conv_kernel_size : 0, d = config.hidden_size;
-  const size_t w = config.window_size;
+  const size_t d = config.hidden_size, w = config.window_size;
   for (int layer = 0; layer < config.num_hidden_layers; ++layer) {
+    const size_t k = config.layer_has_conv(layer) ? config.conv_kernel_size : 0;
     LayerStateLayout l;
     l.attention = config.layer_attention(layer);
     l.begin = out.floats;
@@ -40,12 +40,13 @@ SessionState NewSessionState(const ModelConfig& config, const SamplingParams& sa
   SessionState st;
   st.sampling = sampling;
   st.rng.Seed(sampling.seed);
-  if (!config.is_linear()) return st;
+  if (!config.has_state()) return st;
   const StateLayout layout = MakeStateLayout(config);
   st.linear.assign(layout.floats, 0.f);
   if (config.attention_kind == AttentionKind::kFavor) {
     const size_t h = config.num_attention_heads;
     for (const LayerStateLayout& l : layout.layers) {
+      if (!l.attention.linear) continue;  // a softmax layer of layer_types
       float* m = st.linear.data() + l.begin + l.m;
       std::fill(m, m + h, -std::numeric_limits<float>::infinity());
     }

@@ -5,13 +5,13 @@
 // context but not yet run (typically the last sampled token). No logits are stored: running the
 // pending tokens reproduces them exactly.
 //
-// Every kind but softmax: `linear` holds, for each layer in order, the parts that layer has
-// (StateLayout below; docs/kinds.md), in this order:
+// Every layer that is not a softmax layer: `linear` holds, for each layer in order, the parts that
+// layer has (StateLayout below; docs/kinds.md), in this order:
 //   S [H][F][hd]  (F = feature_dim; relative to the running stabiliser M)    linear branch
 //   z [H][F]                                                                 linear branch
 //   M [H]         (favor's running log-stabiliser, -inf before the first token, 0 for the other
 //                 maps; gated: the weight mass n = 1 - prod g)               linear branch
-//   conv [K-1][D] (last K-1 normalised attention inputs, oldest first)      ModelConfig::has_conv
+//   conv [K-1][D] (last K-1 normalised attention inputs, oldest first)      layer_has_conv
 //   ring_k [W][D], ring_v [W][D] (rotated key and value of position p in slot p mod W; slots
 //                 never written are zero)                                    window branch
 // i.e. ModelConfig::state_floats() floats, constant in the context length.
@@ -19,8 +19,9 @@
 // the step runner's pool holding this session's state; from its first step on, that slot is the
 // truth and `linear` is only as new as the last Engine::SyncToHost (Checkpoint and
 // CheckpointSplitFrom read the slot themselves).
-// Softmax: `kv_blocks` is the block table into the engine's KvBlockPool; token t lives in block
-// kv_blocks[t / block_size], slot t % block_size.
+// Softmax layers (the softmax kind's, or those of layer_types, which hold no part of `linear`):
+// `kv_blocks` is the block table into the engine's KvBlockPool; token t lives in block
+// kv_blocks[t / block_size], slot t % block_size. A model with both keeps both.
 #ifndef FLATSTATE_ENGINE_SESSION_SESSION_STATE_H_
 #define FLATSTATE_ENGINE_SESSION_SESSION_STATE_H_
 
@@ -91,13 +92,13 @@ SessionState NewSessionState(const ModelConfig& config, const SamplingParams& sa
 struct LayerStateLayout {
   size_t begin = 0;
   size_t s = 0, z = 0, m = 0;     // linear branch
-  size_t conv = 0;                // when ModelConfig::has_conv()
+  size_t conv = 0;                // when ModelConfig::layer_has_conv(layer)
   size_t ring_k = 0, ring_v = 0;  // window branch
   size_t floats = 0;              // the slice's length
   LayerAttention attention;
 };
 struct StateLayout {
-  std::vector<LayerStateLayout> layers;  // empty for softmax
+  std::vector<LayerStateLayout> layers;  // empty without state (the softmax kind)
   size_t floats = 0;                     // ModelConfig::state_floats()
 };
 StateLayout MakeStateLayout(const ModelConfig& config);

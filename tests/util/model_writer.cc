@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "engine/arch/flatstate_arch.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -232,38 +233,40 @@ ModelConfig Gpt2SmallConfig(AttentionKind kind) {
 
 std::vector<NamedTensor> RandomModelTensors(const ModelConfig& cfg, uint64_t seed, float scale) {
   Rng rng(seed);
-  const int64_t D = cfg.hidden_size, H = cfg.num_attention_heads, hd = cfg.head_dim;
-  const int64_t F = cfg.intermediate_size, K = cfg.conv_kernel_size, V = cfg.vocab_size;
+  using R = FlatstateTensor::Role;
   std::vector<NamedTensor> t;
-  t.push_back(Normal("embed.weight", {V, D}, 0.f, scale, rng));
-  for (int i = 0; i < cfg.num_hidden_layers; ++i) {
-    const std::string p = absl::StrCat("layers.", i, ".");
-    t.push_back(Filled(p + "attn_norm.weight", {D}, 1.f));
-    if (cfg.has_conv()) {
-      NamedTensor conv = Normal(p + "attn.conv", {D, K}, 0.f, scale * 0.1f, rng);
-      for (int64_t d = 0; d < D; ++d) conv.data[d * K + K - 1] += 1.f;
-      t.push_back(std::move(conv));
+  // The loader's own table (engine/arch/flatstate_arch.h), values drawn in its order.
+  for (const FlatstateTensor& e : FlatstateTensorTable(cfg)) {
+    switch (e.role) {
+      case R::kAttnNorm:
+      case R::kMlpNorm:
+      case R::kNorm:
+        t.push_back(Filled(e.name, e.shape, 1.f));
+        break;
+      case R::kConv: {
+        NamedTensor conv = Normal(e.name, e.shape, 0.f, scale * 0.1f, rng);
+        const int64_t D = e.shape[0], K = e.shape[1];
+        for (int64_t d = 0; d < D; ++d) conv.data[d * K + K - 1] += 1.f;
+        t.push_back(std::move(conv));
+        break;
+      }
+      case R::kDecayLogit:
+        t.push_back(Normal(e.name, e.shape, 0.5f, scale * 0.1f, rng));
+        break;
+      case R::kFeatureProj:
+        t.push_back(Normal(e.name, e.shape, 0.f, 1.f, rng));
+        break;
+      case R::kFeatureLogScale:
+        t.push_back(Normal(e.name, e.shape, 0.f, 0.1f, rng));
+        break;
+      case R::kGateBias:
+        t.push_back(Normal(e.name, e.shape, 1.f, 0.5f, rng));
+        break;
+      default:  // embeddings, GEMM weights, gate weight, head
+        t.push_back(Normal(e.name, e.shape, 0.f, scale, rng));
+        break;
     }
-    t.push_back(Normal(p + "attn.wqkv.weight", {3 * D, D}, 0.f, scale, rng));
-    t.push_back(Normal(p + "attn.wo.weight", {D, D}, 0.f, scale, rng));
-    if (cfg.attention_kind == AttentionKind::kCosine) {
-      t.push_back(Normal(p + "attn.decay_logit", {H}, 0.5f, scale * 0.1f, rng));
-    }
-    if (cfg.attention_kind == AttentionKind::kFavor) {
-      t.push_back(Normal(p + "attn.feature_proj", {cfg.favor_num_features, hd}, 0.f, 1.f, rng));
-    }
-    if (cfg.attention_kind == AttentionKind::kGated) {
-      t.push_back(Normal(p + "attn.feature_proj", {cfg.rfa_num_features, hd}, 0.f, 1.f, rng));
-      t.push_back(Normal(p + "attn.feature_log_scale", {H}, 0.f, 0.1f, rng));
-      t.push_back(Normal(p + "attn.gate.weight", {H, D}, 0.f, scale, rng));
-      t.push_back(Normal(p + "attn.gate.bias", {H}, 1.f, 0.5f, rng));
-    }
-    t.push_back(Filled(p + "mlp_norm.weight", {D}, 1.f));
-    t.push_back(Normal(p + "mlp.w1.weight", {F, D}, 0.f, scale, rng));
-    t.push_back(Normal(p + "mlp.w2.weight", {D, F}, 0.f, scale, rng));
   }
-  t.push_back(Filled("norm.weight", {D}, 1.f));
-  t.push_back(Normal("lm_head.weight", {V, D}, 0.f, scale, rng));
   if (cfg.torch_dtype != TorchDtype::kFloat32) {
     for (NamedTensor& x : t) {
       for (const char* gemm :
@@ -309,6 +312,11 @@ std::string ConfigJson(const ModelConfig& c) {
     j["hybrid_layout"] = c.hybrid_layout == HybridLayout::kSum ? "sum" : "alternate";
   }
   if (c.attention_kind == AttentionKind::kGated) j["rfa_num_features"] = c.rfa_num_features;
+  if (!c.softmax_layer.empty()) {
+    json types = json::array();
+    for (bool s : c.softmax_layer) types.push_back(s ? "softmax" : "recurrent");
+    j["layer_types"] = types;
+  }
   return j.dump(2) + "\n";
 }
 

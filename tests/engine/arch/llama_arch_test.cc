@@ -1,9 +1,11 @@
-// LlamaForCausalLM checkpoints in the Hugging Face layout (engine/arch/llama_arch.h), against
+// LlamaForCausalLM, Qwen2ForCausalLM and Qwen3ForCausalLM checkpoints in the Hugging Face layout
+// (engine/arch/llama_arch.h), against
 // golden vectors of two independent implementations on the same weights (tests/data/
 // hf_llama_tiny/README.md): the float64 PyTorch reference (tools/flatstate_ref/llama.py) and
 // llama.cpp (converted by its own convert_hf_to_gguf.py). Two folders: GQA (4 query / 2 K/V heads)
-// with head_dim 32 != hidden / heads, BF16 in two shards, untied head; and llama3 RoPE scaling
-// with q/k/v/o and MLP biases and a tied head.
+// with head_dim 32 != hidden / heads, BF16 in two shards, untied head; llama3 RoPE scaling with
+// q/k/v/o and MLP biases and a tied head; Qwen2 (q/k/v biases, tied head) and Qwen3 (q/k norms,
+// head_dim 24 != hidden / heads) in tests/data/hf_qwen{2,3}_tiny.
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -20,6 +22,8 @@ namespace {
 
 const std::string kTiny = std::string(FLATSTATE_SOURCE_DIR) + "/tests/data/hf_llama_tiny";
 const std::string kVariant = kTiny + "/llama3_bias_tied";
+const std::string kQwen2 = std::string(FLATSTATE_SOURCE_DIR) + "/tests/data/hf_qwen2_tiny";
+const std::string kQwen3 = std::string(FLATSTATE_SOURCE_DIR) + "/tests/data/hf_qwen3_tiny";
 
 nlohmann::json ReadJson(const std::string& path) {
   std::ifstream f(path);
@@ -109,13 +113,35 @@ TEST_P(LlamaGolden, MatchesTheReferenceAndLlamaCpp) {
 
 INSTANTIATE_TEST_SUITE_P(
     Folders, LlamaGolden,
-    ::testing::Combine(::testing::Values(kTiny, kVariant),
+    ::testing::Combine(::testing::Values(kTiny, kVariant, kQwen2, kQwen3),
                        ::testing::Values(WeightDtype::kF32, WeightDtype::kBf16)),
     [](const auto& info) {
-      return std::string(std::get<0>(info.param) == kTiny ? "gqa_bf16_shards"
-                                                          : "llama3_bias_tied") +
+      const std::string& d = std::get<0>(info.param);
+      return std::string(d == kTiny      ? "llama_gqa_bf16_shards"
+                         : d == kVariant ? "llama3_bias_tied"
+                         : d == kQwen2   ? "qwen2_bias_tied"
+                                         : "qwen3_qk_norm") +
              "_" + std::string(WeightDtypeName(std::get<1>(info.param)));
     });
+
+// The Qwen entries read their families' configs: Qwen2's q/k/v biases without an o_proj bias and
+// its tied head; Qwen3's per-head q/k norms and its explicit head_dim.
+TEST(LlamaArch, QwenFamilies) {
+  auto q2 = Model::Load(kQwen2);
+  ASSERT_TRUE(q2.ok()) << q2.status();
+  EXPECT_EQ(q2.value()->config().architecture, "qwen2");
+  EXPECT_NE(q2.value()->weights().layers[0].bqkv, nullptr);
+  EXPECT_EQ(q2.value()->weights().layers[0].bo, nullptr);
+  EXPECT_EQ(q2.value()->weights().lm_head, q2.value()->weights().embed);
+  auto q3 = Model::Load(kQwen3);
+  ASSERT_TRUE(q3.ok()) << q3.status();
+  EXPECT_EQ(q3.value()->config().architecture, "qwen3");
+  EXPECT_TRUE(q3.value()->config().qk_norm);
+  EXPECT_EQ(q3.value()->config().head_dim, 24);
+  EXPECT_EQ(q3.value()->config().q_dim(), 144);
+  EXPECT_NE(q3.value()->weights().layers[2].k_norm, nullptr);
+  EXPECT_TRUE(q3.value()->ignored_config_keys().empty());
+}
 
 // A BF16 checkpoint run as f32 and as its own bf16 gives the same bits on the CPU, and a
 // checkpoint of a Llama session (GQA K/V rows) restores and continues token for token.
