@@ -15,7 +15,9 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/time/time.h"
 #include "server/server.h"
 
@@ -92,8 +94,50 @@ ABSL_FLAG(int, max_receive_message_bytes, kDefaults.max_receive_message_bytes,
           "largest accepted request message");
 ABSL_FLAG(bool, log_requests, kDefaults.log_requests, "one stderr line per finished request");
 
+namespace {
+
+// Loopback addresses: a listener there is reachable from this machine only.
+bool IsLoopback(const std::string& host) {
+  return host == "localhost" || host == "::1" || host == "[::1]" ||
+         absl::StartsWith(host, "127.");
+}
+
+// One line per listener: what it serves, where, and whether it asks for the auth token.
+void LogListeners(const flatstate::server::ServerOptions& o, int grpc_port, int http_port,
+                  int metrics_port) {
+  const char* auth = o.auth_token.empty() ? "off" : "on (Bearer token)";
+  const char* tls = o.tls_cert.empty() ? "off" : "on";
+  std::fprintf(stderr, "[flatstate] gRPC listening on %s:%d (auth %s, TLS %s)\n", o.host.c_str(),
+               grpc_port, auth, tls);
+  if (http_port > 0) {
+    std::fprintf(stderr, "[flatstate] HTTP API listening on %s:%d (auth %s)\n", o.host.c_str(),
+                 http_port, auth);
+  }
+  if (metrics_port > 0) {
+    std::fprintf(stderr, "[flatstate] metrics listening on %s:%d (no auth: Prometheus text)\n",
+                 o.host.c_str(), metrics_port);
+  }
+  if (!IsLoopback(o.host) && o.auth_token.empty()) {
+    std::fprintf(stderr,
+                 "[flatstate] WARNING: listening on %s, beyond loopback, with no auth token: "
+                 "anyone who can reach this address can generate and read or delete sessions "
+                 "(set --auth_token_file, or --host 127.0.0.1)\n",
+                 o.host.c_str());
+  }
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("flatstate-server --models_dir DIR [--port N] [flags]");
+  // --help lists this file's flags (absl matches files by the program's name otherwise, and
+  // printed "No flags matched").
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view path) {
+    return absl::EndsWith(path, "server/main.cc");
+  };
+  usage.contains_helpshort_flags = usage.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage);
   absl::ParseCommandLine(argc, argv);
   using flatstate::server::ServerOptions;
   ServerOptions o;
@@ -167,6 +211,7 @@ int main(int argc, char** argv) {
                "%d)\n",
                o.host.c_str(), (*server)->port(), (*server)->default_model().c_str(),
                (*server)->metrics_port(), (*server)->http_port());
+  LogListeners(o, (*server)->port(), (*server)->http_port(), (*server)->metrics_port());
   std::printf("port %d\n", (*server)->port());
   std::fflush(stdout);
   int sig = 0;
