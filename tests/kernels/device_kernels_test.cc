@@ -274,7 +274,7 @@ TEST_P(DeviceKernels, PagedAttentionMatchesCpu) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Devices, DeviceKernels, ::testing::ValuesIn(AllDevices()),
+INSTANTIATE_TEST_SUITE_P(Devices, DeviceKernels, ::testing::ValuesIn(ParityDevices()),
                          DeviceParamName);
 
 }  // namespace

@@ -32,6 +32,14 @@ inline const std::vector<Device>& AllDevices() {
   return d;
 }
 
+// The devices whose bodies the device-parity tests compare with the CPU body: CUDA only (a cpu
+// instance would compare the CPU body with itself and could not fail). Without a GPU they skip,
+// naming the reason.
+inline const std::vector<Device>& ParityDevices() {
+  static const std::vector<Device> d = {Device::kCuda};
+  return d;
+}
+
 inline std::string DeviceParamName(const ::testing::TestParamInfo<Device>& info) {
   return std::string(DeviceName(info.param));
 }

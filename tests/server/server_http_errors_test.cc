@@ -155,7 +155,15 @@ TEST_F(HttpTest, BusySessionIs409) {
     };
     c.send(req);
   });
-  while (!started) absl::SleepFor(absl::Milliseconds(5));
+  // Waits for the stream with a deadline: a stream that never starts fails here, not at the
+  // ctest timeout.
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (!started && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
+  if (!started) {
+    checked = true;  // the receiver, should it ever run, disconnects at once
+    streamer.join();
+    FAIL() << "the streaming request did not start within 30 s";
+  }
   ExpectError(Post("/v1/completions", {{"session_id", id}, {"prompt", "b"}}), 409, "");
   checked = true;
   streamer.join();

@@ -69,12 +69,19 @@ TEST_P(EngineTest, TokenBudgetDoesNotChangeOutputs) {
   auto e = MakeEngine(dir_);
   const auto prompt = Tokens(100, 9);
   std::vector<std::vector<int32_t>> outs;
+  std::vector<std::string> states;  // checkpoints: the session's state / K/V rows, bit for bit
   for (int64_t budget : {1, 16, 40, 1000}) {
     SessionState s = e->NewSession(SamplingParams{0.8f, 0, 1.f, 5});
     outs.push_back(GenerateAlone(e.get(), &s, prompt, 20, budget));
+    auto blob = e->Checkpoint(s);
+    ASSERT_TRUE(blob.ok()) << blob.status();
+    states.push_back(*std::move(blob));
     e->ReleaseSession(&s);
   }
-  for (size_t i = 1; i < outs.size(); ++i) EXPECT_EQ(outs[i], outs[0]);
+  for (size_t i = 1; i < outs.size(); ++i) {
+    EXPECT_EQ(outs[i], outs[0]);
+    EXPECT_TRUE(states[i] == states[0]) << "budget changed the state's bits";
+  }
 }
 
 TEST_P(EngineTest, CheckpointRestoreContinuesExactly) {
