@@ -34,7 +34,8 @@ ABSL_FLAG(std::string, models_dir, kDefaults.models_dir,
 ABSL_FLAG(std::string, default_model, kDefaults.default_model,
           "model used when a request names none (default: first sorted name containing "
           "'linear-elu', else the first)");
-ABSL_FLAG(int, threads, kDefaults.threads, "engine threads per model (0: all cores)");
+ABSL_FLAG(int, threads, kDefaults.threads,
+          "threads of the one pool every model's engine shares (0: all cores)");
 ABSL_FLAG(std::string, device, kDefaults.device, "auto | cpu | cuda");
 ABSL_FLAG(int, max_sessions, kDefaults.max_sessions,
           "sessions held (in memory or evicted to disk)");

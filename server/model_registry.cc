@@ -30,10 +30,13 @@ absl::StatusOr<ModelRegistry> ModelRegistry::Load(const std::string& dir, const 
   std::sort(folders.begin(), folders.end());
   std::vector<std::unique_ptr<LoadedModel>> out;
   std::vector<std::string> notes;
+  auto pool = std::make_unique<ThreadPool>(opts.threads);  // <= 0: all cores
+  EngineOptions shared = opts;
+  shared.thread_pool = pool.get();
   for (const std::string& f : folders) {
     absl::StatusOr<std::unique_ptr<Model>> model = Model::Load(f);
     absl::StatusOr<std::unique_ptr<Engine>> engine =
-        model.ok() ? Engine::Create(std::move(*model), opts)
+        model.ok() ? Engine::Create(std::move(*model), shared)
                    : absl::StatusOr<std::unique_ptr<Engine>>(model.status());
     if (!engine.ok()) {
       notes.push_back(absl::StrCat("skipped model folder '", f, "': ", engine.status().ToString()));
@@ -56,6 +59,7 @@ absl::StatusOr<ModelRegistry> ModelRegistry::Load(const std::string& dir, const 
   for (const auto& m : out) names.push_back(m->name);
   ASSIGN_OR_RETURN(std::string def, PickDefaultModel(names, requested_default));
   ModelRegistry reg(std::move(out), std::move(def));
+  reg.pool_ = std::move(pool);
   reg.notes_ = std::move(notes);
   return reg;
 }

@@ -30,7 +30,8 @@ struct LoadedModel {
 
 class ModelRegistry {
  public:
-  // Loads every model under `dir` (sorted by name) with `opts`; the default is
+  // Loads every model under `dir` (sorted by name) with `opts`, all on one ThreadPool of
+  // opts.threads threads that the registry owns (opts.thread_pool is ignored); the default is
   // PickDefaultModel(names, requested_default). A folder that does not load (bad checkpoint,
   // unknown architecture, engine refusal) is skipped and named in notes(); InvalidArgument with
   // every folder's reason when none loads.
@@ -58,6 +59,9 @@ class ModelRegistry {
   const std::vector<std::string>& notes() const { return notes_; }
 
  private:
+  // The one pool every model's engine runs its steps on (--threads); declared before models_ so
+  // that the engines are destroyed first. Null for a registry built from given models.
+  std::unique_ptr<ThreadPool> pool_;
   std::vector<std::unique_ptr<LoadedModel>> models_;
   std::string default_model_;
   std::vector<std::string> notes_;

@@ -46,11 +46,15 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<Model> mo
   auto e = std::unique_ptr<Engine>(new Engine());
   e->model_ = std::move(model);
   e->options_ = options;
-  const int threads = options.threads > 0
-                          ? options.threads
-                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  e->threads_ = std::make_unique<ThreadPool>(threads);
-  e->parallel_ = std::make_unique<PoolParallel>(e->threads_.get());
+  ThreadPool* pool = options.thread_pool;
+  if (pool == nullptr) {
+    const int threads = options.threads > 0
+                            ? options.threads
+                            : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    e->threads_ = std::make_unique<ThreadPool>(threads);
+    pool = e->threads_.get();
+  }
+  e->parallel_ = std::make_unique<PoolParallel>(pool);
   const ModelConfig& c = e->model_->config();
   if (c.has_kv()) {
     e->kv_ = std::make_unique<KvBlockPool>(options.kv_blocks, options.kv_block_size,

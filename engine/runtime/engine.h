@@ -1,7 +1,8 @@
 // Engine: one loaded model with its KV block pool, thread pool and forward pass; creates,
 // advances, checkpoints and restores sessions. The unit the server's engine loop drives.
 //
-// Owns the Model, the KvBlockPool (softmax), the ThreadPool and the ForwardPass. Sessions are
+// Owns the Model, the KvBlockPool (softmax layers), the ThreadPool (unless one is shared through
+// EngineOptions::thread_pool) and the ForwardPass. Sessions are
 // SessionState values owned by the caller; the engine only touches the sessions passed to a call.
 // Not thread-safe: one thread (the engine loop, or a CLI/test) calls it.
 //
@@ -69,7 +70,12 @@ inline constexpr int kDefaultKvBlocks = 16384;
 
 struct EngineOptions {
   Device device = Device::kCpu;
-  int threads = 0;                   // 0: all hardware threads
+  int threads = 0;                   // 0: all hardware threads (ignored with thread_pool)
+  // A pool shared with other engines (not owned; must outlive the engine): a server runs every
+  // model's steps on one pool from its one engine loop thread, so batches of different models
+  // never oversubscribe the cores (LevelDB's Env, injected). Null: the engine makes its own pool
+  // of `threads` threads.
+  ThreadPool* thread_pool = nullptr;
   int kv_blocks = kDefaultKvBlocks;  // softmax only: blocks in the pool
   int kv_block_size = 16;            // tokens per block
   int chunk_size = 0;                // 0: the model's config value
@@ -215,7 +221,7 @@ class Engine {
   std::unique_ptr<Model> model_;
   EngineOptions options_;
   WeightDtype weight_dtype_ = WeightDtype::kF32;  // options_.weight_dtype resolved
-  std::unique_ptr<ThreadPool> threads_;
+  std::unique_ptr<ThreadPool> threads_;  // null when EngineOptions::thread_pool is shared
   std::unique_ptr<Parallel> parallel_;
   std::unique_ptr<KvBlockPool> kv_;
   std::unique_ptr<PrefixCache> cache_;  // after kv_: destroyed first, dropping its references

@@ -120,6 +120,30 @@ TEST(ModelRegistryTest, SkipsBadFoldersAndNamesThemAndLoadsHuggingFaceFolders) {
   EXPECT_NE(none.status().message().find("no model loaded"), std::string::npos);
 }
 
+// Threads of this process (Linux: /proc/self/task).
+int ProcessThreads() {
+  int n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+
+// Every model's engine shares one pool of --threads threads: loading two models with threads = 3
+// adds that pool's workers once, not once per model.
+TEST(ModelRegistryTest, ModelsShareOneThreadPool) {
+  EngineOptions o = Small();
+  o.threads = 3;
+  const int before = ProcessThreads();
+  auto reg = ModelRegistry::Load(TwoModels(), o, "");
+  ASSERT_TRUE(reg.ok()) << reg.status();
+  ASSERT_EQ(reg->models().size(), 2u);
+  const int added = ProcessThreads() - before;
+  {
+    // A pool of 3 as an engine would make it on its own, for comparison.
+    ThreadPool alone(3);
+    EXPECT_EQ(added, ProcessThreads() - before - added);
+  }
+}
+
 TEST(ModelRegistryTest, EmptyRegistryResolvesNothing) {
   ModelRegistry reg({}, "");
   EXPECT_EQ(reg.Find(""), nullptr);
