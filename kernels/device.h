@@ -1,7 +1,7 @@
 // Devices a kernel can run on, and the dispatcher's availability check.
 //
 // Each op is declared once in kernels/<op>.h as `template <Device D> ...`; its CPU body is the
-// kCpu specialisation in <op>_cpu.cc and its CUDA body the kCuda specialisation in <op>_gpu.cu,
+// kCpu specialisation in cpu/<op>.cc and its CUDA body the kCuda specialisation in cuda/<op>.cu,
 // which is compiled only when the build found nvcc (FLATSTATE_HAVE_CUDA). Callers check a device
 // once with CheckDevice before using it: a device that was not compiled in, or that has no visible
 // GPU, is a FailedPrecondition/Unavailable status, never a crash or a link error.

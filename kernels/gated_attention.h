@@ -13,8 +13,8 @@
 // of `chunk` so that splitting a prompt at such multiples changes no float. The two forms agree
 // up to fp32 rounding (tests/kernels/gated_attention_test.cc).
 //
-// kCpu body (gated_attention_cpu.cc): one task per (sequence, head) on `par`, per-thread
-// scratch. kCuda body (gated_attention_gpu.cu): one block per (sequence, head), asynchronous on
+// kCpu body (cpu/gated_attention.cc): one task per (sequence, head) on `par`, per-thread
+// scratch. kCuda body (cuda/gated_attention.cu): one block per (sequence, head), asynchronous on
 // cuda::Stream(); it runs every token through the recurrent step (no chunked form on the GPU
 // yet), which agrees with the CPU's chunked prefill up to fp32 rounding.
 #ifndef FLATSTATE_KERNELS_GATED_ATTENTION_H_

@@ -36,7 +36,7 @@
 // PrepareGemmWeight<D> from an fp32 host weight, by PrepareGemmWeightBf16<D> from a bf16 one (a
 // model file that stores its layer weights as BF16; docs/model-format.md), or by
 // PrepareGemmWeightQuantized<D> from stored int8 / int4 quants and scales (QuantizedWeightView).
-// kCpu: the PackedWeight panels, and Gemm<kCpu> is GemmPacked. kCuda (gemm_gpu.cu): a device copy
+// kCpu: the PackedWeight panels, and Gemm<kCpu> is GemmPacked. kCuda (cuda/gemm.cu): a device copy
 // of the weight multiplied by cuBLAS, which is batch-invariant to rounding only, or, with the
 // weight's `batch_invariant` set, by flatstate's own kernel, which keeps the CPU's order of
 // operations above and so its bits (kF32, kBf16). On kCuda, kBf16 keeps the weight as bf16 and its

@@ -12,7 +12,7 @@
 //
 // The op is LinearAttention<D> over a LinearBatch: every (sequence, head) of one layer of a step.
 // kCpu body: one task per (sequence, head) on `par`, each running LinearAttentionCpu with
-// per-thread scratch. kCuda body (linear_attention_gpu.cu): a fused decode kernel for the T == 1
+// per-thread scratch. kCuda body (cuda/linear_attention.cu): a fused decode kernel for the T == 1
 // sequences and a features + chunk kernel pair for the others, asynchronous on cuda::Stream().
 #ifndef FLATSTATE_KERNELS_LINEAR_ATTENTION_H_
 #define FLATSTATE_KERNELS_LINEAR_ATTENTION_H_

@@ -6,7 +6,7 @@
 // forward pass passes session state and the KV pool to the ops directly, no staging).
 // kCuda: cudaMalloc'd memory (never managed memory); copies are enqueued on cuda::Stream()
 // (kernels/cuda/context.h) and complete at the next Synchronize, so a copy's host buffer must
-// stay valid and unchanged until then; the bodies are in memory_gpu.cu, compiled only with
+// stay valid and unchanged until then; the bodies are in cuda/memory.cu, compiled only with
 // FLATSTATE_HAVE_CUDA.
 //
 // Failures are statuses: ResourceExhausted when memory runs out, the CUDA error otherwise.

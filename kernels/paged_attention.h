@@ -15,7 +15,7 @@
 // starts at tables + rows[i].table. A pool row holds one position's K (or V) of every K/V head,
 // so PagedKv::hidden is kv_heads * head_dim. All pointers, the descriptor arrays
 // included, are in the op's device memory. kCpu bodies run rows on `par`; kCuda bodies
-// (paged_attention_gpu.cu) are asynchronous on cuda::Stream() and ignore `par`.
+// (cuda/paged_attention.cu) are asynchronous on cuda::Stream() and ignore `par`.
 #ifndef FLATSTATE_KERNELS_PAGED_ATTENTION_H_
 #define FLATSTATE_KERNELS_PAGED_ATTENTION_H_
 

@@ -11,8 +11,8 @@
 // into calls or what else shares the step: decode and any prefill split give identical bits.
 //
 // All pointers, descriptor arrays included, are in the op's device memory. kCpu body
-// (window_attention_cpu.cc): one task per (sequence, head) on `par`. kCuda body
-// (window_attention_gpu.cu): one block per (sequence, head), asynchronous on cuda::Stream().
+// (cpu/window_attention.cc): one task per (sequence, head) on `par`. kCuda body
+// (cuda/window_attention.cu): one block per (sequence, head), asynchronous on cuda::Stream().
 #ifndef FLATSTATE_KERNELS_WINDOW_ATTENTION_H_
 #define FLATSTATE_KERNELS_WINDOW_ATTENTION_H_
 

@@ -5,7 +5,7 @@
 // computes the same fma chain as the scalar definition, bit for bit. The panel keeps two
 // consecutive k of a column in one 32-bit lane (kk even in the low half, odd in the high half):
 // one 512-bit load then gives 16 columns at two k, widened by a shift (even) and a mask (odd),
-// two cheap integer ops per 16 weights. Register tiling is the fp32 bodies' (gemm_cpu.cc):
+// two cheap integer ops per 16 weights. Register tiling is the fp32 bodies' (cpu/gemm.cc):
 // AVX-512 MR = 6 rows x 64 columns, AVX2 MR = 2 rows on each 32-column half.
 #include <immintrin.h>
 

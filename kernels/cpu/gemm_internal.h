@@ -1,5 +1,5 @@
 // Internals of the CPU GEMM shared by its files: the work split and output store that the bodies
-// of every weight type use, and each non-f32 type's packing and GEMM (gemm_cpu.cc dispatches to
+// of every weight type use, and each non-f32 type's packing and GEMM (cpu/gemm.cc dispatches to
 // them; cpu/gemm_bf16.cc, cpu/gemm_int8.cc, cpu/gemm_int4.cc, cpu/gemm_stored.cc). No state.
 //
 // Work is cut into tiles of (up to kTileRows rows) x (one 64-column panel); a thread takes a

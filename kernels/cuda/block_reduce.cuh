@@ -1,6 +1,6 @@
 // Fixed-order tree reductions over one thread block, shared by the CUDA op bodies. The order of
 // the additions depends only on the block size, so a result never depends on timing, the grid or
-// the batch (deterministic, batch-invariant kernels). CUDA only (included by *_gpu.cu files).
+// the batch (deterministic, batch-invariant kernels). CUDA only (included by the cuda/<op>.cu bodies).
 #ifndef FLATSTATE_KERNELS_CUDA_BLOCK_REDUCE_CUH_
 #define FLATSTATE_KERNELS_CUDA_BLOCK_REDUCE_CUH_
 

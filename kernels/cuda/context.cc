@@ -3,7 +3,7 @@
 #include <mutex>
 #include <string>
 
-#include "kernels/cuda_check.h"
+#include "kernels/cuda/check.h"
 
 namespace flatstate::cuda {
 namespace {

@@ -1,7 +1,7 @@
 // The GEMM (kernels/gemm.h) of every weight type on every Device (cpu, cuda) against the CPU's
 // GEMM of that type (itself checked bit for bit against the types' definitions in gemm_test):
 // f32 to fp32 rounding, bf16 / int8 / int4 within the bound of what CUDA computes differently
-// (kernels/gemm_gpu.cu, docs/gpu.md), bf16 host weights (a BF16 model file) as their widened
+// (kernels/cuda/gemm.cu, docs/gpu.md), bf16 host weights (a BF16 model file) as their widened
 // values, stored int8 / int4 quants as their fp32 originals, and the fixed-order kernel
 // (batch_invariant) bit for bit for f32 and bf16.
 // The cuda instances GTEST_SKIP with CheckDevice's reason when no GPU is visible.
@@ -131,7 +131,7 @@ std::vector<float> EffectiveWeight(const std::vector<float>& w, int64_t n, int64
 }
 
 // Every weight type on D against the CPU's GEMM of that type, element by element within the
-// bound of what D computes differently (kernels/gemm_gpu.cu, docs/gpu.md). With eff the
+// bound of what D computes differently (kernels/cuda/gemm.cu, docs/gpu.md). With eff the
 // effective weight (EffectiveWeight), mag = sum_kk |x| |eff|:
 //   f32       fp32 summation order only: 2 k 2^-24 mag.
 //   bf16      CUDA rounds x to bf16 for cuBLAS: + 2^-8 mag.

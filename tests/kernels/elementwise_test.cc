@@ -10,7 +10,7 @@
 namespace flatstate {
 namespace {
 
-// Gelu uses a rational erf (kernels/elementwise_cpu.cc), not std::erf: check it against the exact
+// Gelu uses a rational erf (kernels/cpu/elementwise.cc), not std::erf: check it against the exact
 // GELU in double over the range activations take, including the clamp at |x / sqrt 2| = 4.
 TEST(Elementwise, GeluMatchesExactGelu) {
   std::vector<float> x;

@@ -114,7 +114,7 @@ INSTANTIATE_TEST_SUITE_P(
              WeightDtypeName(std::get<1>(info.param));
     });
 
-// CUDA runs every type (kernels/gemm_gpu.cu): bf16 on cuBLAS with bf16 activations, int8/int4
+// CUDA runs every type (kernels/cuda/gemm.cu): bf16 on cuBLAS with bf16 activations, int8/int4
 // dequantised to fp32 at load; its logits stay as close to the CPU f32 engine's as the type
 // allows (looser than the CPU's own bounds above: CUDA's bf16 also rounds the activations).
 TEST(WeightDtypeCuda, CudaRunsEveryWeightType) {

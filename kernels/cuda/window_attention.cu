@@ -1,7 +1,7 @@
 // CUDA body of kernels/window_attention.h: sliding-window softmax attention over a ring of the
 // last W RoPE-rotated keys and values.
 //
-// The math is kernels/window_attention_cpu.cc's, term for term: RoPE angles in double, scores
+// The math is kernels/cpu/window_attention.cc's, term for term: RoPE angles in double, scores
 // q . k / sqrt(hd), softmax with the max subtracted, then o = sum_t (e_t * (1 / sum)) v_t in
 // ascending position. One block (kWarps warps) per (sequence, head), in three phases separated
 // by barriers: (1) rotate q and k of the sequence's rows in place; (2) per query, in order, the

@@ -1,7 +1,7 @@
 // CUDA body of kernels/linear_attention.h: the fused recurrent decode kernel (the T == 1
 // sequences) and the chunked prefill (a features kernel, then a chunk kernel) for the others.
 //
-// The math is kernels/linear_attention_cpu.cc's, term for term (FAVOR+'s running-max stabiliser,
+// The math is kernels/cpu/linear_attention.cc's, term for term (FAVOR+'s running-max stabiliser,
 // cosFormer's cos/sin features at the absolute position, cosine's t^-sigmoid(m) value scaling and
 // no denominator). Block shape is fixed (kLinearThreads); reductions are fixed-order trees, so
 // results are deterministic, and the feature map and recurrent step are __noinline__ device

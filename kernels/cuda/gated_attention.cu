@@ -1,6 +1,6 @@
 // CUDA body of kernels/gated_attention.h: RFA-Gate, every token through the recurrent step.
 //
-// The math is kernels/gated_attention_cpu.cc's recurrent step, term for term: q and k divided by
+// The math is kernels/cpu/gated_attention.cc's recurrent step, term for term: q and k divided by
 // max(|x|, kGatedNormFloor), u_r = rfa_scale * (W_r . xn), phi = sqrt(1/R) [sin u, cos u], the
 // gate g = sigmoid(a) and 1 - g = sigmoid(-a) (two-branch, never 1 - g), kw_f = (1 - g) phi(k)_f,
 // S = g S + kw v^T, z = g z + kw, n = g n + (1 - g), o = (phi(q)^T S) / max(phi(q) . z,

@@ -1,5 +1,5 @@
 // CUDA bodies of kernels/elementwise.h (device pointers; asynchronous on cuda::Stream(); failures
-// recorded in the CUDA context). Same math as elementwise_cpu.cc; RMSNorm accumulates in double
+// recorded in the CUDA context). Same math as cpu/elementwise.cc; RMSNorm accumulates in double
 // like the CPU.
 #include <cuda_runtime.h>
 

@@ -2,7 +2,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/context.h"
-#include "kernels/cuda_check.h"
+#include "kernels/cuda/check.h"
 #include "kernels/memory.h"
 
 namespace flatstate {
