@@ -151,6 +151,7 @@ json ModelsJson(const ModelRegistry& models, const std::string& device) {
                     {"kv_bytes_per_token", m->engine->kv_bytes_per_token()},
                     {"fingerprint", m->fingerprint()},
                     {"vocab_size", c.vocab_size},
+                    {"tokenizer", std::string(m->tokenizer().kind())},
                     {"device", device},
                     {"is_default", m->name == models.default_model()}});
   }

@@ -63,7 +63,7 @@ nlohmann::json ChunkJson(const CompletionMeta& meta, const std::string& text, bo
 nlohmann::json UsageChunkJson(const CompletionMeta& meta, const GenerateSummary& summary);
 
 // GET /v1/models: {"object": "list", "data": [{id, object, created, owned_by, attention_kind,
-// state_bytes_per_session, ...}]}.
+// state_bytes_per_session, vocab_size, tokenizer ("bytes" / "ids-only"), ...}]}.
 nlohmann::json ModelsJson(const ModelRegistry& models, const std::string& device);
 
 nlohmann::json SessionJson(const SessionInfo& info);
