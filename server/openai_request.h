@@ -52,8 +52,8 @@ struct OpenAiRequest {
 };
 
 // Parses the body; unknown fields (and `user`) are ignored as OpenAI does. A completions `prompt`
-// is a string, an array of one string, an array of token ids or an array of one such array. `n` other than 1,
-// `echo`, `suffix`, `best_of` > 1, tools are refused naming the field.
+// is a string, an array of one string, an array of token ids or an array of one such array.
+// `n` other than 1, `echo`, `suffix`, `best_of` > 1, tools are refused naming the field.
 absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(absl::string_view body, bool chat);
 
 // The prompt text (completions: as sent; chat: the messages rendered with `tmpl`) and the job,

@@ -1,6 +1,7 @@
 // StreamText: the text side of one Generate stream: turns each sampled token into the UTF-8 text
 // it completes (through the session's TokenDecoder, the model tokenizer's incremental decoder,
-// which carries an incomplete character across Generate calls) and watches for the stream's stop strings.
+// which carries an incomplete character across Generate calls) and watches for the stream's stop
+// strings.
 //
 // Value type, one per stream; not thread-safe (the engine loop thread uses it). Never fails.
 // EncodePrompt (the other direction) is a stateless, thread-safe function.

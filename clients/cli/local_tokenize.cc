@@ -26,7 +26,9 @@ int Fail(const absl::Status& s) {
 std::string Printable(const std::string& bytes) {
   if (IsValidUtf8(bytes)) return bytes;
   std::string out;
-  for (char c : bytes) absl::StrAppend(&out, "\\x", absl::Hex(static_cast<uint8_t>(c), absl::kZeroPad2));
+  for (char c : bytes) {
+    absl::StrAppend(&out, "\\x", absl::Hex(static_cast<uint8_t>(c), absl::kZeroPad2));
+  }
   return out;
 }
 

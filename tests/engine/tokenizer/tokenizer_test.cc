@@ -126,7 +126,8 @@ TEST(TokenizerTest, TokenDecoderWithoutTokenizerIsInert) {
 
 TEST(TokenizerTest, ModelPicksTokenizerByArchitecture) {
   const std::string dir = testing::TempDir() + "/tokenizer_test_model";
-  ASSERT_TRUE(testing::WriteRandomModel(dir, testing::SmallConfig(AttentionKind::kLinearElu), 3).ok());
+  ASSERT_TRUE(
+      testing::WriteRandomModel(dir, testing::SmallConfig(AttentionKind::kLinearElu), 3).ok());
   absl::StatusOr<std::unique_ptr<Model>> byte_model = Model::Load(dir);
   ASSERT_TRUE(byte_model.ok()) << byte_model.status();
   EXPECT_EQ((*byte_model)->tokenizer().kind(), "bytes");
