@@ -132,7 +132,13 @@ void EngineLoop::AdmitStream(GenerateJob job, std::shared_ptr<TokenSink> sink) {
     }
   }
   uint64_t cached_tokens = 0;
-  if (absl::Status s = PrepareSession(job, session, &cached_tokens); !s.ok()) {
+  absl::Status prepared = absl::OkStatus();
+  if (job.prompt_text.has_value()) {  // a session's turn: its model's tokenizer encodes the text
+    prepared = EncodePrompt(session->model->tokenizer(), *job.prompt_text, &job.prompt);
+    job.prompt_text.reset();
+  }
+  if (prepared.ok()) prepared = PrepareSession(job, session, &cached_tokens);
+  if (absl::Status s = prepared; !s.ok()) {
     if (session->throwaway) sessions_.Erase(session);
     lease.Release();
     return reject(s);

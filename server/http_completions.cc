@@ -28,6 +28,7 @@ void Merge(HttpStreamSink::Batch* into, HttpStreamSink::Batch b) {
   into->text += b.text;
   into->logprobs.insert(into->logprobs.end(), b.logprobs.begin(), b.logprobs.end());
   into->tokens += b.tokens;
+  into->token_ids.insert(into->token_ids.end(), b.token_ids.begin(), b.token_ids.end());
   if (b.finished) {
     into->finished = true;
     into->summary = b.summary;
@@ -82,6 +83,8 @@ void HttpApiServer::Completion(const httplib::Request& req, httplib::Response& r
     }
   } stop_watch{sink.get()};
   const int logprobs = job->logprobs;
+  const Tokenizer* tokenizer = &model->tokenizer();  // the registry outlives the handlers
+  const bool token_ids = r->return_token_ids || !tokenizer->has_text();
   loop_->Generate(std::move(*job), sink);
 
   // Wait for the first output (streams) or the end: a request refused before it ran is an HTTP
@@ -98,10 +101,14 @@ void HttpApiServer::Completion(const httplib::Request& req, httplib::Response& r
 
   if (!r->stream) {
     const GenerateSummary& sum = pending->summary;
-    const nlohmann::json lp =
-        logprobs >= 0 ? LogprobsJson(chat, pending->logprobs, 0) : nlohmann::json(nullptr);
-    Reply(res, route, 200,
-          Dump(CompletionJson(meta, pending->text, OpenAiFinishReason(sum.reason), lp, sum)));
+    size_t offset = 0;
+    const nlohmann::json lp = logprobs >= 0 ? LogprobsJson(chat, *tokenizer, pending->logprobs,
+                                                           &offset)
+                                            : nlohmann::json(nullptr);
+    nlohmann::json body =
+        CompletionJson(meta, pending->text, OpenAiFinishReason(sum.reason), lp, sum);
+    if (token_ids) body["choices"][0]["token_ids"] = pending->token_ids;
+    Reply(res, route, 200, Dump(body));
     return;
   }
 
@@ -110,12 +117,13 @@ void HttpApiServer::Completion(const httplib::Request& req, httplib::Response& r
   const bool include_usage = r->include_usage;
   res.set_chunked_content_provider(
       "text/event-stream",
-      [sink, pending, meta, chat, logprobs, include_usage](size_t, httplib::DataSink& out) {
+      [sink, pending, meta, chat, logprobs, include_usage, tokenizer, token_ids](
+          size_t, httplib::DataSink& out) {
         size_t offset = 0;
         bool first = true;
         auto lp_json = [&](const std::vector<TokenLogprobs>& lps) {
           if (logprobs < 0) return nlohmann::json(nullptr);
-          return LogprobsJson(chat, lps, offset);
+          return LogprobsJson(chat, *tokenizer, lps, &offset);
         };
         auto write = [&](const std::string& s) {
           if (out.write(s.data(), s.size())) return true;
@@ -126,12 +134,12 @@ void HttpApiServer::Completion(const httplib::Request& req, httplib::Response& r
         HttpStreamSink::Batch b = std::move(*pending);
         absl::Time last_write = absl::Now();
         while (true) {
-          if (!b.text.empty() || !b.logprobs.empty() || (first && b.tokens > 0)) {
-            if (!write(Event(
-                    ChunkJson(meta, b.text, first, nullptr, lp_json(b.logprobs), include_usage)))) {
-              return false;
-            }
-            offset += b.logprobs.size();
+          if (!b.text.empty() || !b.logprobs.empty() || (first && b.tokens > 0) ||
+              (token_ids && !b.token_ids.empty())) {
+            nlohmann::json chunk =
+                ChunkJson(meta, b.text, first, nullptr, lp_json(b.logprobs), include_usage);
+            if (token_ids) chunk["choices"][0]["token_ids"] = b.token_ids;
+            if (!write(Event(chunk))) return false;
             first = false;
             last_write = absl::Now();
           }

@@ -138,6 +138,15 @@ void HttpApiServer::Route() {
   h.Delete(R"(/v1/sessions/([^/:]+))", [this](const httplib::Request& req, httplib::Response& res) {
     if (Authorized(req, res)) DeleteSession(req.matches[1], res);
   });
+  h.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    if (Authorized(req, res)) Tokenize(req, res);
+  });
+  h.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    if (Authorized(req, res)) Detokenize(req, res);
+  });
+  h.Post("/apply-template", [this](const httplib::Request& req, httplib::Response& res) {
+    if (Authorized(req, res)) ApplyTemplate(req, res);
+  });
   h.Post(R"(/v1/sessions/([^/:]+)/checkpoint)",
          [this](const httplib::Request& req, httplib::Response& res) {
            if (Authorized(req, res)) Checkpoint(req.matches[1], res);

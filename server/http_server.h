@@ -3,7 +3,8 @@
 // as the gRPC service: GET /health, GET /v1/models, POST /v1/completions and
 // /v1/chat/completions (whole or as server-sent events), and the session extension
 // (POST /v1/sessions, GET/DELETE /v1/sessions/{id}, POST /v1/sessions/{id}/checkpoint,
-// POST /v1/sessions:restore).
+// POST /v1/sessions:restore), and llama.cpp's tokenizer endpoints (POST /tokenize, /detokenize,
+// /apply-template; http_tokenize.cc).
 //
 // Ownership: borrows the loop and metrics (they must outlive it); owns the httplib server, its
 // handler threads and its listening thread. Threading: each request runs on an httplib handler
@@ -19,6 +20,7 @@
 #include <thread>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "server/engine_loop.h"
 #include "server/metrics.h"
 #include "server/options.h"
@@ -63,6 +65,11 @@ class HttpApiServer {
   void DeleteSession(const std::string& id, httplib::Response& res);
   void Checkpoint(const std::string& id, httplib::Response& res);
   void Restore(const httplib::Request& req, httplib::Response& res);
+  void Tokenize(const httplib::Request& req, httplib::Response& res);
+  void Detokenize(const httplib::Request& req, httplib::Response& res);
+  void ApplyTemplate(const httplib::Request& req, httplib::Response& res);
+  // `name`, or the default model when empty; NotFound naming `model` (HTTP 404) otherwise.
+  absl::StatusOr<const LoadedModel*> FindModel(const std::string& name) const;
 
   EngineLoop* const loop_;
   Metrics* const metrics_;

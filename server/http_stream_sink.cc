@@ -17,6 +17,7 @@ bool HttpStreamSink::Cancelled() const {
 void HttpStreamSink::OnTokens(std::vector<int32_t> token_ids, std::string text) {
   absl::MutexLock lock(&mu_);
   tokens_ += token_ids.size();
+  token_ids_.insert(token_ids_.end(), token_ids.begin(), token_ids.end());
   text_ += text;
 }
 
@@ -62,6 +63,7 @@ HttpStreamSink::Batch HttpStreamSink::Next(absl::Duration timeout) {
   shown_ = end;
   b.logprobs.swap(logprobs_);
   b.tokens = std::exchange(tokens_, 0);
+  b.token_ids.swap(token_ids_);
   if (finished_ && !finish_taken_) {
     finish_taken_ = true;
     b.finished = true;

@@ -32,6 +32,7 @@ class HttpStreamSink final : public TokenSink {
     std::string text;  // safe to show: no stop string, no possible start of one
     std::vector<TokenLogprobs> logprobs;
     uint64_t tokens = 0;
+    std::vector<int32_t> token_ids;  // the `tokens` ids, in order
     bool finished = false;  // then summary and status are set, and this is the last batch
     GenerateSummary summary;
     absl::Status status;
@@ -64,6 +65,7 @@ class HttpStreamSink final : public TokenSink {
   size_t shown_ ABSL_GUARDED_BY(mu_) = 0;  // bytes of text_ handed out
   std::vector<TokenLogprobs> logprobs_ ABSL_GUARDED_BY(mu_);
   uint64_t tokens_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<int32_t> token_ids_ ABSL_GUARDED_BY(mu_);
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool finish_taken_ ABSL_GUARDED_BY(mu_) = false;
   GenerateSummary summary_ ABSL_GUARDED_BY(mu_);

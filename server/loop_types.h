@@ -64,6 +64,10 @@ struct GenerateJob {
   std::string model;       // empty: the session's model or the default model
   std::string session_id;  // empty: throwaway session
   std::vector<int32_t> prompt;
+  // Prompt text the loop encodes with the session's model tokenizer (then appended to `prompt`,
+  // which is empty): set when the text continues a session whose model validation could not know
+  // (no `model` in the request). Unset: `prompt` is the whole input.
+  std::optional<std::string> prompt_text;
   uint32_t max_new_tokens = 1;
   std::optional<SamplingParams> sampling;
   std::vector<std::string> stop;

@@ -24,6 +24,8 @@ struct LoadedModel {
   std::unique_ptr<Engine> engine;
 
   const ModelConfig& config() const { return engine->config(); }
+  // The model's tokenizer (Model::tokenizer(); thread-safe).
+  const Tokenizer& tokenizer() const { return engine->model().tokenizer(); }
   // The engine's (Engine::fingerprint: the model's, with the weight type when quantised).
   const std::string& fingerprint() const { return engine->fingerprint(); }
 };

@@ -84,6 +84,52 @@ absl::Status ReadStrings(const json& j, const char* key, size_t max,
   return absl::OkStatus();
 }
 
+// An array of integers as int32 token ids (range against the vocabulary is checked later).
+bool ReadIds(const json& v, std::vector<int32_t>* out) {
+  constexpr int64_t kMin = std::numeric_limits<int32_t>::min();
+  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+  for (const json& t : v) {
+    if (!t.is_number_integer()) return false;
+    if (t.is_number_unsigned() && t.get<uint64_t>() > static_cast<uint64_t>(kMax)) return false;
+    const int64_t id = t.get<int64_t>();
+    if (id < kMin || id > kMax) return false;
+    out->push_back(static_cast<int32_t>(id));
+  }
+  return true;
+}
+
+// Completions `prompt`: "text", ["text"], [1, 2, 3] or [[1, 2, 3]].
+absl::Status ReadPrompt(const json& j, OpenAiRequest* r) {
+  const json* v = Field(j, "prompt");
+  if (v == nullptr) return absl::OkStatus();
+  constexpr char kShapes[] =
+      "must be a string, an array of one string, an array of token ids or an array of one "
+      "array of token ids";
+  if (v->is_string()) {
+    r->prompt = v->get<std::string>();
+    return absl::OkStatus();
+  }
+  if (!v->is_array()) return Bad("prompt", kShapes);
+  if (v->empty()) {  // [] : no tokens
+    r->prompt_is_tokens = true;
+    return absl::OkStatus();
+  }
+  const json& first = (*v)[0];
+  if (first.is_string() || first.is_array()) {
+    if (v->size() != 1) return Bad("prompt", "only one prompt is supported (n = 1)");
+    if (first.is_string()) {
+      r->prompt = first.get<std::string>();
+      return absl::OkStatus();
+    }
+    r->prompt_is_tokens = true;
+    if (!ReadIds(first, &r->prompt_tokens)) return Bad("prompt", kShapes);
+    return absl::OkStatus();
+  }
+  r->prompt_is_tokens = true;
+  if (!ReadIds(*v, &r->prompt_tokens)) return Bad("prompt", kShapes);
+  return absl::OkStatus();
+}
+
 // Message content: a string or an array of {"type": "text", "text": ...} parts.
 absl::StatusOr<std::string> ReadContent(const json& m, const std::string& field) {
   const json* c = Field(m, "content");
@@ -182,11 +228,7 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(absl::string_view body, bool ch
   if (chat) {
     if (absl::Status s = ReadMessages(j, &r.messages); !s.ok()) return s;
   } else {
-    std::vector<std::string> prompt;
-    if (absl::Status s = ReadStrings(j, "prompt", 1, &prompt); !s.ok()) {
-      return Bad("prompt", "must be a string or an array of one string");
-    }
-    if (!prompt.empty()) r.prompt = prompt[0];
+    if (absl::Status s = ReadPrompt(j, &r); !s.ok()) return s;
     bool echo = false;
     if (absl::Status s = ReadBool(j, "echo", &echo); !s.ok()) return s;
     if (echo) return Bad("echo", "is not supported");
@@ -219,6 +261,7 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(absl::string_view body, bool ch
   if (absl::Status s = ReadStrings(j, "stop", 4, &r.stop); !s.ok()) return s;
   if (absl::Status s = ReadLogprobs(j, chat, &r.logprobs); !s.ok()) return s;
   if (absl::Status s = ReadBool(j, "ignore_eos", &r.ignore_eos); !s.ok()) return s;
+  if (absl::Status s = ReadBool(j, "return_token_ids", &r.return_token_ids); !s.ok()) return s;
   return r;
 }
 
@@ -226,6 +269,7 @@ std::string RenameParamForHttp(absl::string_view param, bool chat) {
   if (param == "max_new_tokens") return "max_tokens";
   if (absl::StartsWith(param, "sampling.")) return std::string(param.substr(9));
   if (absl::StartsWith(param, "stop[")) return "stop";
+  if (absl::StartsWith(param, "prompt_tokens")) return "prompt";
   if (chat && param == "prompt") return "messages";
   return std::string(param);
 }
@@ -236,7 +280,11 @@ absl::StatusOr<GenerateJob> ToGenerateJob(const OpenAiRequest& req, const ChatTe
   flatstate::v1::GenerateRequest g;
   g.set_model(req.model);
   g.set_session_id(req.session_id);
-  g.set_prompt(req.chat ? RenderChat(tmpl, req.messages) : req.prompt);
+  if (req.prompt_is_tokens) {
+    for (int32_t t : req.prompt_tokens) g.add_prompt_tokens(t);
+  } else {
+    g.set_prompt(req.chat ? RenderChat(tmpl, req.messages) : req.prompt);
+  }
   const int64_t max_tokens =
       req.max_tokens.value_or(req.chat ? kDefaultChatMaxTokens : kDefaultCompletionMaxTokens);
   g.set_max_new_tokens(

@@ -30,7 +30,11 @@ struct OpenAiRequest {
   bool chat = false;
   std::string model;                  // empty: the session's model or the default model
   std::string session_id;             // extension: continue this session
-  std::string prompt;                 // completions
+  std::string prompt;                 // completions, as text
+  // completions, as token ids (`prompt` an array of integers, or of one such array); then
+  // prompt_is_tokens and `prompt` is empty.
+  std::vector<int32_t> prompt_tokens;
+  bool prompt_is_tokens = false;
   std::vector<ChatMessage> messages;  // chat
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
@@ -42,10 +46,14 @@ struct OpenAiRequest {
   // completions: logprobs = k (0..20); chat: logprobs = true with top_logprobs = k. -1: none.
   int logprobs = -1;
   bool ignore_eos = false;  // extension (vLLM's): generate past the model's end-of-sequence ids
+  // extension (vLLM's): each choice also carries the generated ids ("token_ids"). Always on for a
+  // model whose tokenizer knows no text (its text is empty).
+  bool return_token_ids = false;
 };
 
-// Parses the body; unknown fields (and `user`) are ignored as OpenAI does. `n` other than 1,
-// `echo`, `suffix`, `best_of` > 1, tools are refused naming the field.
+// Parses the body; unknown fields (and `user`) are ignored as OpenAI does. A completions `prompt`
+// is a string, an array of one string, an array of token ids or an array of one such array.
+// `n` other than 1, `echo`, `suffix`, `best_of` > 1, tools are refused naming the field.
 absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(absl::string_view body, bool chat);
 
 // The prompt text (completions: as sent; chat: the messages rendered with `tmpl`) and the job,

@@ -3,6 +3,8 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "absl/strings/str_cat.h"
+#include "engine/tokenizer/byte_tokenizer.h"
 #include "server/ids.h"
 
 namespace flatstate::server {
@@ -10,16 +12,22 @@ namespace {
 
 using json = nlohmann::json;
 
-// A byte token as text: the character for ASCII, else "bytes:\xNN" (OpenAI's spelling of a token
-// that is not a whole character).
-std::string TokenString(int32_t token) {
-  if (token >= 0 && token < 0x80) return std::string(1, static_cast<char>(token));
-  return absl::StrFormat("bytes:\\x%02x", token & 0xff);
+json BytesJson(const std::string& bytes) {
+  json out = json::array();
+  for (char c : bytes) out.push_back(static_cast<uint8_t>(c));
+  return out;
 }
 
-json TokenBytes(int32_t token) { return json::array({token & 0xff}); }
-
 }  // namespace
+
+std::string TokenString(const Tokenizer& tokenizer, int32_t token) {
+  const std::string bytes = tokenizer.TokenBytes(token);
+  if (bytes.empty()) return absl::StrCat("token_id:", token);
+  if (IsValidUtf8(bytes)) return bytes;
+  std::string out = "bytes:";
+  for (char c : bytes) absl::StrAppendFormat(&out, "\\x%02x", static_cast<uint8_t>(c));
+  return out;
+}
 
 CompletionMeta NewCompletionMeta(bool chat) {
   CompletionMeta m;
@@ -42,35 +50,42 @@ json UsageJson(const GenerateSummary& s) {
               {"state_bytes", s.state_bytes}};
 }
 
-json LogprobsJson(bool chat, const std::vector<TokenLogprobs>& lps, size_t text_offset) {
+json LogprobsJson(bool chat, const Tokenizer& tokenizer, const std::vector<TokenLogprobs>& lps,
+                  size_t* text_offset) {
+  auto entry = [&](int32_t t, float l) {
+    return json{{"token", TokenString(tokenizer, t)},
+                {"logprob", l},
+                {"bytes", BytesJson(tokenizer.TokenBytes(t))},
+                {"token_id", t}};
+  };
   if (chat) {
     json content = json::array();
     for (const TokenLogprobs& lp : lps) {
       json top = json::array();
-      for (const auto& [t, l] : lp.top) {
-        top.push_back({{"token", TokenString(t)}, {"logprob", l}, {"bytes", TokenBytes(t)}});
-      }
-      content.push_back({{"token", TokenString(lp.token)},
-                         {"logprob", lp.logprob},
-                         {"bytes", TokenBytes(lp.token)},
-                         {"top_logprobs", std::move(top)}});
+      for (const auto& [t, l] : lp.top) top.push_back(entry(t, l));
+      json e = entry(lp.token, lp.logprob);
+      e["top_logprobs"] = std::move(top);
+      content.push_back(std::move(e));
     }
     return json{{"content", std::move(content)}};
   }
   json tokens = json::array(), token_logprobs = json::array(), top = json::array(),
-       offsets = json::array();
+       offsets = json::array(), ids = json::array(), bytes = json::array();
   for (const TokenLogprobs& lp : lps) {
-    tokens.push_back(TokenString(lp.token));
+    const std::string b = tokenizer.TokenBytes(lp.token);
+    tokens.push_back(TokenString(tokenizer, lp.token));
     token_logprobs.push_back(lp.logprob);
     json alt = json::object();
-    for (const auto& [t, l] : lp.top) alt[TokenString(t)] = l;
+    for (const auto& [t, l] : lp.top) alt[TokenString(tokenizer, t)] = l;
     top.push_back(std::move(alt));
-    offsets.push_back(text_offset++);
+    offsets.push_back(*text_offset);
+    *text_offset += b.size();
+    ids.push_back(lp.token);
+    bytes.push_back(BytesJson(b));
   }
-  return json{{"tokens", std::move(tokens)},
-              {"token_logprobs", std::move(token_logprobs)},
-              {"top_logprobs", std::move(top)},
-              {"text_offset", std::move(offsets)}};
+  return json{{"tokens", std::move(tokens)},         {"token_logprobs", std::move(token_logprobs)},
+              {"top_logprobs", std::move(top)},      {"text_offset", std::move(offsets)},
+              {"token_ids", std::move(ids)},         {"token_bytes", std::move(bytes)}};
 }
 
 namespace {
@@ -136,6 +151,7 @@ json ModelsJson(const ModelRegistry& models, const std::string& device) {
                     {"kv_bytes_per_token", m->engine->kv_bytes_per_token()},
                     {"fingerprint", m->fingerprint()},
                     {"vocab_size", c.vocab_size},
+                    {"tokenizer", std::string(m->tokenizer().kind())},
                     {"device", device},
                     {"is_default", m->name == models.default_model()}});
   }

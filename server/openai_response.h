@@ -2,8 +2,8 @@
 // completions (whole and as stream chunks), usage, logprobs, the model list, sessions,
 // checkpoints and errors. The HTTP API's response shapes are version 1 of its contract.
 //
-// Stateless functions; thread-safe; never fail (text that is not valid UTF-8 is replaced, byte
-// tokens that are not a whole character are written as "bytes:\xNN" with their `bytes`).
+// Stateless functions; thread-safe; never fail (text that is not valid UTF-8 is replaced, tokens
+// whose bytes are not whole characters are written as "bytes:\xNN..." with their `bytes`).
 #ifndef FLATSTATE_SERVER_OPENAI_RESPONSE_H_
 #define FLATSTATE_SERVER_OPENAI_RESPONSE_H_
 
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/sampling/logprobs.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "nlohmann/json.hpp"
 #include "server/loop_types.h"
 #include "server/model_registry.h"
@@ -35,10 +36,18 @@ const char* OpenAiFinishReason(FinishReason r);
 
 nlohmann::json UsageJson(const GenerateSummary& summary);
 
-// The logprobs object of a choice: completions {tokens, token_logprobs, top_logprobs,
-// text_offset} (offsets from `text_offset`), chat {content: [{token, logprob, bytes,
-// top_logprobs}]}.
-nlohmann::json LogprobsJson(bool chat, const std::vector<TokenLogprobs>& lps, size_t text_offset);
+// How logprobs name a token: its text when its bytes (Tokenizer::TokenBytes) are valid UTF-8,
+// "bytes:\xNN..." when they are not (OpenAI's and llama.cpp's spelling of a partial character),
+// "token_id:N" when the tokenizer knows no text for it (IdsOnlyTokenizer).
+std::string TokenString(const Tokenizer& tokenizer, int32_t token);
+
+// The logprobs object of a choice, tokens named by `tokenizer`: completions {tokens,
+// token_logprobs, top_logprobs, text_offset, token_ids, token_bytes} (offsets from *text_offset,
+// which advances by each token's bytes), chat {content: [{token, logprob, bytes, token_id,
+// top_logprobs: [{token, logprob, bytes, token_id}]}]}. token_ids / token_bytes / token_id are
+// extensions; bytes are the token's raw bytes.
+nlohmann::json LogprobsJson(bool chat, const Tokenizer& tokenizer,
+                            const std::vector<TokenLogprobs>& lps, size_t* text_offset);
 
 // A whole completion (non-streaming).
 nlohmann::json CompletionJson(const CompletionMeta& meta, const std::string& text,
@@ -54,7 +63,7 @@ nlohmann::json ChunkJson(const CompletionMeta& meta, const std::string& text, bo
 nlohmann::json UsageChunkJson(const CompletionMeta& meta, const GenerateSummary& summary);
 
 // GET /v1/models: {"object": "list", "data": [{id, object, created, owned_by, attention_kind,
-// state_bytes_per_session, ...}]}.
+// state_bytes_per_session, vocab_size, tokenizer ("bytes" / "ids-only"), ...}]}.
 nlohmann::json ModelsJson(const ModelRegistry& models, const std::string& device);
 
 nlohmann::json SessionJson(const SessionInfo& info);

@@ -9,10 +9,8 @@
 
 namespace flatstate::server {
 
-IncrementalDecoder SessionTable::DecoderWithTail(const std::string& tail) {
-  IncrementalDecoder d;
-  for (char c : tail) d.Push(static_cast<uint8_t>(c));
-  return d;
+TokenDecoder SessionTable::DecoderWithTail(const LoadedModel* model, const std::string& tail) {
+  return TokenDecoder(&model->tokenizer(), tail);
 }
 
 SessionTable::SessionTable(SessionStore* store, const ModelRegistry* models,
@@ -33,7 +31,7 @@ Session* SessionTable::Add(std::string id, LoadedModel* model, SessionState stat
   s->id = std::move(id);
   s->model = model;
   s->state = std::move(state);
-  s->decoder = DecoderWithTail(s->state.text_tail);
+  s->decoder = DecoderWithTail(s->model, s->state.text_tail);
   s->throwaway = throwaway;
   s->last_used = absl::Now();
   Session* raw = s.get();
@@ -90,7 +88,7 @@ absl::Status SessionTable::EnsureResident(Session* s) {
   }
   s->state = std::move(*state);
   s->resident = true;
-  s->decoder = DecoderWithTail(s->state.text_tail);
+  s->decoder = DecoderWithTail(s->model, s->state.text_tail);
   store_->RemoveEvicted(s->id);
   if (metrics_ != nullptr) metrics_->sessions_restored_total++;
   return absl::OkStatus();
@@ -106,7 +104,7 @@ void SessionTable::Erase(Session* s) {
 }
 
 absl::StatusOr<std::string> SessionTable::Checkpoint(Session* s) {
-  s->state.text_tail = s->decoder.pending_bytes();
+  s->state.text_tail = s->decoder.state();
   return s->model->engine->Checkpoint(s->state);
 }
 

@@ -30,7 +30,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "engine/session/session_state.h"
-#include "engine/tokenizer/byte_tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "server/loop_types.h"
 #include "server/metrics.h"
 #include "server/model_registry.h"
@@ -42,7 +42,9 @@ struct Session {
   std::string id;
   LoadedModel* model = nullptr;
   SessionState state;          // meaningful while resident
-  IncrementalDecoder decoder;  // holds an incomplete character between calls
+  // The model tokenizer's incremental decoder: holds an incomplete character between calls; its
+  // state is what a checkpoint stores as text_tail.
+  TokenDecoder decoder;
   bool resident = true;        // false: evicted to the store
   bool throwaway = false;      // one Generate's session: not findable by id, erased after it
   bool generating = false;     // a Generate is using it: never evicted meanwhile
@@ -134,9 +136,9 @@ class SessionTable {
   size_t size() const { return sessions_.size(); }
 
  private:
-  // A detokenizer holding `tail` (the incomplete character a checkpoint carried), so the text of
+  // `model`'s detokenizer holding `tail` (the decoder state a checkpoint carried), so the text of
   // a restored session continues exactly where the original left off.
-  static IncrementalDecoder DecoderWithTail(const std::string& tail);
+  static TokenDecoder DecoderWithTail(const LoadedModel* model, const std::string& tail);
   Session* Add(LoadedModel* model, SessionState state, bool throwaway);  // a new id
   Session* Add(std::string id, LoadedModel* model, SessionState state, bool throwaway);
   // Shared store: loads session `id` into the table (Find's errors).

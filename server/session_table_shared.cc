@@ -108,7 +108,7 @@ absl::Status SessionTable::Refresh(Session* s) {
   }
   s->model = loaded->first;
   s->state = std::move(loaded->second);
-  s->decoder = DecoderWithTail(s->state.text_tail);
+  s->decoder = DecoderWithTail(s->model, s->state.text_tail);
   s->resident = true;
   s->stored_version = loaded_version;
   s->stored_position = s->state.position;
@@ -120,7 +120,7 @@ absl::Status SessionTable::Refresh(Session* s) {
 absl::Status SessionTable::Persist(Session* s) {
   if (!store_->shared() || s->throwaway) return absl::OkStatus();
   const absl::Time t0 = absl::Now();
-  s->state.text_tail = s->decoder.pending_bytes();
+  s->state.text_tail = s->decoder.state();
   const int64_t from = s->stored_version == 0 ? 0 : s->stored_position;
   absl::StatusOr<CheckpointSplit> split = s->model->engine->CheckpointSplitFrom(s->state, from);
   absl::Status st = split.status();

@@ -5,8 +5,22 @@
 #include "absl/strings/str_cat.h"
 #include "engine/tokenizer/byte_tokenizer.h"
 #include "server/ids.h"
+#include "server/stream_text.h"
 
 namespace flatstate::server {
+namespace {
+
+// The model a request runs on when validation can know it: the one named, or (no session) the
+// default. Null when it depends on the session (or the registry is empty: validation-only uses).
+const LoadedModel* KnownModel(const flatstate::v1::GenerateRequest& req,
+                              const ModelRegistry& models) {
+  if (!req.model().empty()) return models.Find(req.model());
+  if (!req.session_id().empty()) return nullptr;
+  return models.Find(models.default_model());
+}
+
+}  // namespace
+
 
 absl::StatusOr<SamplingParams> ConvertSampling(const flatstate::v1::SamplingParams& p) {
   SamplingParams s;
@@ -70,22 +84,37 @@ absl::StatusOr<GenerateJob> ValidateGenerate(const flatstate::v1::GenerateReques
     if (!sp.ok()) return sp.status();
     job.sampling = *sp;
   }
-  const int64_t n = req.prompt_tokens_size() > 0 ? req.prompt_tokens_size()
-                                                 : static_cast<int64_t>(req.prompt().size());
+  // The model's tokenizer encodes text and bounds token ids; without a known model (a session's
+  // turn that names none) ids are checked by the engine and text is encoded by the loop.
+  const LoadedModel* model = KnownModel(req, models);
+  if (req.prompt_tokens_size() > 0) {
+    job.prompt.assign(req.prompt_tokens().begin(), req.prompt_tokens().end());
+    if (model != nullptr) {
+      if (absl::Status s = model->tokenizer().ValidateIds(job.prompt, "prompt_tokens"); !s.ok()) {
+        return s;
+      }
+    }
+  } else if (!req.prompt().empty()) {
+    if (model != nullptr) {
+      if (absl::Status s = EncodePrompt(model->tokenizer(), req.prompt(), &job.prompt); !s.ok()) {
+        return s;
+      }
+    } else if (models.models().empty()) {
+      job.prompt = Encode(req.prompt());  // no models (validation-only): bytes
+    } else {
+      job.prompt_text = req.prompt();
+    }
+  }
+  // Deferred text counts its bytes (the most tokens a byte-level model makes of it); the loop's
+  // encoding is bounded by the engine's context checks.
+  const int64_t n = job.prompt_text.has_value() ? static_cast<int64_t>(job.prompt_text->size())
+                                                : static_cast<int64_t>(job.prompt.size());
   if (n > options.max_prompt_tokens) {
     return absl::InvalidArgumentError(absl::StrCat(
         "prompt: ", n,
         " tokens exceed the server limit max_prompt_tokens = ", options.max_prompt_tokens));
   }
-  if (req.prompt_tokens_size() > 0) {
-    job.prompt.assign(req.prompt_tokens().begin(), req.prompt_tokens().end());
-    const LoadedModel* m = models.Find(req.model().empty() ? models.default_model() : req.model());
-    const int vocab = m != nullptr ? m->config().vocab_size : kByteVocabSize;
-    if (absl::Status s = ValidateTokens(job.prompt, vocab, "prompt_tokens"); !s.ok()) return s;
-  } else {
-    job.prompt = Encode(req.prompt());  // any bytes: one token each
-  }
-  if (job.prompt.empty() && req.session_id().empty()) {
+  if (job.prompt.empty() && !job.prompt_text.has_value() && req.session_id().empty()) {
     return absl::InvalidArgumentError(
         "prompt: empty input on a throwaway session (set prompt or prompt_tokens, or pass the "
         "session_id of a session to continue)");
@@ -104,6 +133,12 @@ absl::StatusOr<GenerateJob> ValidateGenerate(const flatstate::v1::GenerateReques
           absl::StrCat("stop[", i,
                        "]: not valid UTF-8 (stop strings are matched against the generated "
                        "text, which is always valid UTF-8)"));
+    }
+    if (model != nullptr && !model->tokenizer().has_text()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "stop[", i, "]: model '", model->name,
+          "' decodes no text yet (no tokenizer flatstate can read), so a stop string cannot "
+          "match; stop on the model's end-of-sequence ids or max_new_tokens"));
     }
     job.stop.push_back(s);
   }

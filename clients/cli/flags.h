@@ -7,10 +7,14 @@
 #include <vector>
 
 #include "absl/flags/declare.h"
+#include "absl/status/statusor.h"
 
 ABSL_DECLARE_FLAG(std::string, local_model);
 ABSL_DECLARE_FLAG(std::string, model);
 ABSL_DECLARE_FLAG(std::string, prompt);
+ABSL_DECLARE_FLAG(std::vector<std::string>, prompt_tokens);
+ABSL_DECLARE_FLAG(bool, add_special);
+ABSL_DECLARE_FLAG(bool, with_pieces);
 ABSL_DECLARE_FLAG(std::string, session);
 ABSL_DECLARE_FLAG(uint32_t, max_new_tokens);
 ABSL_DECLARE_FLAG(float, temperature);
@@ -37,6 +41,13 @@ bool SamplingFlagsSet();
 
 // `generate --local_model DIR`: runs the engine in-process. Returns the exit code.
 int LocalGenerate();
+
+// `tokenize|detokenize --local_model DIR` (args[0] says which): the folder's tokenizer, offline.
+int LocalTokenize(const std::vector<std::string>& args);
+
+// Token ids from "1,2,3" / "1 2 3" pieces; InvalidArgument naming `what` for a non-integer.
+absl::StatusOr<std::vector<int32_t>> ParseTokenIds(const std::vector<std::string>& parts,
+                                                   const std::string& what);
 
 // Server commands; `args` are the positional arguments after the program name. Returns the exit
 // code (2: usage error; 1: the server's error, printed to stderr).

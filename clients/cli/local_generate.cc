@@ -1,4 +1,5 @@
-// `flatstate-cli generate --local_model DIR`: the engine in-process, text streamed to stdout.
+// `flatstate-cli generate --local_model DIR`: the engine in-process, text streamed to stdout
+// (token ids instead, one per line, for a model whose tokenizer knows no text).
 #include <chrono>
 #include <iostream>
 #include <string>
@@ -8,7 +9,6 @@
 #include "absl/strings/str_cat.h"
 #include "clients/cli/flags.h"
 #include "engine/runtime/engine.h"
-#include "engine/tokenizer/byte_tokenizer.h"
 
 namespace flatstate::cli {
 namespace {
@@ -41,13 +41,26 @@ int LocalGenerate() {
   if (absl::Status s = ValidateSamplingParams(sp); !s.ok()) return Fail(s);
   const uint32_t max_new = absl::GetFlag(FLAGS_max_new_tokens);
   if (max_new == 0) return Fail(absl::InvalidArgumentError("max_new_tokens must be > 0"));
-  const std::vector<int32_t> prompt = Encode(absl::GetFlag(FLAGS_prompt));
+  const Tokenizer& tok = (*engine)->model().tokenizer();
+  std::vector<int32_t> prompt;
+  const bool ids_given = !absl::GetFlag(FLAGS_prompt_tokens).empty();
+  if (ids_given) {
+    absl::StatusOr<std::vector<int32_t>> ids =
+        ParseTokenIds(absl::GetFlag(FLAGS_prompt_tokens), "prompt_tokens");
+    if (!ids.ok()) return Fail(ids.status());
+    if (absl::Status s = tok.ValidateIds(*ids, "prompt_tokens"); !s.ok()) return Fail(s);
+    prompt = std::move(*ids);
+  } else {
+    absl::StatusOr<std::vector<int32_t>> ids = tok.Encode(absl::GetFlag(FLAGS_prompt), false);
+    if (!ids.ok()) return Fail(ids.status());
+    prompt = std::move(*ids);
+  }
   if (prompt.empty()) return Fail(absl::InvalidArgumentError("prompt is empty"));
 
   SessionState session = (*engine)->NewSession(sp);
   if (absl::Status s = (*engine)->Append(&session, prompt); !s.ok()) return Fail(s);
-  IncrementalDecoder decoder;
-  std::cout << absl::GetFlag(FLAGS_prompt) << std::flush;
+  TokenDecoder decoder(&tok);
+  if (tok.has_text()) std::cout << tok.Decode(prompt) << std::flush;
   const auto t0 = std::chrono::steady_clock::now();
   auto t_first = t0;
   uint32_t generated = 0;
@@ -61,9 +74,13 @@ int LocalGenerate() {
     if (!results[0].sampled) continue;
     if (generated == 0) t_first = std::chrono::steady_clock::now();
     ++generated;
-    std::cout << decoder.Push(results[0].token) << std::flush;
+    if (tok.has_text()) {
+      std::cout << decoder.Push(results[0].token) << std::flush;
+    } else {
+      std::cout << results[0].token << "\n" << std::flush;
+    }
   }
-  std::cout << decoder.Flush() << std::endl;
+  if (tok.has_text()) std::cout << decoder.Flush() << std::endl;
   const auto t1 = std::chrono::steady_clock::now();
   if (absl::GetFlag(FLAGS_stats)) {
     const double ttft = std::chrono::duration<double>(t_first - t0).count();

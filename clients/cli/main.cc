@@ -11,6 +11,10 @@
 //   flatstate-cli checkpoint SESSION [-o FILE]
 //   flatstate-cli restore FILE|CHECKPOINT_ID
 //   flatstate-cli models | stats | health
+// Tokenizer of a model folder (offline; a server answers POST /tokenize, /detokenize):
+//   flatstate-cli tokenize --local_model DIR [TEXT | --prompt TEXT] [--add_special] [--with_pieces]
+//   flatstate-cli detokenize --local_model DIR IDS...  (e.g. 72 105 or 72,105)
+// generate takes --prompt_tokens 1,2,3 instead of --prompt (local and server).
 // Common: --auth_token T, --tls (system roots) or --tls_ca FILE, --timeout SECONDS.
 // Exits non-zero with the error (the server's code and message) on failure.
 #include <iostream>
@@ -28,6 +32,11 @@ ABSL_FLAG(std::string, local_model, "",
           "model folder: run the engine in-process instead of calling a server");
 ABSL_FLAG(std::string, model, "", "server model name (empty: the server's default)");
 ABSL_FLAG(std::string, prompt, "ROMEO:\n", "prompt text (UTF-8)");
+ABSL_FLAG(std::vector<std::string>, prompt_tokens, {},
+          "prompt as token ids, comma-separated (generate; instead of --prompt: what a model "
+          "without a readable tokenizer needs); detokenize's ids when none are given as arguments");
+ABSL_FLAG(bool, add_special, false, "tokenize: put the model's BOS id first (when it has one)");
+ABSL_FLAG(bool, with_pieces, false, "tokenize: print each id with its piece, one per line");
 ABSL_FLAG(std::string, session, "", "session id to continue (generate)");
 ABSL_FLAG(uint32_t, max_new_tokens, 200, "tokens to generate");
 ABSL_FLAG(float, temperature, 0.8f, "sampling temperature (0 = greedy)");
@@ -63,8 +72,10 @@ bool SamplingFlagsSet() {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "flatstate-cli generate|session|checkpoint|restore|models|stats|health [args] [flags]\n"
-      "  local engine: flatstate-cli generate --local_model DIR --prompt TEXT");
+      "flatstate-cli generate|session|checkpoint|restore|models|stats|health|tokenize|detokenize "
+      "[args] [flags]\n"
+      "  local engine: flatstate-cli generate --local_model DIR --prompt TEXT\n"
+      "  tokenizer:    flatstate-cli tokenize|detokenize --local_model DIR TEXT|IDS");
   std::vector<char*> raw = absl::ParseCommandLine(argc, argv);
   std::vector<std::string> args(raw.begin() + 1, raw.end());
   if (args.empty()) {
@@ -73,6 +84,16 @@ int main(int argc, char** argv) {
   }
   if (args[0] == "generate" && !absl::GetFlag(FLAGS_local_model).empty()) {
     return flatstate::cli::LocalGenerate();
+  }
+  if (args[0] == "tokenize" || args[0] == "detokenize") {
+    if (absl::GetFlag(FLAGS_local_model).empty()) {
+      std::cerr << "usage: flatstate-cli " << args[0]
+                << " --local_model DIR ...: the tokenizer of a model folder (a server answers "
+                   "POST /"
+                << args[0] << " on its HTTP port)\n";
+      return 2;
+    }
+    return flatstate::cli::LocalTokenize(args);
   }
 #ifdef FLATSTATE_CLI_WITH_GRPC
   return flatstate::cli::RunRemote(args);

@@ -88,7 +88,17 @@ int Generate(pb::Inference::Stub* stub) {
   pb::GenerateRequest req;
   req.set_model(absl::GetFlag(FLAGS_model));
   req.set_session_id(absl::GetFlag(FLAGS_session));
-  req.set_prompt(absl::GetFlag(FLAGS_prompt));
+  if (!absl::GetFlag(FLAGS_prompt_tokens).empty()) {
+    absl::StatusOr<std::vector<int32_t>> ids =
+        ParseTokenIds(absl::GetFlag(FLAGS_prompt_tokens), "prompt_tokens");
+    if (!ids.ok()) {
+      std::cerr << "error: " << ids.status().message() << "\n";
+      return 2;
+    }
+    for (int32_t id : *ids) req.add_prompt_tokens(id);
+  } else {
+    req.set_prompt(absl::GetFlag(FLAGS_prompt));
+  }
   req.set_max_new_tokens(absl::GetFlag(FLAGS_max_new_tokens));
   // A new throwaway session samples with the flags; a session keeps its own params unless the
   // sampling flags are given explicitly.
@@ -98,12 +108,19 @@ int Generate(pb::Inference::Stub* stub) {
   Prepare(&ctx, req.session_id());
   auto reader = stub->Generate(&ctx, req);
   pb::GenerateResponse msg, last;
-  bool first = true;
+  bool first = true, any_text = false;
+  std::vector<int32_t> ids;
   while (reader->Read(&msg)) {
     if (first && req.session_id().empty()) std::cout << req.prompt();
     first = false;
     std::cout << msg.text() << std::flush;
+    any_text = any_text || !msg.text().empty();
+    ids.insert(ids.end(), msg.token_ids().begin(), msg.token_ids().end());
     if (msg.has_usage()) last = msg;
+  }
+  // A model whose tokenizer knows no text (Hugging Face folders, for now) streams ids only.
+  if (!any_text && !ids.empty()) {
+    for (size_t i = 0; i < ids.size(); ++i) std::cout << (i ? " " : "") << ids[i];
   }
   if (!first) std::cout << std::endl;
   grpc::Status s = reader->Finish();

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "clients/loadtest/growth.h"
 #include "clients/loadtest/stats.h"
 
 namespace flatstate::loadtest {
@@ -40,7 +41,8 @@ struct Shared {
   std::chrono::steady_clock::time_point last_finish;  // of any worker
 };
 
-void Worker(const Client& client, const ConcurrencyOptions& o, const std::string& model, int id,
+void Worker(const Client& client, const ConcurrencyOptions& o, const std::string& model,
+            int64_t vocab, int id,
             Shared* sh, std::atomic<int>* done_requests) {
   auto record_error = [sh](const grpc::Status& s) {
     absl::MutexLock lock(&sh->mu);
@@ -62,7 +64,7 @@ void Worker(const Client& client, const ConcurrencyOptions& o, const std::string
     req.set_session_id(session.session_id());
     req.set_max_new_tokens(o.new_tokens);
     for (int i = 0; i < o.prompt_tokens; ++i) {
-      req.add_prompt_tokens('a' + (id * 7 + k * 3 + i) % 26);
+      req.add_prompt_tokens(FitToVocab('a' + (id * 7 + k * 3 + i) % 26, vocab));
     }
     GenerateResult r = client.Generate(req);
     {
@@ -86,11 +88,12 @@ ConcurrencyRow RunLevel(const Client& client, const ConcurrencyOptions& o,
   Shared sh;
   std::atomic<int> done{0};
   const int total = level * o.requests_per_session;
+  const int64_t vocab = VocabOf(client, model);
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::thread> threads;
   threads.reserve(level);
   for (int i = 0; i < level; ++i) {
-    threads.emplace_back(Worker, std::cref(client), std::cref(o), std::cref(model), i, &sh,
+    threads.emplace_back(Worker, std::cref(client), std::cref(o), std::cref(model), vocab, i, &sh,
                          &done);
   }
   const std::string label = absl::StrFormat("concurrency %s x%d", model, level);

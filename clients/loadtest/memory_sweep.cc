@@ -59,7 +59,8 @@ class ModelSweep {
 
   // Grows session i to `target` tokens of context. Returns the first failed Generate's status.
   grpc::Status Grow(size_t i, int64_t target, int64_t* prefilled, double* seconds) {
-    return GrowSession(client_, sessions_[i], target, o_.chunk_tokens,
+    return GrowSession(client_, sessions_[i], static_cast<int64_t>(info_.vocab_size()), target,
+                       o_.chunk_tokens,
                        absl::StrFormat("memory %s session %d", name(), i), progress_, &ctx_[i],
                        prefilled, seconds);
   }
@@ -301,7 +302,7 @@ class ModelSweep {
   bool SmallGenerate(const std::string& model, std::string* detail) {
     pb::GenerateRequest req;
     req.set_model(model);
-    req.set_prompt("Hello there. ");
+    AppendPromptTokens(13, 0, VocabOf(client_, model), &req);
     req.set_max_new_tokens(8);
     GenerateResult r = client_.Generate(req);
     *detail = r.ok() ? absl::StrFormat("%d tokens in %.1f ms", r.tokens, r.total_s * 1e3)

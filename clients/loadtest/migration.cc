@@ -51,7 +51,8 @@ class ModelMigration {
       if (skip.empty()) {
         int64_t prefilled = 0;
         double seconds = 0;
-        grpc::Status s = GrowSession(a_, id_, target, o_.chunk_tokens,
+        grpc::Status s = GrowSession(a_, id_, static_cast<int64_t>(info_.vocab_size()), target,
+                                     o_.chunk_tokens,
                                      absl::StrCat("migration ", info_.name()), progress_, &ctx_,
                                      &prefilled, &seconds);
         if (!s.ok()) {

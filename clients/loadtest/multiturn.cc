@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "clients/loadtest/growth.h"
 #include "clients/loadtest/report.h"
 #include "clients/loadtest/stats.h"
 
@@ -25,14 +26,16 @@ struct TurnSample {
 };
 
 // One conversation: `turns` stateless Generates, each resending the whole history.
-void Converse(const Client& client, const MultiturnOptions& o, const std::string& model, int conv,
+void Converse(const Client& client, const MultiturnOptions& o, const std::string& model,
+              int64_t vocab, int conv,
               std::vector<TurnSample>* out, std::string* first_error, absl::Mutex* mu,
               std::atomic<int>* done) {
   std::vector<int32_t> history;
   for (int t = 0; t < o.turns; ++t) {
     for (int i = 0; i < o.message_tokens; ++i) {
       // Letters, with a space every 6th: distinct per conversation and turn.
-      history.push_back(i % 6 == 5 ? ' ' : 'a' + (conv * 131 + t * 17 + i * 7) % 26);
+      history.push_back(
+          FitToVocab(i % 6 == 5 ? ' ' : 'a' + (conv * 131 + t * 17 + i * 7) % 26, vocab));
     }
     pb::GenerateRequest req;
     req.set_model(model);
@@ -72,9 +75,10 @@ std::vector<MultiturnRow> RunMultiturn(const Client& client, const std::string& 
     absl::Mutex mu;
     std::string first_error;
     std::atomic<int> done{0};
+    const int64_t vocab = VocabOf(client, model);
     std::vector<std::thread> threads;
     for (int c = 0; c < o.conversations; ++c) {
-      threads.emplace_back(Converse, std::cref(client), std::cref(o), std::cref(model), c,
+      threads.emplace_back(Converse, std::cref(client), std::cref(o), std::cref(model), vocab, c,
                            &samples[static_cast<size_t>(c)], &first_error, &mu, &done);
     }
     const int total = o.conversations * o.turns;

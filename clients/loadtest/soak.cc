@@ -15,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "clients/common/session_metadata.h"
+#include "clients/loadtest/growth.h"
 
 namespace flatstate::loadtest {
 
@@ -28,7 +29,10 @@ constexpr size_t kKeepErrors = 10;
 class Soak {
  public:
   Soak(const Client& client, const SoakOptions& o)
-      : client_(client), o_(o), stub_(pb::Inference::NewStub(client.channel())) {}
+      : client_(client), o_(o), stub_(pb::Inference::NewStub(client.channel())) {
+    // Prompts are token ids valid for every soaked model (growth.h, FitToVocab).
+    for (const std::string& m : o_.models) vocab_ = std::min(vocab_, VocabOf(client_, m));
+  }
 
   SoakResult Run(Progress* progress) {
     start_ = absl::Now();
@@ -174,10 +178,15 @@ class Soak {
     return p;
   }
 
-  pb::GenerateRequest OnSession(const std::string& id, std::string prompt, uint32_t n) {
+  // `prompt` (ASCII) as token ids of the soaked models' vocabulary.
+  void SetPrompt(const std::string& prompt, pb::GenerateRequest* req) const {
+    for (char c : prompt) req->add_prompt_tokens(FitToVocab(static_cast<uint8_t>(c), vocab_));
+  }
+
+  pb::GenerateRequest OnSession(const std::string& id, const std::string& prompt, uint32_t n) {
     pb::GenerateRequest req;
     req.set_session_id(id);
-    req.set_prompt(std::move(prompt));
+    SetPrompt(prompt, &req);
     req.set_max_new_tokens(n);
     return req;
   }
@@ -250,7 +259,7 @@ class Soak {
       } else if (r < 89) {
         pb::GenerateRequest req;
         req.set_model(model);
-        req.set_prompt(Prompt(&rng));
+        SetPrompt(Prompt(&rng), &req);
         req.set_max_new_tokens(n);
         Record("throwaway", Generate(req, kCallDeadline).status);
       } else {
@@ -269,6 +278,7 @@ class Soak {
   const Client& client_;
   const SoakOptions o_;
   std::unique_ptr<pb::Inference::Stub> stub_;
+  int64_t vocab_ = 256;  // the smallest vocab_size of the soaked models
   absl::Time start_, end_;
   absl::Mutex mu_;
   SoakResult result_ ABSL_GUARDED_BY(mu_);

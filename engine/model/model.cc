@@ -6,6 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "engine/arch/architecture.h"
 #include "engine/model/weight_files.h"
+#include "engine/tokenizer/byte_tokenizer.h"
+#include "engine/tokenizer/ids_only_tokenizer.h"
 #include "engine/util/read_file.h"
 #include "engine/util/sha256.h"
 #include "engine/util/status_macros.h"
@@ -54,6 +56,15 @@ absl::Status ReadGenerationConfig(const std::string& path, ModelConfig* c) {
   return absl::OkStatus();
 }
 
+// The tokenizer of a model: flatstate's own format is byte-level; the Hugging Face families know
+// their vocabulary and special ids but no text yet (tokenizer.json: issue 28).
+std::unique_ptr<Tokenizer> MakeTokenizer(const std::string& name, const ModelConfig& c) {
+  if (c.architecture == "flatstate") {
+    return std::make_unique<ByteTokenizer>(c.bos_token_id, c.eos_token_ids);
+  }
+  return std::make_unique<IdsOnlyTokenizer>(name, c.vocab_size, c.bos_token_id, c.eos_token_ids);
+}
+
 }  // namespace
 
 Model::~Model() = default;
@@ -88,6 +99,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir) {
   ASSIGN_OR_RETURN(m->files_, WeightFiles::Open(prefix));
   RETURN_IF_ERROR(arch->BindWeights(&m->config_, *m->files_, &m->store_, &m->weights_));
   for (const WeightFiles::Found& f : m->files_->All()) m->weight_bytes_ += f.tensor->size_bytes;
+  m->tokenizer_ = MakeTokenizer(m->name_, m->config_);
 
   Sha256 h;
   h.Update(config_text.data(), config_text.size());

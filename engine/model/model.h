@@ -26,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "engine/model/config.h"
 #include "engine/model/weights.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace flatstate {
 
@@ -50,6 +51,8 @@ class Model {
   const std::string& fingerprint() const { return fingerprint_; }
   // Bytes of the tensors the model uses, as stored in the files.
   size_t weight_bytes() const { return weight_bytes_; }
+  // Text <-> token ids for this model (vocab_size and special ids from its config).
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
   // config.json keys the architecture does not know and ignored (they do not change the math);
   // the server lists them once when it loads the model.
   const std::vector<std::string>& ignored_config_keys() const { return ignored_keys_; }
@@ -61,6 +64,7 @@ class Model {
   ModelWeights weights_;
   size_t weight_bytes_ = 0;
   std::vector<std::string> ignored_keys_;
+  std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<WeightFiles> files_;
   TensorStore store_;
 };

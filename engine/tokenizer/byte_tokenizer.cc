@@ -42,6 +42,12 @@ absl::Status ValidateTokens(const std::vector<int32_t>& tokens, int vocab,
   return absl::OkStatus();
 }
 
+IncrementalDecoder IncrementalDecoder::WithPending(std::string_view pending) {
+  IncrementalDecoder d;
+  for (char c : pending) d.Push(static_cast<uint8_t>(c));
+  return d;
+}
+
 void IncrementalDecoder::Start(uint8_t b, std::string* out) {
   if (b < 0x80) {
     out->push_back(static_cast<char>(b));
@@ -102,6 +108,33 @@ std::string IncrementalDecoder::Flush() {
   need_ = 0;
   lo_ = 0x80, hi_ = 0xBF;
   return std::string(kReplacementChar);
+}
+
+absl::StatusOr<std::vector<int32_t>> ByteTokenizer::Encode(std::string_view text,
+                                                           bool add_special) const {
+  std::vector<int32_t> ids;
+  ids.reserve(text.size() + 1);
+  if (add_special && bos_id_ >= 0) ids.push_back(bos_id_);
+  for (char c : text) ids.push_back(static_cast<uint8_t>(c));
+  return ids;
+}
+
+std::string ByteTokenizer::TokenBytes(int32_t id) const {
+  if (id < 0 || id >= kByteVocabSize) return "";
+  return std::string(1, static_cast<char>(id));
+}
+
+std::string ByteTokenizer::DecodeNext(int32_t id, std::string* state) const {
+  IncrementalDecoder d = IncrementalDecoder::WithPending(*state);
+  std::string out = d.Push(id);
+  *state = d.pending_bytes();
+  return out;
+}
+
+std::string ByteTokenizer::DecodeFlush(std::string* state) const {
+  IncrementalDecoder d = IncrementalDecoder::WithPending(*state);
+  state->clear();
+  return d.Flush();
 }
 
 }  // namespace flatstate

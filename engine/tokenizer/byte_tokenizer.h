@@ -1,4 +1,6 @@
-// Byte-level tokenizer: vocabulary of 256 ids, token id == byte value.
+// Byte-level tokenizer: vocabulary of 256 ids, token id == byte value. ByteTokenizer is the
+// Tokenizer (tokenizer.h) of flatstate's own models; the free functions and IncrementalDecoder are
+// its building blocks (and the project's UTF-8 check, IsValidUtf8).
 //
 // Encoding is the identity on bytes. Decoding goes through IncrementalDecoder, which turns a
 // stream of byte tokens into valid UTF-8 text: it never emits half of a multi-byte character
@@ -7,9 +9,11 @@
 // sequence, token id outside [0, 256)) becomes one U+FFFD per maximal subpart, as in the
 // Unicode "substitution of maximal subparts" practice (same as Python's errors="replace").
 //
-// Free functions are stateless and thread-safe. IncrementalDecoder owns a few bytes of pending
-// state and is thread-compatible (one per stream). None of these functions fail except
-// ValidateTokens, which returns InvalidArgument naming the offending field and index.
+// Free functions are stateless and thread-safe; ByteTokenizer is immutable, so thread-safe.
+// IncrementalDecoder owns a few bytes of pending state and is thread-compatible (one per stream).
+// Its pending bytes are ByteTokenizer's decoder state (at most 3 bytes, as checkpoints store
+// them). None of these functions fail except ValidateTokens, which returns InvalidArgument naming
+// the offending field and index.
 #ifndef FLATSTATE_ENGINE_TOKENIZER_BYTE_TOKENIZER_H_
 #define FLATSTATE_ENGINE_TOKENIZER_BYTE_TOKENIZER_H_
 
@@ -19,6 +23,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace flatstate {
 
@@ -40,6 +45,11 @@ absl::Status ValidateTokens(const std::vector<int32_t>& tokens, int vocab, std::
 
 class IncrementalDecoder {
  public:
+  // A decoder holding `pending` (pending_bytes() of another one, e.g. from a checkpoint). Bytes
+  // that do not form the start of one incomplete character leave whatever state pushing them
+  // leaves (their text is dropped): never a crash, whatever the input.
+  static IncrementalDecoder WithPending(std::string_view pending);
+
   // Returns the text completed by `token` (possibly empty while a character is incomplete).
   std::string Push(int32_t token);
   // Ends the stream: returns U+FFFD if an incomplete sequence is pending, else "". The decoder
@@ -59,6 +69,31 @@ class IncrementalDecoder {
   int need_ = 0;         // continuation bytes still required
   uint8_t lo_ = 0x80;    // allowed range of the next continuation byte
   uint8_t hi_ = 0xBF;
+};
+
+class ByteTokenizer final : public Tokenizer {
+ public:
+  // `bos_id` (-1: none) and `eos_ids` are the model's; flatstate's own models have neither.
+  explicit ByteTokenizer(int32_t bos_id = -1, std::vector<int32_t> eos_ids = {})
+      : bos_id_(bos_id), eos_ids_(std::move(eos_ids)) {}
+
+  std::string_view kind() const override { return "bytes"; }
+  int vocab_size() const override { return kByteVocabSize; }
+  int32_t bos_id() const override { return bos_id_; }
+  const std::vector<int32_t>& eos_ids() const override { return eos_ids_; }
+  bool has_text() const override { return true; }
+  // One token per byte (any bytes, valid UTF-8 or not); never fails.
+  absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text,
+                                              bool add_special) const override;
+  std::string TokenBytes(int32_t id) const override;
+  // The state is IncrementalDecoder::pending_bytes(): byte-identical to what checkpoints held
+  // before the Tokenizer interface existed.
+  std::string DecodeNext(int32_t id, std::string* state) const override;
+  std::string DecodeFlush(std::string* state) const override;
+
+ private:
+  const int32_t bos_id_;
+  const std::vector<int32_t> eos_ids_;
 };
 
 }  // namespace flatstate

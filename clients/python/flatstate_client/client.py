@@ -113,7 +113,8 @@ class Client:
         finish_reason and usage. Without session_id a throwaway session is used.
 
         prompt and each stop string may be str (sent as UTF-8) or bytes; a prompt may be any
-        bytes (one token per byte), a stop string must be valid UTF-8."""
+        bytes (one token per byte for byte-level models; a model without a readable tokenizer
+        takes prompt_tokens only), a stop string must be valid UTF-8."""
         req = pb2.GenerateRequest(model=model, session_id=session_id,
                                   max_new_tokens=max_new_tokens,
                                   stop=[_bytes(s, "stop") for s in (stop or [])])
