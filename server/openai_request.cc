@@ -6,45 +6,13 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "server/json_body.h"
 #include "server/validation.h"
 
 namespace flatstate::server {
 namespace {
 
 using json = nlohmann::json;
-
-absl::Status Bad(absl::string_view field, absl::string_view why) {
-  return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
-}
-
-absl::StatusOr<json> ParseObject(absl::string_view body) {
-  json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return absl::InvalidArgumentError("body: not valid JSON");
-  if (!j.is_object()) return absl::InvalidArgumentError("body: must be a JSON object");
-  return j;
-}
-
-// The member `key` when present and not null.
-const json* Field(const json& j, const char* key) {
-  auto it = j.find(key);
-  return it == j.end() || it->is_null() ? nullptr : &*it;
-}
-
-absl::Status ReadString(const json& j, const char* key, std::string* out) {
-  const json* v = Field(j, key);
-  if (v == nullptr) return absl::OkStatus();
-  if (!v->is_string()) return Bad(key, "must be a string");
-  *out = v->get<std::string>();
-  return absl::OkStatus();
-}
-
-absl::Status ReadBool(const json& j, const char* key, bool* out) {
-  const json* v = Field(j, key);
-  if (v == nullptr) return absl::OkStatus();
-  if (!v->is_boolean()) return Bad(key, "must be a boolean");
-  *out = v->get<bool>();
-  return absl::OkStatus();
-}
 
 absl::Status ReadInt(const json& j, const char* key, std::optional<int64_t>* out) {
   const json* v = Field(j, key);

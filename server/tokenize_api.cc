@@ -4,43 +4,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/tokenizer/byte_tokenizer.h"
+#include "server/json_body.h"
 
 namespace flatstate::server {
 namespace {
 
 using json = nlohmann::json;
-
-absl::Status Bad(absl::string_view field, absl::string_view why) {
-  return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
-}
-
-absl::StatusOr<json> ParseObject(absl::string_view body) {
-  json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return absl::InvalidArgumentError("body: not valid JSON");
-  if (!j.is_object()) return absl::InvalidArgumentError("body: must be a JSON object");
-  return j;
-}
-
-const json* Field(const json& j, const char* key) {
-  auto it = j.find(key);
-  return it == j.end() || it->is_null() ? nullptr : &*it;
-}
-
-absl::Status ReadModel(const json& j, std::string* model) {
-  const json* v = Field(j, "model");
-  if (v == nullptr) return absl::OkStatus();
-  if (!v->is_string()) return Bad("model", "must be a string");
-  *model = v->get<std::string>();
-  return absl::OkStatus();
-}
-
-absl::Status ReadBool(const json& j, const char* key, bool* out) {
-  const json* v = Field(j, key);
-  if (v == nullptr) return absl::OkStatus();
-  if (!v->is_boolean()) return Bad(key, "must be a boolean");
-  *out = v->get<bool>();
-  return absl::OkStatus();
-}
 
 json Piece(const std::string& bytes) {
   if (IsValidUtf8(bytes)) return bytes;
@@ -55,7 +24,7 @@ absl::StatusOr<TokenizeRequest> ParseTokenizeRequest(absl::string_view body) {
   absl::StatusOr<json> j = ParseObject(body);
   if (!j.ok()) return j.status();
   TokenizeRequest r;
-  if (absl::Status s = ReadModel(*j, &r.model); !s.ok()) return s;
+  if (absl::Status s = ReadString(*j, "model", &r.model); !s.ok()) return s;
   const json* content = Field(*j, "content");
   if (content == nullptr) return Bad("content", "is required");
   if (!content->is_string()) return Bad("content", "must be a string");
@@ -85,7 +54,7 @@ absl::StatusOr<DetokenizeRequest> ParseDetokenizeRequest(absl::string_view body)
   absl::StatusOr<json> j = ParseObject(body);
   if (!j.ok()) return j.status();
   DetokenizeRequest r;
-  if (absl::Status s = ReadModel(*j, &r.model); !s.ok()) return s;
+  if (absl::Status s = ReadString(*j, "model", &r.model); !s.ok()) return s;
   const json* tokens = Field(*j, "tokens");
   if (tokens == nullptr) return Bad("tokens", "is required");
   if (!tokens->is_array()) return Bad("tokens", "must be an array of token ids");

@@ -51,9 +51,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<Model> mo
     const int threads = options.threads > 0
                             ? options.threads
                             : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-    e->threads_ = std::make_unique<ThreadPool>(threads);
-    pool = e->threads_.get();
+    e->owned_pool_ = std::make_unique<ThreadPool>(threads);
+    pool = e->owned_pool_.get();
   }
+  e->pool_ = pool;
   e->parallel_ = std::make_unique<PoolParallel>(pool);
   const ModelConfig& c = e->model_->config();
   if (c.has_kv()) {
@@ -281,7 +282,7 @@ absl::Status Engine::Step(std::span<const StepRequest> requests, std::vector<Ste
   // Each draw reads its own logits row and advances its own session's rng, so spreading the
   // draws over the pool changes no bit.
   const int V = config().vocab_size;
-  threads_->ParallelFor(static_cast<int64_t>(sampled_runs_.size()), [&](int64_t b, int64_t e) {
+  pool_->ParallelFor(static_cast<int64_t>(sampled_runs_.size()), [&](int64_t b, int64_t e) {
     thread_local SamplerScratch scratch;
     for (int64_t j = b; j < e; ++j) {
       const size_t r = sampled_runs_[static_cast<size_t>(j)];

@@ -221,7 +221,8 @@ class Engine {
   std::unique_ptr<Model> model_;
   EngineOptions options_;
   WeightDtype weight_dtype_ = WeightDtype::kF32;  // options_.weight_dtype resolved
-  std::unique_ptr<ThreadPool> threads_;  // null when EngineOptions::thread_pool is shared
+  std::unique_ptr<ThreadPool> owned_pool_;  // null when EngineOptions::thread_pool is shared
+  ThreadPool* pool_ = nullptr;              // the pool steps run on: owned_pool_ or the shared one
   std::unique_ptr<Parallel> parallel_;
   std::unique_ptr<KvBlockPool> kv_;
   std::unique_ptr<PrefixCache> cache_;  // after kv_: destroyed first, dropping its references
