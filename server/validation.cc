@@ -93,6 +93,10 @@ absl::StatusOr<GenerateJob> ValidateGenerate(const flatstate::v1::GenerateReques
       if (absl::Status s = model->tokenizer().ValidateIds(job.prompt, "prompt_tokens"); !s.ok()) {
         return s;
       }
+    } else if (models.models().empty()) {  // no models (validation-only): byte ids
+      if (absl::Status s = ValidateTokens(job.prompt, kByteVocabSize, "prompt_tokens"); !s.ok()) {
+        return s;
+      }
     }
   } else if (!req.prompt().empty()) {
     if (model != nullptr) {
