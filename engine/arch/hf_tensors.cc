@@ -136,25 +136,26 @@ absl::Status BindHfTensors(const std::vector<HfTensor>& table,
       continue;
     }
     const bool offset = e.kind == HfTensor::Kind::kNorm && config->norm_unit_offset;
+    float* copy = nullptr;  // the converted / fused / offset copy, when one is made
     if (src.size() == 1 && src[0]->dtype == "F32" && !offset) {
       *e.f32 = src[0]->f32();
     } else {
-      float* out = store->NewF32(total);
-      *e.f32 = out;
+      copy = store->NewF32(total);
+      *e.f32 = copy;
+      float* out = copy;
       for (const TensorView* t : src) {
         Widen(*t, out);
         out += t->num_elements();
       }
     }
     if (e.kind != HfTensor::Kind::kNorm) continue;
-    float* w = const_cast<float*>(*e.f32);
     for (int64_t i = 0; i < total; ++i) {
       if (!std::isfinite((*e.f32)[i])) {
         return absl::InvalidArgumentError(
             absl::StrCat(*files.Find(e.names[0]).path, ": tensor '", e.names[0], "': element ", i,
                          " is ", (*e.f32)[i], " (a norm weight must be finite)"));
       }
-      if (offset) w[i] += 1.f;
+      if (offset) copy[i] += 1.f;  // offset implies a copy
     }
   }
   return absl::OkStatus();

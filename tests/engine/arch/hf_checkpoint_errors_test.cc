@@ -7,7 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "engine/arch/hf_tensors.h"
 #include "engine/model/model.h"
+#include "engine/model/weight_files.h"
 #include "engine/model/safetensors.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -210,6 +212,28 @@ TEST(HfCheckpointErrors, UnknownKeysAreListedAndF32SingleFileLoads) {
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_EQ((*m)->ignored_config_keys(), std::vector<std::string>{"some_new_key"});
   EXPECT_EQ((*m)->config().torch_dtype, TorchDtype::kFloat32);
+}
+
+// RMSNorm with (1 + w) (ModelConfig::norm_unit_offset, Gemma's form): the binder folds the 1 into
+// a copy of the weight, widened from BF16; the mapping itself is never written.
+TEST(HfTensors, NormUnitOffsetFoldsOneIntoACopy) {
+  auto files = WeightFiles::Open(kTiny + "/");
+  ASSERT_TRUE(files.ok()) << files.status();
+  const TensorView* raw = (*files)->Find("model.norm.weight").tensor;
+  ASSERT_NE(raw, nullptr);
+  ModelConfig c;
+  c.norm_unit_offset = true;
+  const float* norm = nullptr;
+  TensorStore store;
+  const std::vector<HfTensor> table = {
+      {HfTensor::Kind::kNorm, {"model.norm.weight"}, {{96}}, &norm}};
+  // Only this tensor is in the table: every other one is "ignored" by its suffix here.
+  const absl::Status st =
+      BindHfTensors(table, {"weight", "bias"}, "Test", **files, &c, &store);
+  ASSERT_TRUE(st.ok()) << st;
+  ASSERT_NE(norm, nullptr);
+  EXPECT_NE(static_cast<const void*>(norm), static_cast<const void*>(raw->data));
+  for (int i = 0; i < 96; ++i) EXPECT_EQ(norm[i], FromBf16Bits(raw->bf16()[i]) + 1.f) << i;
 }
 
 }  // namespace
