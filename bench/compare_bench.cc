@@ -1,26 +1,35 @@
 // The flatstate side of the llama.cpp comparison (part of flatstate-bench, CPU only; see
 // bench/compare_llamacpp.sh and docs/benchmarks.md "llama.cpp side by side"):
 //
-//   Prefill/<model>/<type>/threads:T/len:N   one N-token prompt (N = 512, 4096) prefilled in
-//       chunked steps into a fresh session; items = prompt tokens.
-//   DecodeAtContext/<model>/<type>/threads:T/ctx:N   one batch-1 decode step with N = 0, 1024,
-//       16384 tokens of context; items = tokens. Counter context_bytes = what the step reads
-//       per token besides the weights: softmax the K and V rows of the context in the cache's
-//       element type (FLATSTATE_BENCH_KV_DTYPE, default f32); linear kinds the recurrent state
-//       (the same at every N).
+//   Prefill/<model>/<type>/threads:T/len:N   one N-token prompt prefilled in chunked steps into a
+//       fresh session; items = prompt tokens.
+//   Decode/<model>/<type>/threads:T/batch:1   one greedy batch-1 decode step at a 64-token
+//       context (the same-checkpoint rows only: the GPT-2-small models' batch-1 decode rows are
+//       engine_bench.cc's Decode/<model>/<type>/threads:T/batch:1); items = tokens.
+//   DecodeAtContext/<model>/<type>/threads:T/ctx:N   one greedy batch-1 decode step with N tokens
+//       of context; items = tokens. Counter context_bytes = what the step reads per token besides
+//       the weights: softmax the K and V rows of the context in the cache's element type
+//       (FLATSTATE_BENCH_KV_DTYPE, default f32); linear kinds the recurrent state (the same at
+//       every N).
 //
-// <model> is a GPT-2-small-shaped model (gpt2-small-linear_elu, gpt2-small-softmax), <type> the
-// layers' weight type (EngineOptions::weight_dtype). Every row has counter params = the model's
-// parameters (for the per-parameter ratios; llama.cpp's llama-bench reports its own). The batch-1
-// decode rows at 1 and 2 threads are engine_bench.cc's Decode/<model>/<type>/threads:T/batch:1.
+// Two row sets (CompareRows): the GPT-2-small-shaped models (gpt2-small-linear_elu,
+// gpt2-small-softmax; prefill 512 and 4096, depth 0 / 1k / 16k at 1 and 2 threads), and model
+// folders that llama.cpp runs too, converted from the same Hugging Face checkpoint
+// (FLATSTATE_BENCH_COMPARE_MODELS; prefill 512, decode at 1 and 2 threads, depth 0 and
+// FLATSTATE_BENCH_COMPARE_DEPTHS at 2 threads). <type> is the layers' weight type
+// (EngineOptions::weight_dtype). Every row has counter params = the model's parameters, counted
+// as llama.cpp's llama-bench counts them (every tensor's elements; for the same checkpoint the
+// per-parameter ratio is then 1).
 //
-// Only one engine is held at a time (an engine is 100-340 MB of packed weights, plus 1.2 GB of
-// K/V once a softmax session sits at a 16k context): the cases of one (model, type, threads) are
-// registered together, so each engine is built once per run unless the cases are interleaved.
+// Only one engine is held at a time (an engine is 100 MB to a few GB of packed weights, plus up to
+// 1.2 GB of K/V once a softmax session sits at a 16k context): the cases of one (model, type,
+// threads) are registered together, so each engine is built once per run unless the cases are
+// interleaved. The deep session's K/V rows are filled as far as the deepest case so far needs.
 #include "bench/compare_bench.h"
 
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -36,109 +45,151 @@
 namespace flatstate {
 namespace {
 
-constexpr int64_t kMaxDepth = 16384;
-constexpr int64_t kPrefillLens[] = {512, 4096};
-constexpr int64_t kDepths[] = {0, 1024, kMaxDepth};
-// Softmax pool: the depth session's kMaxDepth + 1 tokens plus one 4096-token prompt.
-constexpr int kKvBlocks = static_cast<int>((kMaxDepth + 1 + 4096) / 16 + 64);
+constexpr int64_t kDecodeCtx = 64;  // the context of the Decode rows (as engine_bench.cc's)
 
 [[noreturn]] void Die(const std::string& what, const absl::Status& status) {
   std::fprintf(stderr, "%s: %s\n", what.c_str(), std::string(status.message()).c_str());
   std::exit(1);
 }
 
-// The engine for the current (model, type, threads, K/V type), and a session that sits at up to
-// kMaxDepth tokens of context (for softmax with every K/V row filled; filled once per engine).
+// What a case needs its engine to be: the model folder, weight type, threads, K/V type, and how
+// many K/V blocks its pool has (the deepest context plus one longest prompt).
+struct EngineSpec {
+  std::string dir;
+  WeightDtype dtype;
+  int threads;
+  KvDtype kv_dtype;
+  int kv_blocks;
+};
+
+// Parameters as llama.cpp counts them: every tensor's elements. flatstate's own format here is
+// the f32 GPT-2-small files (4 bytes an element); Hugging Face folders are counted from the
+// shapes (their files may be bf16, or mix types).
+double Params(const Engine& e) {
+  const ModelConfig& c = e.config();
+  if (c.architecture == "flatstate") return static_cast<double>(e.model().weight_bytes()) / 4;
+  const ModelWeights& w = e.model().weights();
+  const double d = c.hidden_size;
+  double p = static_cast<double>(c.vocab_size) * d;  // the embedding
+  if (w.lm_head != nullptr && w.lm_head != w.embed) p += static_cast<double>(c.vocab_size) * d;
+  if (w.norm != nullptr) p += d;
+  for (const LayerWeights& l : w.layers) {
+    for (const GemmTensor* g : {&l.wqkv, &l.wo, &l.w1, &l.w2}) {
+      p += static_cast<double>(g->n) * static_cast<double>(g->k);
+    }
+    if (l.attn_norm != nullptr) p += d;
+    if (l.mlp_norm != nullptr) p += d;
+    if (l.bqkv != nullptr) p += static_cast<double>(l.wqkv.n);
+    if (l.bo != nullptr) p += d;
+    if (l.b1 != nullptr) p += static_cast<double>(l.w1.n);
+    if (l.b2 != nullptr) p += d;
+    if (l.q_norm != nullptr) p += c.head_dim;
+    if (l.k_norm != nullptr) p += c.head_dim;
+  }
+  return p;
+}
+
+// The engine for the current EngineSpec, and a session that sits at a context of up to the
+// deepest case's tokens (for softmax with every K/V row filled; rows are filled once per engine,
+// as far as a case has needed).
 class Held {
  public:
-  static Held& Get(const std::string& dir, WeightDtype dtype, int threads, KvDtype kv_dtype) {
+  static Held& Get(const EngineSpec& spec) {
     static Held held;
     const std::string key =
-        absl::StrCat(dir, "#", WeightDtypeName(dtype), "#", threads, "#", KvDtypeName(kv_dtype));
-    if (held.key_ != key) held.Load(key, dir, dtype, threads, kv_dtype);
+        absl::StrCat(spec.dir, "#", WeightDtypeName(spec.dtype), "#", spec.threads, "#",
+                     KvDtypeName(spec.kv_dtype), "#", spec.kv_blocks);
+    if (held.key_ != key) held.Load(key, spec);
     return held;
   }
 
   Engine* engine() { return engine_.get(); }
-  double params() const { return static_cast<double>(engine_->model().weight_bytes()) / 4; }
+  double params() const { return params_; }
+  // A token id every model has (65, "A" in the byte vocabularies).
+  int32_t token() const { return 65 % engine_->config().vocab_size; }
 
-  // The deep session moved to `ctx` (<= kMaxDepth) with one token pending.
+  // The deep session moved to `ctx` with one token pending.
   SessionState* AtContext(int64_t ctx) {
-    if (!deep_ready_) Fill();
+    if (!deep_ready_) {
+      deep_ = engine_->NewSession(SamplingParams{0.f, 0, 1.f, 1});
+      deep_ready_ = true;
+    }
+    Fill(ctx + 1);
     deep_.position = ctx;
-    deep_.pending = {65};
+    deep_.pending = {token()};
     return &deep_;
   }
 
  private:
-  void Load(const std::string& key, const std::string& dir, WeightDtype dtype, int threads,
-            KvDtype kv_dtype) {
+  void Load(const std::string& key, const EngineSpec& spec) {
     if (engine_ != nullptr && deep_ready_) engine_->ReleaseSession(&deep_);
     deep_ready_ = false;
     engine_.reset();  // free the old weights before loading the next ones
     key_.clear();
-    auto model = Model::Load(dir);
-    if (!model.ok()) Die(dir, model.status());
+    auto model = Model::Load(spec.dir);
+    if (!model.ok()) Die(spec.dir, model.status());
     EngineOptions o;
-    o.threads = threads;
-    o.kv_blocks = kKvBlocks;
-    o.weight_dtype = dtype;
-    o.kv_dtype = kv_dtype;
+    o.threads = spec.threads;
+    o.kv_blocks = spec.kv_blocks;
+    o.weight_dtype = spec.dtype;
+    o.kv_dtype = spec.kv_dtype;
     auto e = Engine::Create(std::move(*model), o);
-    if (!e.ok()) Die(dir, e.status());
+    if (!e.ok()) Die(spec.dir, e.status());
     engine_ = std::move(*e);
+    params_ = Params(*engine_);
     key_ = key;
+    x_ = 2463534242u;
   }
 
-  // The decode cost depends on the context length, not on the values: softmax gets its K/V rows
-  // filled with cheap pseudo-random values in [-1, 1); linear kinds only move their position
-  // (their state has a fixed size).
-  void Fill() {
-    deep_ = engine_->NewSession(SamplingParams{0.f, 0, 1.f, 1});
+  // The decode cost depends on the context length, not on the values: softmax gets the K/V rows
+  // of the deep session's first `tokens` slots filled with cheap pseudo-random values in [-1, 1)
+  // (rows kv_dim() wide in each of the pool's kv_layers() layers); linear kinds only move their
+  // position (their state has a fixed size).
+  void Fill(int64_t tokens) {
     KvBlockPool* pool = engine_->kv_pool();
-    if (pool != nullptr) {
-      if (auto st = pool->Reserve(&deep_.kv_blocks, kMaxDepth + 1); !st.ok()) Die("KV", st);
-      const ModelConfig& c = engine_->config();
-      uint32_t x = 2463534242u;
-      std::vector<float> row(c.hidden_size);
-      for (int32_t b : deep_.kv_blocks) {
-        for (int l = 0; l < c.num_hidden_layers; ++l) {
-          for (int slot = 0; slot < pool->block_size(); ++slot) {
-            for (int kv = 0; kv < 2; ++kv) {
-              for (int d = 0; d < c.hidden_size; ++d) {
-                x ^= x << 13, x ^= x >> 17, x ^= x << 5;
-                row[d] = static_cast<float>(x >> 8) * (2.f / 16777216.f) - 1.f;
-              }
-              pool->WriteRow(b, l, kv, slot, row.data());  // in the pool's KvDtype
+    if (pool == nullptr) return;
+    const size_t filled = deep_.kv_blocks.size();
+    if (auto st = pool->Reserve(&deep_.kv_blocks, tokens); !st.ok()) Die("KV", st);
+    const ModelConfig& c = engine_->config();
+    std::vector<float> row(static_cast<size_t>(c.kv_dim()));
+    for (size_t i = filled; i < deep_.kv_blocks.size(); ++i) {
+      for (int l = 0; l < c.kv_layers(); ++l) {
+        for (int slot = 0; slot < pool->block_size(); ++slot) {
+          for (int kv = 0; kv < 2; ++kv) {
+            for (float& v : row) {
+              x_ ^= x_ << 13, x_ ^= x_ >> 17, x_ ^= x_ << 5;
+              v = static_cast<float>(x_ >> 8) * (2.f / 16777216.f) - 1.f;
             }
+            pool->WriteRow(deep_.kv_blocks[i], l, kv, slot, row.data());  // in the pool's KvDtype
           }
         }
       }
     }
-    deep_ready_ = true;
   }
 
   std::string key_;
   std::unique_ptr<Engine> engine_;
+  double params_ = 0;
   SessionState deep_;
   bool deep_ready_ = false;
+  uint32_t x_ = 2463534242u;
 };
 
-std::vector<int32_t> PromptTokens(int64_t n) {
+// n fixed pseudo-random token ids in [0, vocab).
+std::vector<int32_t> PromptTokens(int64_t n, int vocab) {
   std::vector<int32_t> t(static_cast<size_t>(n));
   uint32_t x = 5;
   for (auto& v : t) {
     x = x * 1664525u + 1013904223u;
-    v = static_cast<int32_t>(x >> 24);  // 0..255: the byte vocabulary
+    v = static_cast<int32_t>((x >> 8) % static_cast<uint32_t>(vocab));
   }
   return t;
 }
 
-void PrefillCase(benchmark::State& state, std::string dir, WeightDtype dtype, int threads,
-                 KvDtype kv_dtype) {
-  Held& held = Held::Get(dir, dtype, threads, kv_dtype);
+void PrefillCase(benchmark::State& state, EngineSpec spec) {
+  Held& held = Held::Get(spec);
   Engine* e = held.engine();
-  const std::vector<int32_t> prompt = PromptTokens(state.range(0));
+  const std::vector<int32_t> prompt = PromptTokens(state.range(0), e->config().vocab_size);
   std::vector<StepResult> res;
   for (auto _ : state) {
     SessionState s = e->NewSession({});
@@ -159,11 +210,11 @@ void PrefillCase(benchmark::State& state, std::string dir, WeightDtype dtype, in
   state.counters["params"] = held.params();
 }
 
-void DecodeAtDepthCase(benchmark::State& state, std::string dir, WeightDtype dtype, int threads,
-                       KvDtype kv_dtype) {
-  Held& held = Held::Get(dir, dtype, threads, kv_dtype);
+// One batch-1 decode step at context `ctx` (< 0: the case's argument).
+void DecodeAtDepthCase(benchmark::State& state, EngineSpec spec, int64_t ctx) {
+  Held& held = Held::Get(spec);
   Engine* e = held.engine();
-  const int64_t ctx = state.range(0);
+  if (ctx < 0) ctx = state.range(0);
   SessionState* s = held.AtContext(ctx);
   StepRequest req{s, 1, true};
   std::vector<StepResult> res;
@@ -184,21 +235,56 @@ void DecodeAtDepthCase(benchmark::State& state, std::string dir, WeightDtype dty
 
 }  // namespace
 
+CompareRows Gpt2CompareRows() { return CompareRows{{512, 4096}, {0, 1024, 16384}, {1, 2}, false}; }
+
+CompareRows CheckpointCompareRows(const std::vector<int64_t>& depths) {
+  CompareRows rows{{512}, {0}, {2}, true};
+  for (int64_t d : depths) {
+    if (d > 0 && std::find(rows.depths.begin(), rows.depths.end(), d) == rows.depths.end()) {
+      rows.depths.push_back(d);
+    }
+  }
+  std::sort(rows.depths.begin(), rows.depths.end());
+  return rows;
+}
+
 void RegisterCompareBenchmarks(const std::vector<std::pair<std::string, std::string>>& models,
-                               const std::vector<WeightDtype>& dtypes, KvDtype kv_dtype) {
+                               const std::vector<WeightDtype>& dtypes, KvDtype kv_dtype,
+                               const CompareRows& rows) {
+  // The pool: the deep session's deepest context (+ 1 token) and one longest prompt.
+  int64_t deepest = rows.decode ? kDecodeCtx : 0, longest = 0;
+  for (int64_t d : rows.depths) deepest = std::max(deepest, d);
+  for (int64_t n : rows.prefill_lens) longest = std::max(longest, n);
+  const int block = EngineOptions{}.kv_block_size;
+  const int kv_blocks = static_cast<int>(KvBlockPool::BlocksFor(deepest + 1, block) +
+                                         KvBlockPool::BlocksFor(longest, block) + 64);
   for (const auto& [name, dir] : models) {
     for (WeightDtype dtype : dtypes) {
       for (int threads : {1, 2}) {
+        const EngineSpec spec{dir, dtype, threads, kv_dtype, kv_blocks};
         const std::string tag =
             absl::StrCat(name, "/", WeightDtypeName(dtype), "/threads:", threads);
-        auto* p = benchmark::RegisterBenchmark(absl::StrCat("Prefill/", tag).c_str(), PrefillCase,
-                                               dir, dtype, threads, kv_dtype);
-        p->ArgName("len")->Unit(benchmark::kMillisecond)->UseRealTime();
-        for (int64_t len : kPrefillLens) p->Arg(len);
-        auto* d = benchmark::RegisterBenchmark(absl::StrCat("DecodeAtContext/", tag).c_str(),
-                                               DecodeAtDepthCase, dir, dtype, threads, kv_dtype);
-        d->ArgName("ctx")->Unit(benchmark::kMillisecond)->UseRealTime();
-        for (int64_t ctx : kDepths) d->Arg(ctx);
+        if (!rows.prefill_lens.empty()) {
+          auto* p = benchmark::RegisterBenchmark(absl::StrCat("Prefill/", tag).c_str(), PrefillCase,
+                                                 spec);
+          p->ArgName("len")->Unit(benchmark::kMillisecond)->UseRealTime();
+          for (int64_t len : rows.prefill_lens) p->Arg(len);
+        }
+        if (rows.decode) {
+          benchmark::RegisterBenchmark(absl::StrCat("Decode/", tag).c_str(), DecodeAtDepthCase,
+                                       spec, kDecodeCtx)
+              ->ArgName("batch")
+              ->Arg(1)
+              ->Unit(benchmark::kMillisecond)
+              ->UseRealTime();
+        }
+        if (!rows.depths.empty() && std::find(rows.depth_threads.begin(), rows.depth_threads.end(),
+                                              threads) != rows.depth_threads.end()) {
+          auto* d = benchmark::RegisterBenchmark(absl::StrCat("DecodeAtContext/", tag).c_str(),
+                                                 DecodeAtDepthCase, spec, int64_t{-1});
+          d->ArgName("ctx")->Unit(benchmark::kMillisecond)->UseRealTime();
+          for (int64_t ctx : rows.depths) d->Arg(ctx);
+        }
       }
     }
   }

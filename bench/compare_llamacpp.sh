@@ -1,23 +1,38 @@
 #!/usr/bin/env bash
-# flatstate against llama.cpp on the GPT-2-small width, CPU, back to back in one run (issue 15;
-# results and how to build llama.cpp offline: docs/benchmarks.md "llama.cpp side by side").
+# flatstate against llama.cpp on the CPU, back to back in one run (issue 15, issue 26; results and
+# how to build llama.cpp offline: docs/benchmarks.md "llama.cpp side by side").
 #
 #   bash bench/compare_llamacpp.sh LLAMA_BUILD_DIR [OUT_DIR]
+#   SAME_CHECKPOINT=1 bash bench/compare_llamacpp.sh LLAMA_BUILD_DIR [OUT_DIR]
 #
 # LLAMA_BUILD_DIR: a llama.cpp CMake build holding bin/llama-bench and bin/llama-quantize.
 # llama.cpp is a benchmark dependency only: nothing in flatstate's build or tests needs it.
 # Needs build/bench/flatstate-bench (cmake --build build --target flatstate-bench).
 #
-# 1. GGUFs in $GGUF_DIR (default /tmp/flatstate-llama; reused when present): tools/export_gguf.py
-#    writes the F32 llama-architecture model (random weights, 113.7 M parameters), llama-quantize
-#    makes BF16 and Q8_0 from it.
+# Two row sets:
+# - default (issue 15): the GPT-2-small width. flatstate runs its own GPT-2-small-shaped models
+#   (gpt2-small-linear_elu, gpt2-small-softmax); llama.cpp a llama-architecture GGUF of the same
+#   width (tools/export_gguf.py: random F32 weights, 113.7 M parameters against flatstate's 85.4 M,
+#   hence the per-parameter ratios), in $GGUF_DIR (default /tmp/flatstate-llama; reused).
+# - SAME_CHECKPOINT=1 (issue 26): both engines run the same Hugging Face LlamaForCausalLM
+#   checkpoint. tools/hf_llama.py writes it (random bf16 weights, shape SAME_HF_ARGS, default a
+#   ~0.34 B model: hidden 1024, MLP 2816, 24 layers, 16 heads, 4 K/V heads (GQA), head_dim 64,
+#   the tokenizer trained on tiny-Shakespeare at its largest vocabulary, 33,799) into
+#   $CKPT_DIR/$CKPT_NAME (default /tmp/flatstate-llama-same/hf-llama; reused while
+#   $CKPT_DIR/hf_args.txt matches SAME_HF_ARGS); llama.cpp's own convert_hf_to_gguf.py makes the
+#   F32 GGUF exactly as tools/llamacpp_parity.sh runs it (its step-2 block, read out of that
+#   script: the transformers stand-in and the float8 shim; LLAMA_SRC is the llama.cpp source tree,
+#   default LLAMA_BUILD_DIR/..); flatstate-bench loads the folder itself
+#   (FLATSTATE_BENCH_COMPARE_MODELS). No prefill of 4096 in this set.
+#
+# 1. The F32 GGUF as above; llama-quantize makes BF16 and Q8_0 from it.
 # 2. For each weight type pair (flatstate f32 / bf16 / int8 vs llama.cpp F32 / BF16 / Q8_0),
 #    llama-bench then flatstate-bench, with `uptime` before and after each:
 #      decode at batch 1, 1 and 2 threads   llama-bench -n 64 (tg64 from depth 0) |
 #                                           Decode/<model>/<type>/threads:T/batch:1
-#      prefill 512 (1 and 2 threads) and 4096 (PP4096_THREADS, default 2)
+#      prefill 512 (1 and 2 threads) and, default set only, 4096 (PP4096_THREADS, default 2)
 #                                           llama-bench -p N | Prefill/<model>/<type>/threads:T/len:N
-#      decode at depth 0 / 1k / 16k, 2 threads
+#      decode at depth 0 and DEPTHS, 2 threads
 #                                           llama-bench -n 32 -d N |
 #                                           DecodeAtContext/<model>/<type>/threads:2/ctx:N
 #    Every case runs REPS times (default 3: llama-bench -r, --benchmark_repetitions).
@@ -26,8 +41,10 @@
 #
 # Raw outputs in OUT_DIR (default /tmp/compare-llamacpp-<UTC time>): llama-<TYPE>-*.json,
 # flatstate-<type>.json, *.txt (the programs' own tables), machine.txt, run.log, table.md.
-# Env: REPS, TYPES (default "f32 bf16 int8"), PP4096_THREADS ("2" or "1 2"), DEPTHS (default
-# "1024 16384"; depth 0 always runs), GGUF_DIR,
+# Env: REPS, TYPES (default "f32 bf16 int8"), PP4096_THREADS ("2" or "1 2"; default set only),
+# DEPTHS (default "1024 16384", SAME_CHECKPOINT=1: "16384"; depth 0 always runs), GGUF_DIR,
+# SAME_CHECKPOINT, SAME_HF_ARGS, CKPT_DIR, CKPT_NAME, LLAMA_SRC, REFERENCE (1: first the memory
+# bandwidth and GEMM reference rows; 0 skips them),
 # FLATSTATE_BENCH (default build/bench/flatstate-bench), PYTHON (default /usr/bin/python3),
 # FLATSTATE_BENCH_KV_DTYPE (f32 default, or bf16: flatstate's softmax K/V cache; llama.cpp's is
 # f16 at its defaults).
@@ -42,15 +59,30 @@ LLAMA_BIN="$1/bin"
 OUT="${2:-/tmp/compare-llamacpp-$(date -u +%Y%m%dT%H%M%SZ)}"
 REPS="${REPS:-3}"
 TYPES="${TYPES:-f32 bf16 int8}"
-PP4096_THREADS="${PP4096_THREADS:-2}"
-DEPTHS="${DEPTHS:-1024 16384}"
+SAME_CHECKPOINT="${SAME_CHECKPOINT:-0}"
+REFERENCE="${REFERENCE:-1}"
+if [[ "$SAME_CHECKPOINT" == 1 ]]; then
+  PP4096_THREADS=""
+  DEPTHS="${DEPTHS:-16384}"
+  # The largest vocabulary python3-sentencepiece's BPE trainer accepts on tiny-Shakespeare (with
+  # tools/hf_llama.py's trainer settings; more is refused: "Please set it to a value <= 33799").
+  SAME_HF_ARGS="${SAME_HF_ARGS:---vocab_size 33799 --hidden_size 1024 --intermediate_size 2816 \
+--num_hidden_layers 24 --num_attention_heads 16 --num_key_value_heads 4 --head_dim 64 \
+--max_position_embeddings 32768 --dtype bfloat16 --seed 1}"
+  CKPT_DIR="${CKPT_DIR:-/tmp/flatstate-llama-same}"
+  CKPT_NAME="${CKPT_NAME:-hf-llama}"
+  LLAMA_SRC="${LLAMA_SRC:-$1/..}"
+else
+  PP4096_THREADS="${PP4096_THREADS:-2}"
+  DEPTHS="${DEPTHS:-1024 16384}"
+fi
 GGUF_DIR="${GGUF_DIR:-/tmp/flatstate-llama}"
 FLATSTATE_BENCH="${FLATSTATE_BENCH:-build/bench/flatstate-bench}"
 PYTHON="${PYTHON:-/usr/bin/python3}"
 for exe in "$LLAMA_BIN/llama-bench" "$LLAMA_BIN/llama-quantize" "$FLATSTATE_BENCH"; do
   [[ -x "$exe" ]] || { echo "error: $exe not found (see the header of $0)" >&2; exit 1; }
 done
-mkdir -p "$OUT" "$GGUF_DIR"
+mkdir -p "$OUT"
 log() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$OUT/run.log"; }
 load() { log "uptime: $(uptime)"; }
 
@@ -59,22 +91,68 @@ load() { log "uptime: $(uptime)"; }
   echo "flatstate: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (dirty)')"
   echo "llama-bench: $("$LLAMA_BIN/llama-bench" --version 2>&1 | head -1 || true)"
   echo "flatstate K/V cache: ${FLATSTATE_BENCH_KV_DTYPE:-f32}"
+  if [[ "$SAME_CHECKPOINT" == 1 ]]; then
+    echo "same checkpoint: $CKPT_DIR/$CKPT_NAME (tools/hf_llama.py $SAME_HF_ARGS)"
+  fi
   lscpu | grep -E '^(Model name|CPU\(s\)|Thread|Core|L2|L3)'
   grep -m1 -o -w -E 'avx512_bf16|amx_bf16' /proc/cpuinfo || echo "no avx512_bf16"
   free -g | head -2
 } >"$OUT/machine.txt"
 cat "$OUT/machine.txt"
 
-# 1. The GGUFs.
-F32_GGUF="$GGUF_DIR/gpt2-small-width-F32.gguf"
-if [[ ! -s "$F32_GGUF" ]]; then
-  log "writing $F32_GGUF"
-  "$PYTHON" tools/export_gguf.py --out "$F32_GGUF" | tee -a "$OUT/run.log"
-fi
+# 1. The GGUFs (and the same checkpoint's folder).
 declare -A LLAMA_TYPE=([f32]=F32 [bf16]=BF16 [int8]=Q8_0)
+if [[ "$SAME_CHECKPOINT" == 1 ]]; then
+  [[ "$CKPT_NAME" =~ ^[A-Za-z0-9_.-]+$ ]] ||
+    { echo "error: CKPT_NAME '$CKPT_NAME': letters, digits, '_', '.' and '-' only" >&2; exit 1; }
+  HF="$CKPT_DIR/$CKPT_NAME"
+  gguf_of() {  # F32 is the name tools/llamacpp_parity.sh's converter step writes
+    if [[ "$1" == F32 ]]; then echo "$CKPT_DIR/model-f32.gguf"; else echo "$CKPT_DIR/model-$1.gguf"; fi
+  }
+  # Written anew (GGUFs included) when the shape asked for is not the one on disk.
+  if [[ ! -s "$HF/config.json" ||
+        "$(cat "$CKPT_DIR/hf_args.txt" 2>/dev/null)" != "$SAME_HF_ARGS" ]]; then
+    rm -rf "$HF" "$CKPT_DIR"/model-*.gguf "$CKPT_DIR/hf_args.txt"
+    mkdir -p "$CKPT_DIR"
+    log "writing $HF: tools/hf_llama.py $SAME_HF_ARGS"
+    # shellcheck disable=SC2086
+    "$PYTHON" tools/hf_llama.py --out "$HF" $SAME_HF_ARGS | tee -a "$OUT/run.log"
+    echo "$SAME_HF_ARGS" >"$CKPT_DIR/hf_args.txt"
+  fi
+  F32_GGUF="$(gguf_of F32)"
+  if [[ ! -s "$F32_GGUF" ]]; then
+    # tools/llamacpp_parity.sh's step 2 (shims, converter command, log), run with its variables:
+    # LLAMA (the source tree), OUT (here the checkpoint folder), HF and PY.
+    convert=$(sed -n "/^# 2\. llama.cpp's converter/,/^# 3\. /p" tools/llamacpp_parity.sh | sed '$d')
+    if [[ "$convert" != *run_convert.py* || "$convert" != *'$OUT/model-f32.gguf'* ]]; then
+      echo "error: tools/llamacpp_parity.sh has no step-2 converter block any more" >&2
+      exit 1
+    fi
+    [[ -f "$LLAMA_SRC/convert_hf_to_gguf.py" ]] ||
+      { echo "error: $LLAMA_SRC/convert_hf_to_gguf.py not found (set LLAMA_SRC)" >&2; exit 1; }
+    log "convert_hf_to_gguf.py --outtype f32 -> $F32_GGUF"
+    (LLAMA=$(cd "$LLAMA_SRC" && pwd) OUT="$CKPT_DIR" PY="$PYTHON"; eval "$convert") |
+      tee -a "$OUT/run.log"
+  fi
+  # flatstate-bench's rows for the folder (bench/compare_bench.cc), named by its base name.
+  export FLATSTATE_BENCH_COMPARE_MODELS="$HF"
+  export FLATSTATE_BENCH_COMPARE_DEPTHS="${DEPTHS// /,}"
+  MODEL_RE="${CKPT_NAME//./\\.}"
+  PP_RE="threads:[12]/len:512"
+else
+  mkdir -p "$GGUF_DIR"
+  gguf_of() { echo "$GGUF_DIR/gpt2-small-width-$1.gguf"; }
+  F32_GGUF="$(gguf_of F32)"
+  if [[ ! -s "$F32_GGUF" ]]; then
+    log "writing $F32_GGUF"
+    "$PYTHON" tools/export_gguf.py --out "$F32_GGUF" | tee -a "$OUT/run.log"
+  fi
+  MODEL_RE="gpt2-small-[a-z_]+"
+  PP_RE="(threads:[12]/len:512|threads:(${PP4096_THREADS// /|})/len:4096)"
+fi
 for t in $TYPES; do
   lt="${LLAMA_TYPE[$t]}"
-  g="$GGUF_DIR/gpt2-small-width-$lt.gguf"
+  g="$(gguf_of "$lt")"
   if [[ "$lt" != F32 && ! -s "$g" ]]; then
     log "llama-quantize -> $g"
     "$LLAMA_BIN/llama-quantize" "$F32_GGUF" "$g" "$lt" >>"$OUT/run.log" 2>&1
@@ -84,20 +162,31 @@ done
 # 2. Back to back, per weight type.
 # What the machine gives right now: one thread's read bandwidth, and the layer GEMMs alone at batch
 # 1 (bandwidth-bound) and 64 (compute-bound), 1 and 2 threads.
-load
-"$FLATSTATE_BENCH" \
-  --benchmark_filter='^(MemoryReadBandwidth|GemmModel/(f32|bf16|int8)/best/threads:[12]/batch:(1|64)/)' \
-  --benchmark_out="$OUT/flatstate-reference.json" --benchmark_out_format=json \
-  2>>"$OUT/run.log" | tee "$OUT/flatstate-reference.txt"
+# (GPT-2-small's GEMM shapes in both sets.)
+if [[ "$REFERENCE" == 1 ]]; then
+  load
+  "$FLATSTATE_BENCH" \
+    --benchmark_filter='^(MemoryReadBandwidth|GemmModel/(f32|bf16|int8)/best/threads:[12]/batch:(1|64)/)' \
+    --benchmark_out="$OUT/flatstate-reference.json" --benchmark_out_format=json \
+    2>>"$OUT/run.log" | tee "$OUT/flatstate-reference.txt"
+fi
 for t in $TYPES; do
   lt="${LLAMA_TYPE[$t]}"
-  g="$GGUF_DIR/gpt2-small-width-$lt.gguf"
-  lb() {  # llama-bench NAME ARGS...: JSON to llama-$lt-NAME.json, its table to .txt
-    local name="$1"; shift
+  g="$(gguf_of "$lt")"
+  # llama-bench NAME ARGS...: JSON to llama-$lt-NAME.json, its table to .txt. A llama-bench that
+  # fails (a crash: e.g. an AMX build on a VM that faults on tile instructions) is logged and its
+  # output kept as llama-$lt-NAME.failed; the run goes on, and the table leaves those cells out.
+  lb() {
+    local name="$1" rc=0; shift
     load
     log "llama-bench $lt $name: $*"
     "$LLAMA_BIN/llama-bench" -m "$g" -r "$REPS" "$@" -o json >"$OUT/llama-$lt-$name.json" \
-      2>>"$OUT/run.log"
+      2>>"$OUT/run.log" || rc=$?
+    if [[ $rc != 0 ]]; then
+      mv "$OUT/llama-$lt-$name.json" "$OUT/llama-$lt-$name.failed"
+      log "llama-bench $lt $name FAILED (exit status $rc); its output: llama-$lt-$name.failed"
+      return 0
+    fi
     "$PYTHON" - "$OUT/llama-$lt-$name.json" <<'EOF' | tee "$OUT/llama-$lt-$name.txt"
 import json, sys
 for r in json.load(open(sys.argv[1])):
@@ -107,14 +196,13 @@ for r in json.load(open(sys.argv[1])):
 EOF
   }
   lb decode-pp512 -t 1,2 -p 512 -n 64
-  lb pp4096 -t "${PP4096_THREADS// /,}" -p 4096 -n 0
+  if [[ -n "$PP4096_THREADS" ]]; then lb pp4096 -t "${PP4096_THREADS// /,}" -p 4096 -n 0; fi
   lb depth -t 2 -p 0 -n 32 -d "${DEPTHS// /,}"
   load
 
-  pp4096="threads:(${PP4096_THREADS// /|})/len:4096"
-  filter="^(Decode/gpt2-small-[a-z_]+/$t/threads:[12]/batch:1/"
-  filter+="|Prefill/gpt2-small-[a-z_]+/$t/(threads:[12]/len:512|$pp4096)/"
-  filter+="|DecodeAtContext/gpt2-small-[a-z_]+/$t/threads:2/ctx:(0|${DEPTHS// /|})/)"
+  filter="^(Decode/$MODEL_RE/$t/threads:[12]/batch:1/"
+  filter+="|Prefill/$MODEL_RE/$t/$PP_RE/"
+  filter+="|DecodeAtContext/$MODEL_RE/$t/threads:2/ctx:(0|${DEPTHS// /|})/)"
   log "flatstate-bench $t: $filter"
   "$FLATSTATE_BENCH" --benchmark_filter="$filter" --benchmark_repetitions="$REPS" \
     --benchmark_out="$OUT/flatstate-$t.json" --benchmark_out_format=json \

@@ -17,6 +17,11 @@
 //   Prefill/<model>/chunked|token_by_token/len:4096   prefill tokens/s
 //   Prefill/<gpt2 model>/<type>/threads:T/len:N, DecodeAtContext/<gpt2 model>/<type>/threads:T/
 //       ctx:N   the llama.cpp comparison's rows (bench/compare_bench.cc; CPU only)
+//   Prefill/<name>/<type>/threads:T/len:512, Decode/<name>/<type>/threads:T/batch:1,
+//       DecodeAtContext/<name>/<type>/threads:2/ctx:N   the same-checkpoint comparison's rows
+//       for each folder in FLATSTATE_BENCH_COMPARE_MODELS=dir1,dir2 (e.g. a Hugging Face
+//       LlamaForCausalLM folder llama.cpp runs converted; <name> its base name), N = 0 and
+//       FLATSTATE_BENCH_COMPARE_DEPTHS=N1,N2 (default 16384) (bench/compare_bench.cc; CPU only)
 //   MemoryReadBandwidth         single-thread streaming read of 1 GiB (bytes/s)
 // With FLATSTATE_BENCH_DEVICE=cuda also (issue 17's shapes; see docs/gpu.md):
 //   DeviceDecode/<gpt2-small model>/batch:B/ctx:C   one decode step for B sessions at context C,
@@ -30,13 +35,17 @@
 // FLATSTATE_BENCH_KV_DTYPE sets the softmax K/V cache's.
 #include <benchmark/benchmark.h>
 
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "bench/bench_engines.h"
@@ -139,10 +148,10 @@ void PrefillTokenByToken(benchmark::State& state, std::string dir, int threads) 
 // read and written, or its K/V over the context read and the new row written.
 double DecodeBytesPerStep(const Engine& e, int batch, int64_t ctx) {
   const ModelConfig& c = e.config();
-  const double per_session =
-      c.is_linear() ? 2.0 * static_cast<double>(c.state_bytes())
-                    : 2.0 * sizeof(float) * c.num_hidden_layers * c.hidden_size * (ctx + 1.0) +
-                          2.0 * sizeof(float) * c.num_hidden_layers * c.hidden_size;
+  // A token's K and V rows: kv_dim() floats each in every one of the kv_layers() layers.
+  const double kv_row_bytes = 2.0 * sizeof(float) * c.kv_layers() * c.kv_dim();
+  const double per_session = c.is_linear() ? 2.0 * static_cast<double>(c.state_bytes())
+                                           : kv_row_bytes * (ctx + 1.0) + kv_row_bytes;
   return StepWeightBytes(e) + batch * per_session;
 }
 
@@ -193,6 +202,34 @@ void MemoryReadBandwidth(benchmark::State& state) {
     benchmark::DoNotOptimize(s0 + s1 + s2 + s3 + s4 + s5 + s6 + s7);
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * n * sizeof(float)));
+}
+
+// The same-checkpoint comparison's rows (bench/compare_llamacpp.sh SAME_CHECKPOINT=1): one set per
+// folder in FLATSTATE_BENCH_COMPARE_MODELS=dir1,dir2, named by its base name, at depth 0 and the
+// depths in FLATSTATE_BENCH_COMPARE_DEPTHS=N1,N2 (default 16384).
+void RegisterSameCheckpointRows(const std::vector<WeightDtype>& dtypes) {
+  const char* dirs = std::getenv("FLATSTATE_BENCH_COMPARE_MODELS");
+  if (dirs == nullptr) return;
+  std::vector<std::pair<std::string, std::string>> models;
+  for (absl::string_view piece : absl::StrSplit(dirs, ',', absl::SkipEmpty())) {
+    std::string d(piece);
+    while (d.size() > 1 && d.back() == '/') d.pop_back();
+    models.emplace_back(fs::path(d).filename().string(), d);
+  }
+  std::vector<int64_t> depths = {16384};
+  if (const char* ds = std::getenv("FLATSTATE_BENCH_COMPARE_DEPTHS")) {
+    depths.clear();
+    for (absl::string_view d : absl::StrSplit(ds, ',', absl::SkipEmpty())) {
+      int64_t n = 0;
+      if (!absl::SimpleAtoi(d, &n) || n < 0) {
+        std::fprintf(stderr, "FLATSTATE_BENCH_COMPARE_DEPTHS: '%s' is not a depth\n",
+                     std::string(d).c_str());
+        std::exit(1);
+      }
+      depths.push_back(n);
+    }
+  }
+  RegisterCompareBenchmarks(models, dtypes, BenchKvDtype(), CheckpointCompareRows(depths));
 }
 
 void RegisterAll() {
@@ -267,7 +304,8 @@ void RegisterAll() {
   if (std::string(BenchDevice()) == "cpu") {
     // The two GPT-2-small models, emplaced last above.
     RegisterCompareBenchmarks(decltype(models)(models.end() - 2, models.end()), dtypes,
-                              BenchKvDtype());
+                              BenchKvDtype(), Gpt2CompareRows());
+    RegisterSameCheckpointRows(dtypes);
   }
   for (const auto& [name, dir] : models) {
     if (name.rfind("gpt2", 0) == 0) continue;  // context sweep on the shipped models

@@ -8,6 +8,11 @@ Q8_0): llama-<TYPE>-*.json (llama-bench -o json) and flatstate-<type>.json (flat
 --benchmark_out, Google Benchmark JSON). Every case ran REPS times; the table takes the fastest
 repetition of each (the least disturbed on a shared machine) and the CSV has the median beside it.
 
+flatstate's rows are named <family>/<model>/<type>/...: one table row per model, labelled by the
+model's name less a "gpt2-small-" prefix (linear_elu, softmax; a same-checkpoint run's folder
+name, e.g. hf-llama). When every flatstate row has llama.cpp's parameter count (the same
+checkpoint, SAME_CHECKPOINT=1), the ratios are per token only: per parameter is the same number.
+
 Columns (tok/s): decode at batch 1 on 1 and 2 threads (llama.cpp: tg at depth 0; flatstate:
 Decode/<model>/<type>/threads:T/batch:1, at a 64-token context), prefill of 512 tokens on 1 and 2
 threads and of 4096 on 2 (and 1 if run), decode at depth 0 / 1k / 16k on 2 threads (llama.cpp:
@@ -27,22 +32,22 @@ import sys
 from typing import Dict, List, Optional, Tuple
 
 PAIRS = [("f32", "F32"), ("bf16", "BF16"), ("int8", "Q8_0")]
-KINDS = ["linear_elu", "softmax"]
+KINDS = ["linear_elu", "softmax"]  # the GPT-2-small models' order; other models follow, sorted
 
 Key = Tuple[str, int, int]  # ("decode" | "pp" | "depth", threads, tokens: prompt or depth)
 
 
 def columns(present: set) -> List[Tuple[Key, str]]:
-    cols: List[Tuple[Key, str]] = []
-    for t in (1, 2):
-        cols.append((("decode", t, 0), f"decode {t}t"))
-    for n in (512, 4096):
-        for t in (1, 2):
-            cols.append((("pp", t, n), f"pp{n} {t}t"))
-    for d in (0, 1024, 16384):
-        for t in (1, 2):
-            cols.append((("depth", t, d), f"decode@{d // 1024}k {t}t" if d else f"decode@0 {t}t"))
-    return [(k, name) for k, name in cols if k in present]
+    """The columns for the keys in `present`: decode, then prefill by length, then decode at
+    depth by depth (whatever prompt lengths and depths were run), threads ascending in each."""
+    def depth_name(d: int) -> str:
+        return f"{d // 1024}k" if d and d % 1024 == 0 else str(d)
+
+    name = {"decode": lambda t, n: f"decode {t}t", "pp": lambda t, n: f"pp{n} {t}t",
+            "depth": lambda t, n: f"decode@{depth_name(n)} {t}t"}
+    order = {"decode": 0, "pp": 1, "depth": 2}
+    keys = sorted(present, key=lambda k: (order[k[0]], k[2], k[1]))
+    return [(k, name[k[0]](k[1], k[2])) for k in keys]
 
 
 class Stat:
@@ -77,8 +82,18 @@ def read_llama(path: str, out: Dict[Key, Stat]) -> None:
         out[key] = Stat(samples, float(r["model_n_params"]))
 
 
-NAME = re.compile(r"^(Decode|Prefill|DecodeAtContext)/gpt2-small-(\w+)/(\w+)/threads:(\d+)/"
+NAME = re.compile(r"^(Decode|Prefill|DecodeAtContext)/([^/]+)/(\w+)/threads:(\d+)/"
                   r"(batch|len|ctx):(\d+)(/|$)")
+
+
+def kind_of(model: str) -> str:
+    """The table's name for a flatstate model: gpt2-small-<kind> -> <kind>, others as named."""
+    return model[len("gpt2-small-"):] if model.startswith("gpt2-small-") else model
+
+
+def kinds_in(fs: Dict[str, Dict[str, Dict[Key, "Stat"]]]) -> List[str]:
+    found = {k for per_kind in fs.values() for k in per_kind}
+    return [k for k in KINDS if k in found] + sorted(found - set(KINDS))
 
 
 def read_flatstate(path: str, out: Dict[str, Dict[Key, Stat]]) -> None:
@@ -91,7 +106,8 @@ def read_flatstate(path: str, out: Dict[str, Dict[Key, Stat]]) -> None:
         m = NAME.match(b["name"])
         if not m:
             continue
-        family, kind, _, threads, arg, value = m.groups()[:6]
+        family, model, _, threads, arg, value = m.groups()[:6]
+        kind = kind_of(model)
         t, v = int(threads), int(value)
         if family == "Decode":
             if v != 1:
@@ -144,6 +160,7 @@ def main(argv=None) -> int:
         print(f"no results under {a.out_dir}", file=sys.stderr)
         return 1
 
+    kinds = kinds_in(fs)
     csv_rows = []
     lines = ["| engine, weights | params | " + " | ".join(n for _, n in cols) + " |",
              "|---|---:|" + "---:|" * len(cols)]
@@ -159,7 +176,7 @@ def main(argv=None) -> int:
                                  len(d[k].samples), f"{d[k].params:.0f}"])
 
     for ours, theirs in PAIRS:
-        for kind in KINDS:
+        for kind in kinds:
             if ours in fs and kind in fs[ours]:
                 add("flatstate", ours, kind, fs[ours][kind])
         if theirs in llama:
@@ -168,23 +185,29 @@ def main(argv=None) -> int:
     print("\n".join(lines))
 
     # Ratios: flatstate over llama.cpp, per token and per parameter, at the same weight type.
+    pairs = [(ours, theirs, kind) for ours, theirs in PAIRS for kind in kinds
+             if ours in fs and kind in fs[ours] and theirs in llama]
+    # The same checkpoint: every compared case has llama.cpp's parameter count (to 0.1 %).
+    same = all(abs(fs[o][kind][k].params / llama[t][k].params - 1) < 1e-3
+               for o, t, kind in pairs for k, _ in cols
+               if k in fs[o][kind] and k in llama[t] and llama[t][k].params)
     rl = ["| flatstate / llama.cpp | " + " | ".join(n for _, n in cols) + " |",
           "|---|" + "---:|" * len(cols)]
-    for ours, theirs in PAIRS:
-        for kind in KINDS:
-            if ours not in fs or kind not in fs[ours] or theirs not in llama:
-                continue
-            mine, peer = fs[ours][kind], llama[theirs]
-            cells = []
-            for k, _ in cols:
-                if k in mine and k in peer:
-                    tok = mine[k].best / peer[k].best
-                    par = tok * mine[k].params / peer[k].params
-                    cells.append(f"{tok:.2f} / {par:.2f}")
-                else:
-                    cells.append("-")
-            rl.append(f"| {ours} {kind} vs {theirs} | " + " | ".join(cells) + " |")
-    print("\nratios per token / per parameter (tok/s x parameters):\n")
+    for ours, theirs, kind in pairs:
+        mine, peer = fs[ours][kind], llama[theirs]
+        cells = []
+        for k, _ in cols:
+            if k in mine and k in peer:
+                tok = mine[k].best / peer[k].best
+                par = tok * mine[k].params / peer[k].params
+                cells.append(f"{tok:.2f}" if same else f"{tok:.2f} / {par:.2f}")
+            else:
+                cells.append("-")
+        rl.append(f"| {ours} {kind} vs {theirs} | " + " | ".join(cells) + " |")
+    if same:
+        print("\nratios per token (the same parameters on both sides: per parameter is the same):\n")
+    else:
+        print("\nratios per token / per parameter (tok/s x parameters):\n")
     print("\n".join(rl))
 
     path = a.csv or os.path.join(a.out_dir, "table.csv")

@@ -42,3 +42,21 @@ def test_table_and_ratios(tmp_path, capsys):
     csv_text = (tmp_path / "table.csv").read_text()
     assert "flatstate,f32,linear_elu,decode 1t,100.000,95.000,2,50000000" in csv_text
     assert "llama.cpp,F32,,pp512 2t,400.000,390.000,2,100000000" in csv_text
+
+
+def test_same_checkpoint_rows(tmp_path, capsys):
+    # A same-checkpoint run (SAME_CHECKPOINT=1): flatstate's rows name the folder, and both sides
+    # count the same parameters, so the ratios are per token only.
+    (tmp_path / "llama-Q8_0-a.json").write_text(json.dumps([
+        llama_row(2, 0, 64, 0, [40.0]),
+        llama_row(2, 512, 0, 0, [400.0]),
+    ]))
+    (tmp_path / "flatstate-int8.json").write_text(json.dumps({"benchmarks": [
+        gb_row("Decode/hf-llama.x/int8/threads:2/batch:1/real_time", 60.0, params=100_000_000),
+        gb_row("Prefill/hf-llama.x/int8/threads:2/len:512/real_time", 500.0, params=100_000_000),
+    ]}))
+    assert compare_llamacpp_table.main([str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "| flatstate int8, hf-llama.x | 100.0 M | 60.0 | 500.0 |" in out
+    assert "ratios per token (the same parameters" in out
+    assert "| int8 hf-llama.x vs Q8_0 | 1.50 | 1.25 |" in out
