@@ -129,9 +129,9 @@ void FastForward(Engine* e, SessionState* s, int64_t ctx) {
     std::mt19937 g(1);
     std::uniform_real_distribution<float> u(-1, 1);
     for (int32_t b : s->kv_blocks) {
-      for (int l = 0; l < e->config().num_hidden_layers; ++l) {
+      for (int l = 0; l < e->config().kv_layers(); ++l) {  // the pool's (softmax) layers
         for (int slot = 0; slot < e->kv_pool()->block_size(); ++slot) {
-          std::vector<float> row(e->config().hidden_size);
+          std::vector<float> row(e->config().kv_dim());
           for (int kv = 0; kv < 2; ++kv) {
             for (float& x : row) x = u(g);
             e->kv_pool()->WriteRow(b, l, kv, slot, row.data());
@@ -148,9 +148,13 @@ void FastForward(Engine* e, SessionState* s, int64_t ctx) {
 // embedding and norms (the whole file less its GEMM weights' stored bytes).
 double StepWeightBytes(const Engine& e) {
   const ModelConfig& c = e.config();
-  const int64_t d = c.hidden_size, f = c.intermediate_size;
   double bytes = static_cast<double>(e.model().weight_bytes());
-  for (auto [n, k] : {std::pair<int64_t, int64_t>{3 * d, d}, {d, d}, {f, d}, {d, f}}) {
+  // The layers' GEMM shapes as the model bound them (fused q|k|v and, for SwiGLU, gate|up).
+  const LayerWeights& l0 = e.model().weights().layers.front();
+  for (auto [n, k] : {std::pair<int64_t, int64_t>{l0.wqkv.n, l0.wqkv.k},
+                      {l0.wo.n, l0.wo.k},
+                      {l0.w1.n, l0.w1.k},
+                      {l0.w2.n, l0.w2.k}}) {
     const double prepared =
         static_cast<double>(PreparedWeightBytes(e.device(), e.weight_dtype(), n, k));
     // The weight's bytes in the file (int8 / int4: quants plus fp32 scales).
