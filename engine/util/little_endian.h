@@ -48,7 +48,9 @@ inline void AppendLe64(uint64_t v, std::string* out) {
 }
 
 // `n` f32 bit patterns (NaN payloads and -inf survive), 4 bytes each.
+// n == 0 touches nothing (dst or src may be null then: memcpy's are declared non-null).
 inline void LoadLeFloats(const char* src, size_t n, float* dst) {
+  if (n == 0) return;
   if constexpr (std::endian::native == std::endian::little) {
     std::memcpy(dst, src, n * sizeof(float));
   } else {
@@ -57,6 +59,7 @@ inline void LoadLeFloats(const char* src, size_t n, float* dst) {
 }
 
 inline void AppendLeFloats(const float* src, size_t n, std::string* out) {
+  if (n == 0) return;
   if constexpr (std::endian::native == std::endian::little) {
     out->append(reinterpret_cast<const char*>(src), n * sizeof(float));
   } else {
