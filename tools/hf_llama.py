@@ -106,6 +106,10 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 import torch
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from export import ExportError  # noqa: E402  (tools/ is where this file lives)
+from export import read_safetensors_header as export_read_safetensors_header  # noqa: E402
+
 REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 DEFAULT_TEXT = os.path.join(REPO, "..", "shared", "data", "tinyshakespeare", "input.txt")
 
@@ -360,17 +364,12 @@ def write_safetensors(path: str, tensors: "Dict[str, torch.Tensor]", dtype: str)
 
 
 def read_safetensors_header(path: str) -> Tuple[int, dict]:
-    """(N, header dict): the data starts at byte 8 + N."""
-    size = os.path.getsize(path)
-    with open(path, "rb") as f:
-        raw = f.read(8)
-        if len(raw) != 8:
-            raise HfLlamaError(f"{path}: too short for a safetensors header")
-        (n,) = struct.unpack("<Q", raw)
-        if n > size - 8:
-            raise HfLlamaError(f"{path}: header length {n} exceeds the file size {size}")
-        header = json.loads(f.read(n).decode("utf-8"), object_pairs_hook=OrderedDict)
-    return n, header
+    """(N, header dict): the data starts at byte 8 + N. tools/export.py's reader, its errors
+    raised as HfLlamaError."""
+    try:
+        return export_read_safetensors_header(path)
+    except ExportError as e:
+        raise HfLlamaError(str(e)) from e
 
 
 def read_safetensors(path: str) -> "OrderedDict[str, Tuple[str, np.ndarray]]":
