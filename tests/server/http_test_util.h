@@ -84,8 +84,11 @@ inline SseBody ParseSse(const std::string& body) {
 
 class HttpTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    server_ = StartServer(HttpTestOptions()).release();
+  static void SetUpTestSuite() { StartSuiteServer(HttpTestOptions()); }
+  // Starts the suite's server with `o`: a fixture that needs other models derives from HttpTest
+  // and calls this from its own SetUpTestSuite.
+  static void StartSuiteServer(const server::ServerOptions& o) {
+    server_ = StartServer(o).release();
     ASSERT_NE(server_, nullptr);
     ASSERT_GT(server_->http_port(), 0);
   }

@@ -34,26 +34,13 @@ const std::string& TokModelsDir() {
   return *dir;
 }
 
-class TokenizerApiTest : public ::testing::Test {
+class TokenizerApiTest : public HttpTest {
  protected:
   static void SetUpTestSuite() {
     server::ServerOptions o = HttpTestOptions();
     o.models_dir = TokModelsDir();
     o.default_model = kLinear;
-    server_ = StartServer(o).release();
-    ASSERT_NE(server_, nullptr);
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
-  void SetUp() override {
-    http_ = std::make_unique<httplib::Client>("127.0.0.1", server_->http_port());
-    http_->set_read_timeout(60, 0);
-    stub_ = Connect(server_->port());
-  }
-  HttpReply Post(const std::string& path, const json& body) {
-    return PostJson(*http_, path, body.dump());
+    StartSuiteServer(o);
   }
   static void ExpectError(const HttpReply& r, int status, const std::string& param,
                           const std::string& message_part) {
@@ -62,10 +49,6 @@ class TokenizerApiTest : public ::testing::Test {
     EXPECT_NE(r.body["error"]["message"].get<std::string>().find(message_part), std::string::npos)
         << r.raw;
   }
-
-  inline static server::Server* server_ = nullptr;
-  std::unique_ptr<httplib::Client> http_;
-  std::unique_ptr<pb::Inference::Stub> stub_;
 };
 
 TEST_F(TokenizerApiTest, ModelsListVocabAndTokenizer) {
