@@ -4,7 +4,7 @@
 // An Architecture reads its config.json (validation errors name the file and the key), and binds
 // the weight files' tensors to ModelWeights by its tensor table (names, shapes, dtype rules,
 // optional and tied tensors, load-time fusions such as q|k|v into one GEMM weight). The layer loop
-// (engine/runtime/forward_device.h) then runs any ModelConfig, whoever filled it in; the per-layer
+// (engine/runtime/device_forward.h) then runs any ModelConfig, whoever filled it in; the per-layer
 // structure and state layout follow from the config (ModelConfig::layer_attention, mlp_kind,
 // engine/session/session_state.h: StateLayout).
 //

@@ -58,8 +58,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<Model> mo
   e->parallel_ = std::make_unique<PoolParallel>(pool);
   const ModelConfig& c = e->model_->config();
   if (c.has_kv()) {
-    e->kv_ = std::make_unique<KvBlockPool>(options.kv_blocks, options.kv_block_size,
-                                           c.kv_layers(), c.kv_dim(), options.kv_dtype);
+    e->kv_ = std::make_unique<KvBlockPool>(options.kv_blocks, options.kv_block_size, c.kv_layers(),
+                                           c.kv_dim(), options.kv_dtype);
   }
   e->weight_dtype_ = options.weight_dtype.value_or(StoredWeightDtype(c.torch_dtype));
   if ((c.torch_dtype == TorchDtype::kInt8 || c.torch_dtype == TorchDtype::kInt4) &&

@@ -20,7 +20,7 @@
 // max_position_embeddings, gets its own status and
 // does not run, the others do. If the forward pass fails, every block this step reserved goes
 // back to the pool (each table back to its old size) and every request that was to run carries
-// that error, its session unchanged (save after a device fault; see forward_device.h). A session
+// that error, its session unchanged (save after a device fault; see device_forward.h). A session
 // may be in one request of a step only: a repeat gets InvalidArgument and does not run.
 //
 // Prefix cache (EngineOptions::prefix_cache_bytes > 0; engine/cache/prefix_cache.h). Stateless
@@ -70,7 +70,7 @@ inline constexpr int kDefaultKvBlocks = 16384;
 
 struct EngineOptions {
   Device device = Device::kCpu;
-  int threads = 0;                   // 0: all hardware threads (ignored with thread_pool)
+  int threads = 0;  // 0: all hardware threads (ignored with thread_pool)
   // A pool shared with other engines (not owned; must outlive the engine): a server runs every
   // model's steps on one pool from its one engine loop thread, so batches of different models
   // never oversubscribe the cores (LevelDB's Env, injected). Null: the engine makes its own pool
@@ -221,8 +221,8 @@ class Engine {
   std::unique_ptr<Model> model_;
   EngineOptions options_;
   WeightDtype weight_dtype_ = WeightDtype::kF32;  // options_.weight_dtype resolved
-  std::unique_ptr<ThreadPool> owned_pool_;  // null when EngineOptions::thread_pool is shared
-  ThreadPool* pool_ = nullptr;              // the pool steps run on: owned_pool_ or the shared one
+  std::unique_ptr<ThreadPool> owned_pool_;        // null when EngineOptions::thread_pool is shared
+  ThreadPool* pool_ = nullptr;  // the pool steps run on: owned_pool_ or the shared one
   std::unique_ptr<Parallel> parallel_;
   std::unique_ptr<KvBlockPool> kv_;
   std::unique_ptr<PrefixCache> cache_;  // after kv_: destroyed first, dropping its references

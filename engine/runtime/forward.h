@@ -7,12 +7,12 @@
 // the chunk size) otherwise; softmax writes K/V into the paged pool and attends over it.
 //
 // ForwardPass validates; the layer loop itself is DeviceForward<D> (engine/runtime/
-// forward_device.h), written once for every Device (CUDA: weights on the GPU, linear states
+// device_forward.h), written once for every Device (CUDA: weights on the GPU, fixed-size states
 // resident in a device slot pool, softmax KV in a device pool mirroring `kv`).
 //
-// Owns its step runner; not thread-safe (the engine loop owns it). Create fails when the device
-// is not usable or a shape exceeds its kernels' limits (InvalidArgument). Run fails with
-// InvalidArgument for a token id out of range or an empty run, OutOfRange past
+// Owns its weights' device copies and workspace; not thread-safe (the engine loop owns it). Create
+// fails when the device is not usable or a shape exceeds its kernels' limits (InvalidArgument). Run
+// fails with InvalidArgument for a token id out of range or an empty run, OutOfRange past
 // max_position_embeddings (softmax), FailedPrecondition when a softmax session has not reserved
 // KV blocks for its new tokens, and with the device's error (ResourceExhausted when out of
 // memory).
@@ -42,15 +42,16 @@ struct SequenceRun {
   bool all_logits = false;          // logits for every token (tests) or only the last
 };
 
-class StepRunner;  // engine/runtime/forward_device.h
-
+// The interface the engine runs steps through; DeviceForward<D> (device_forward.h) implements it
+// once for every Device. Run validates and advances positions here; the device body runs the
+// layer loop.
 class ForwardPass {
  public:
-  ~ForwardPass();
+  virtual ~ForwardPass() = default;
 
-  // `kv` is required for softmax models and ignored otherwise; `par` must outlive this object.
-  // `gemm`: the GEMM weights' type and (CUDA) kernel (kernels/gemm.h; see forward_device.h for
-  // which weights take the type; every device has every type).
+  // `kv` is required for models with softmax layers and ignored otherwise; `par` must outlive
+  // this object. `gemm`: the GEMM weights' type and (CUDA) kernel (kernels/gemm.h; see
+  // device_forward.h for which weights take the type; every device has every type).
   static absl::StatusOr<std::unique_ptr<ForwardPass>> Create(const Model* model, Device device,
                                                              KvBlockPool* kv, const Parallel* par,
                                                              int chunk_size,
@@ -62,26 +63,35 @@ class ForwardPass {
 
   int chunk_size() const { return chunk_size_; }
 
-  // Softmax on CUDA: copy a session's KV blocks device -> host pool before it is checkpointed,
-  // and host -> device after it is restored. No-ops (OK) on the CPU and for linear kinds.
-  absl::Status SyncKvToHost(std::span<const int32_t> blocks);
-  absl::Status SyncKvToDevice(std::span<const int32_t> blocks);
-  // Linear kinds on CUDA: the session's device slot (StepRunner in forward_device.h). No-ops on
-  // the CPU and for softmax.
-  absl::Status AcquireState(SessionState* s);
-  absl::Status ReadState(const SessionState& s, float* host);
-  void ReleaseState(SessionState* s);
-  size_t state_pool_bytes() const;
-  absl::StatusOr<DeviceMemoryInfo> device_memory() const;
+  // Softmax layers off the host: copy a session's KV blocks device -> host pool before it is
+  // checkpointed, and host -> device after it is restored. No-ops (OK) on the CPU.
+  virtual absl::Status SyncKvToHost(std::span<const int32_t> blocks) = 0;
+  virtual absl::Status SyncKvToDevice(std::span<const int32_t> blocks) = 0;
+  // Fixed-size state off the host (DeviceStatePool<D>): gives `s` a slot and uploads its state
+  // if it has none (ResourceExhausted when device memory runs out; FailedPrecondition for a copy
+  // whose state stayed on the device, see DeviceSlot); copies `s`'s slot into `host`; frees it.
+  // No-ops on the CPU.
+  virtual absl::Status AcquireState(SessionState* s) = 0;
+  virtual absl::Status ReadState(const SessionState& s, float* host) = 0;
+  virtual void ReleaseState(SessionState* s) = 0;
+  // Device memory held for fixed-size states (slot pages), in bytes; 0 on the host.
+  virtual size_t state_pool_bytes() const = 0;
+  // The device's memory (QueryDeviceMemory<D>, kernels/memory.h): {0, 0} on the host.
+  virtual absl::StatusOr<DeviceMemoryInfo> device_memory() const = 0;
+
+ protected:
+  ForwardPass(const Model* model, KvBlockPool* kv, int chunk_size);
+  // `batch` is validated; row_start[s] is sequence s's first row and row_start.back() the number
+  // of rows. Positions are not advanced (Run does that).
+  virtual absl::Status RunValidated(std::span<const SequenceRun> batch,
+                                    const std::vector<int64_t>& row_start,
+                                    std::vector<float>* logits) = 0;
 
  private:
-  ForwardPass() = default;
-
   const ModelConfig* cfg_ = nullptr;
   KvBlockPool* kv_ = nullptr;
   int chunk_size_ = 64;
   size_t state_floats_ = 0;
-  std::unique_ptr<StepRunner> runner_;
 };
 
 }  // namespace flatstate

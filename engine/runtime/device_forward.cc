@@ -1,0 +1,172 @@
+#include "engine/runtime/device_forward.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "engine/util/status_macros.h"
+#include "kernels/elementwise.h"
+#include "kernels/gated_attention.h"
+#include "kernels/linear_attention.h"
+#include "kernels/paged_attention.h"
+#include "kernels/window_attention.h"
+
+namespace flatstate {
+
+template <Device D>
+DeviceForward<D>::DeviceForward(const Model* model, KvBlockPool* kv, const Parallel* par,
+                                int chunk_size, const GemmWeightOptions& gemm)
+    : ForwardPass(model, kv, chunk_size),
+      model_(model),
+      cfg_(&model->config()),
+      par_(par),
+      layout_(MakeStateLayout(model->config())),
+      weights_(model->config().torch_dtype, gemm),
+      states_(model->config().state_floats()) {}
+
+template <Device D>
+absl::StatusOr<std::unique_ptr<DeviceForward<D>>> DeviceForward<D>::Create(
+    const Model* model, KvBlockPool* kv, const Parallel* par, int chunk_size,
+    const GemmWeightOptions& gemm) {
+  const ModelConfig& c = model->config();
+  const StateLayout layout = MakeStateLayout(c);
+  for (const LayerStateLayout& l : layout.layers) {
+    if (l.attention.linear && c.attention_kind == AttentionKind::kGated) {
+      RETURN_IF_ERROR(CheckGatedAttentionShape<D>(c.head_dim, c.feature_dim()));
+    } else if (l.attention.linear) {
+      RETURN_IF_ERROR(CheckLinearAttentionShape<D>(c.head_dim, c.feature_dim(), chunk_size));
+    }
+    if (l.attention.window)
+      RETURN_IF_ERROR(CheckWindowAttentionShape<D>(c.head_dim, c.window_size));
+  }
+  if (c.has_kv()) RETURN_IF_ERROR(CheckPagedAttentionShape<D>(c.head_dim, kv->dtype()));
+  auto f = std::unique_ptr<DeviceForward>(new DeviceForward(model, kv, par, chunk_size, gemm));
+  RETURN_IF_ERROR(f->Bind(kv));
+  RETURN_IF_ERROR(Synchronize<D>());  // the weight copies are complete
+  return f;
+}
+
+template <Device D>
+absl::Status DeviceForward<D>::Bind(KvBlockPool* kv) {
+  const ModelConfig& c = *cfg_;
+  const ModelWeights& w = model_->weights();
+  const int64_t hidden = c.hidden_size, V = c.vocab_size;
+  RETURN_IF_ERROR(kv_.Init(kv));
+  res_.config = cfg_;
+  res_.layout = &layout_;
+  res_.kv = &kv_.view();
+  res_.chunk = chunk_size();
+  res_.shape = {c.num_attention_heads, c.kv_heads(), c.head_dim};
+  if (c.has_kv()) {
+    rope_inv_host_ = c.RopeInvFreq();
+    ASSIGN_OR_RETURN(
+        res_.rope.inv_freq,
+        weights_.Place(rope_inv_host_.data(), static_cast<int64_t>(rope_inv_host_.size())));
+    res_.rope.rotary_dim = c.rotary();
+  }
+  ASSIGN_OR_RETURN(embed_, weights_.Place(w.embed, V * hidden));
+  ASSIGN_OR_RETURN(norm_, weights_.Place(w.norm, hidden));
+  // The output head stays f32 whatever the layers' type (see device_forward.h).
+  ASSIGN_OR_RETURN(lm_head_,
+                   PrepareGemmWeight<D>(w.lm_head, V, hidden,
+                                        {WeightDtype::kF32, weights_.gemm().batch_invariant}));
+  layers_.resize(w.layers.size());
+  for (size_t l = 0; l < w.layers.size(); ++l) {
+    const LayerWeights& lw = w.layers[l];
+    Layer& out = layers_[l];
+    ASSIGN_OR_RETURN(out.attn_norm, weights_.Place(lw.attn_norm, hidden));
+    ASSIGN_OR_RETURN(out.mlp_norm, weights_.Place(lw.mlp_norm, hidden));
+    ASSIGN_OR_RETURN(out.mixer, MakeTokenMixer<D>(static_cast<int>(l), lw, res_, &weights_));
+    RETURN_IF_ERROR(out.mlp.Bind(c, lw, &weights_));
+  }
+  return absl::OkStatus();
+}
+
+template <Device D>
+absl::Status DeviceForward<D>::RunLayers(std::span<const SequenceRun> batch,
+                                         const std::vector<int64_t>& row_start,
+                                         std::vector<float>* logits) {
+  const ModelConfig& c = *cfg_;
+  const int64_t hidden = c.hidden_size, V = c.vocab_size;
+  const int64_t N = row_start.back();
+  RETURN_IF_ERROR(TakeError<D>());  // a stale error must not be blamed on this step
+  RETURN_IF_ERROR(x_.Reserve(sizeof(float) * N * hidden));
+  RETURN_IF_ERROR(h_.Reserve(sizeof(float) * N * hidden));
+  int64_t scratch = 0;
+  for (const Layer& l : layers_) {
+    scratch = std::max({scratch, l.mixer->ScratchFloats(N), l.mlp.ScratchFloats(N)});
+  }
+  RETURN_IF_ERROR(scratch_.Reserve(sizeof(float) * scratch));
+  RETURN_IF_ERROR(step_.Build(c, chunk_size(), batch, row_start, &states_));
+  const int64_t R = static_cast<int64_t>(step_.out_rows.host.size());
+  RETURN_IF_ERROR(last_.Reserve(sizeof(float) * R * hidden));
+  float* out = nullptr;
+  if constexpr (kHostMemory<D>) {
+    logits->resize(static_cast<size_t>(R * V));
+    out = logits->data();
+  } else {
+    RETURN_IF_ERROR(logits_.Reserve(sizeof(float) * R * V));
+    out = logits_.template as<float>();
+  }
+
+  if constexpr (!kHostMemory<D>) {
+    // From the first kernel on, the slots are newer than the sessions' host copies.
+    if (c.has_state()) {
+      for (const SequenceRun& r : batch) r.state->device.host_stale = true;
+    }
+  }
+  float* x = x_.template as<float>();
+  float* h = h_.template as<float>();
+  const MixerStep<D> step{&step_, scratch_.template as<float>(), par_, &serial_};
+  const float eps = c.rms_norm_eps;
+  GatherRows<D>(embed_, step_.tokens.on, N, hidden, x);
+  for (const Layer& l : layers_) {
+    RmsNorm<D>(x, l.attn_norm, N, hidden, eps, h);
+    l.mixer->Forward(h, x, step);
+    RmsNorm<D>(x, l.mlp_norm, N, hidden, eps, h);
+    l.mlp.Forward(h, N, step.scratch, *par_, x);
+  }
+  // Final norm + head over the rows that are returned.
+  float* last = last_.template as<float>();
+  GatherRows<D>(x, step_.out_rows.on, R, hidden, last);
+  RmsNorm<D>(last, norm_, R, hidden, eps, last);
+  Gemm<D>(last, R, lm_head_, out, false, *par_);
+  if constexpr (!kHostMemory<D>) {
+    host_logits_.resize(static_cast<size_t>(R * V));
+    RETURN_IF_ERROR(CopyToHost<D>(host_logits_.data(), out, sizeof(float) * R * V));
+    RETURN_IF_ERROR(Synchronize<D>());
+    logits->assign(host_logits_.begin(), host_logits_.end());
+  }
+  return absl::OkStatus();
+}
+
+template <Device D>
+absl::Status DeviceForward<D>::RunValidated(std::span<const SequenceRun> batch,
+                                            const std::vector<int64_t>& row_start,
+                                            std::vector<float>* logits) {
+  absl::Status st = RunLayers(batch, row_start, logits);
+  if (!st.ok()) Synchronize<D>().IgnoreError();  // drain the queue; keep the first error
+  return st;
+}
+
+template class DeviceForward<Device::kCpu>;
+#ifdef FLATSTATE_HAVE_CUDA
+template class DeviceForward<Device::kCuda>;
+#endif
+
+absl::StatusOr<std::unique_ptr<ForwardPass>> CreateDeviceForward(Device d, const Model* model,
+                                                                 KvBlockPool* kv,
+                                                                 const Parallel* par,
+                                                                 int chunk_size,
+                                                                 const GemmWeightOptions& gemm) {
+  RETURN_IF_ERROR(CheckDevice(d));
+  if (d == Device::kCpu) {
+    return DeviceForward<Device::kCpu>::Create(model, kv, par, chunk_size, gemm);
+  }
+#ifdef FLATSTATE_HAVE_CUDA
+  return DeviceForward<Device::kCuda>::Create(model, kv, par, chunk_size, gemm);
+#else
+  return absl::FailedPreconditionError("device cuda: this build has no CUDA backend");
+#endif
+}
+
+}  // namespace flatstate

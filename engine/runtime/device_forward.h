@@ -1,0 +1,121 @@
+// The batched forward step of one model, written once for every Device: DeviceForward<D> runs
+// the layer loop
+//   x = embed(tokens); per layer: x += mixer(RmsNorm(x)); x += mlp(RmsNorm(x));
+//   logits = head(RmsNorm(x)) over the returned rows
+// against the ops of kernels/ (each `template <Device D>`), so CPU and CUDA differ only in op
+// bodies and in where buffers live. What a layer's token mixer does is its TokenMixer<D>'s
+// business (engine/runtime/mixers/: softmax attention over the paged KV cache, flatstate's linear
+// / gated / window attention), chosen per layer by MakeTokenMixer; the channel mixer is Mlp<D>.
+//
+// Weights are prepared for D once at Create (DeviceWeights<D>: GEMM weights as
+// GemmWeightOptions::dtype asks, the output head as f32 always (vocab x hidden: the logits stay
+// closest to the f32 model's), other tensors as f32, in place where D's memory is host memory,
+// else copied to the device). Sessions' memory: fixed-size states in a DeviceStatePool<D> (in
+// place on the host; device slots otherwise), softmax K/V in a DeviceKvMirror<D> of the engine's
+// KvBlockPool. A step's descriptors are a DeviceStep<D>; the mixers' and MLP's scratch is one
+// buffer, sized by the largest ScratchFloats.
+//
+// Owns its weights' device copies, mixers, state pool, KV mirror and workspace; not thread-safe
+// (the engine loop owns it). Failures are statuses: shape limits of D's kernels (InvalidArgument)
+// at Create, memory (ResourceExhausted) and device errors at Create or Run. A Run that fails
+// before its first kernel (validation, allocation, staging) changes no session. A device fault
+// during the kernels (CUDA reports it asynchronously and it poisons the context) is returned,
+// and the batch's device-resident states are then undefined: such sessions resume from their
+// last checkpoint.
+#ifndef FLATSTATE_ENGINE_RUNTIME_DEVICE_FORWARD_H_
+#define FLATSTATE_ENGINE_RUNTIME_DEVICE_FORWARD_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "engine/kv/kv_block_pool.h"
+#include "engine/model/model.h"
+#include "engine/runtime/device_kv_mirror.h"
+#include "engine/runtime/device_state_pool.h"
+#include "engine/runtime/device_step.h"
+#include "engine/runtime/device_weights.h"
+#include "engine/runtime/forward.h"
+#include "engine/runtime/mixers/mlp.h"
+#include "engine/runtime/mixers/token_mixer.h"
+#include "engine/session/session_state.h"
+#include "kernels/device.h"
+#include "kernels/gemm.h"
+#include "kernels/memory.h"
+#include "kernels/parallel.h"
+
+namespace flatstate {
+
+// DeviceForward<d> for a runtime device: FailedPrecondition / Unavailable when `d` is not
+// compiled in or not usable (CheckDevice). `kv` (null without softmax layers) and `par` must
+// outlive the result.
+absl::StatusOr<std::unique_ptr<ForwardPass>> CreateDeviceForward(Device d, const Model* model,
+                                                                 KvBlockPool* kv,
+                                                                 const Parallel* par,
+                                                                 int chunk_size,
+                                                                 const GemmWeightOptions& gemm);
+
+template <Device D>
+class DeviceForward final : public ForwardPass {
+ public:
+  static absl::StatusOr<std::unique_ptr<DeviceForward>> Create(const Model* model, KvBlockPool* kv,
+                                                               const Parallel* par, int chunk_size,
+                                                               const GemmWeightOptions& gemm);
+
+  absl::Status SyncKvToHost(std::span<const int32_t> blocks) override {
+    return kv_.SyncToHost(blocks);
+  }
+  absl::Status SyncKvToDevice(std::span<const int32_t> blocks) override {
+    return kv_.SyncToDevice(blocks);
+  }
+  absl::Status AcquireState(SessionState* s) override { return states_.Acquire(s); }
+  absl::Status ReadState(const SessionState& s, float* host) override {
+    return states_.Read(s, host);
+  }
+  void ReleaseState(SessionState* s) override { states_.Release(s); }
+  size_t state_pool_bytes() const override { return states_.bytes(); }
+  absl::StatusOr<DeviceMemoryInfo> device_memory() const override { return QueryDeviceMemory<D>(); }
+
+ private:
+  struct Layer {
+    const float* attn_norm = nullptr;
+    const float* mlp_norm = nullptr;
+    std::unique_ptr<TokenMixer<D>> mixer;
+    Mlp<D> mlp;
+  };
+
+  DeviceForward(const Model* model, KvBlockPool* kv, const Parallel* par, int chunk_size,
+                const GemmWeightOptions& gemm);
+  absl::Status Bind(KvBlockPool* kv);
+  absl::Status RunValidated(std::span<const SequenceRun> batch,
+                            const std::vector<int64_t>& row_start,
+                            std::vector<float>* logits) override;
+  absl::Status RunLayers(std::span<const SequenceRun> batch, const std::vector<int64_t>& row_start,
+                         std::vector<float>* logits);
+
+  const Model* model_ = nullptr;
+  const ModelConfig* cfg_ = nullptr;
+  const Parallel* par_ = nullptr;
+  SerialParallel serial_;
+  StateLayout layout_;
+  DeviceWeights<D> weights_;
+  DeviceStatePool<D> states_;
+  DeviceKvMirror<D> kv_;
+  std::vector<double> rope_inv_host_;  // ModelConfig::RopeInvFreq (the mixers' RoPE table)
+  MixerResources<D> res_;
+  const float* embed_ = nullptr;
+  const float* norm_ = nullptr;
+  GemmWeight<D> lm_head_;
+  std::vector<Layer> layers_;
+  DeviceStep<D> step_;
+  // Workspace, grown as needed.
+  Buffer<D> x_, h_, scratch_, last_, logits_;
+  std::vector<float> host_logits_;  // off the host: logits copied back
+};
+
+}  // namespace flatstate
+
+#endif  // FLATSTATE_ENGINE_RUNTIME_DEVICE_FORWARD_H_

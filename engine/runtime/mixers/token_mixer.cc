@@ -1,0 +1,25 @@
+#include "engine/runtime/mixers/token_mixer.h"
+
+#include "engine/runtime/mixers/flatstate_linear_mixer.h"
+#include "engine/runtime/mixers/softmax_mixer.h"
+
+namespace flatstate {
+
+template <Device D>
+absl::StatusOr<std::unique_ptr<TokenMixer<D>>> MakeTokenMixer(int layer, const LayerWeights& lw,
+                                                              const MixerResources<D>& res,
+                                                              DeviceWeights<D>* weights) {
+  if (res.config->layer_attention(layer).softmax) {
+    return SoftmaxMixer<D>::Create(layer, lw, res, weights);
+  }
+  return FlatstateLinearMixer<D>::Create(layer, lw, res, weights);
+}
+
+template absl::StatusOr<std::unique_ptr<TokenMixer<Device::kCpu>>> MakeTokenMixer(
+    int, const LayerWeights&, const MixerResources<Device::kCpu>&, DeviceWeights<Device::kCpu>*);
+#ifdef FLATSTATE_HAVE_CUDA
+template absl::StatusOr<std::unique_ptr<TokenMixer<Device::kCuda>>> MakeTokenMixer(
+    int, const LayerWeights&, const MixerResources<Device::kCuda>&, DeviceWeights<Device::kCuda>*);
+#endif
+
+}  // namespace flatstate

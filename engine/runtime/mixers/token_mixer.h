@@ -1,0 +1,76 @@
+// The per-layer parts of the layer loop (DeviceForward<D>, engine/runtime/device_forward.h):
+// a token mixer (what mixes information across positions: softmax attention over the paged KV
+// cache, flatstate's linear / gated / window attention, and the next families' recurrences) and
+// the channel mixer (Mlp<D>, mlp.h). The loop is
+//   x = embed(tokens); per layer: x += mixer(RmsNorm(x)); x += mlp(RmsNorm(x)); logits = head(x)
+// and knows nothing of what a mixer does inside. An architecture picks a mixer per layer
+// (MakeTokenMixer below, from ModelConfig::layer_attention); adding one is a new class here,
+// its ops in kernels/, and a case in MakeTokenMixer.
+//
+// A mixer owns its weights' device copies (through the DeviceWeights<D> it was bound with, which
+// must outlive it) and reads the step's descriptors (DeviceStep<D>) and scratch at Forward.
+// Mixers are not thread-safe (the engine loop owns them). Creation fails with the device's
+// allocation / copy errors; Forward enqueues kernels and reports nothing (device errors surface
+// at the loop's next Synchronize / TakeError).
+#ifndef FLATSTATE_ENGINE_RUNTIME_MIXERS_TOKEN_MIXER_H_
+#define FLATSTATE_ENGINE_RUNTIME_MIXERS_TOKEN_MIXER_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "engine/model/config.h"
+#include "engine/model/weights.h"
+#include "engine/runtime/device_step.h"
+#include "engine/runtime/device_weights.h"
+#include "engine/session/session_state.h"
+#include "kernels/device.h"
+#include "kernels/paged_attention.h"
+#include "kernels/parallel.h"
+
+namespace flatstate {
+
+// What every mixer of a model shares, built once by DeviceForward<D>.
+template <Device D>
+struct MixerResources {
+  const ModelConfig* config = nullptr;
+  const StateLayout* layout = nullptr;  // the per-layer offsets into a session's state
+  const PagedKv* kv = nullptr;          // softmax layers' pool as D's ops address it
+  RopeTable rope;                       // softmax layers' RoPE (inv_freq in D's memory)
+  AttentionShape shape;                 // softmax layers' heads
+  int chunk = 64;                       // the chunked form's chunk size
+};
+
+// One step, as a mixer sees it.
+template <Device D>
+struct MixerStep {
+  const DeviceStep<D>* step = nullptr;
+  float* scratch = nullptr;  // at least ScratchFloats(step->rows) floats
+  const Parallel* pool = nullptr;
+  const Parallel* serial = nullptr;  // the calling thread
+  // The pool for `work` multiply-adds, or the calling thread when that is too little to pay for
+  // waking the pool (a batch-1 decode step). Results do not depend on the choice.
+  const Parallel& PoolFor(int64_t work) const { return work < kMinParallelWork ? *serial : *pool; }
+  static constexpr int64_t kMinParallelWork = 1 << 17;
+};
+
+template <Device D>
+class TokenMixer {
+ public:
+  virtual ~TokenMixer() = default;
+  // Floats of scratch Forward needs for `rows` rows.
+  virtual int64_t ScratchFloats(int64_t rows) const = 0;
+  // `in`: the step's normed rows [rows, hidden]; adds the mixer's output to `residual`
+  // [rows, hidden] and updates the sessions' state / KV rows of this layer.
+  virtual void Forward(const float* in, float* residual, const MixerStep<D>& step) = 0;
+};
+
+// The mixer of `layer` (its weights `lw`) for the model in `res`.
+template <Device D>
+absl::StatusOr<std::unique_ptr<TokenMixer<D>>> MakeTokenMixer(int layer, const LayerWeights& lw,
+                                                              const MixerResources<D>& res,
+                                                              DeviceWeights<D>* weights);
+
+}  // namespace flatstate
+
+#endif  // FLATSTATE_ENGINE_RUNTIME_MIXERS_TOKEN_MIXER_H_
