@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/session/checkpoint_header.h"
 #include "engine/util/byte_reader.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "engine/util/crc32c.h"
 #include "engine/util/little_endian.h"
 #include "engine/util/status_macros.h"
@@ -26,6 +27,8 @@ using checkpoint_internal::kMagic;
 using checkpoint_internal::kMaxTextTail;
 using checkpoint_internal::kMinBytes;
 using checkpoint_internal::kPrefixBytes;
+
+static_assert(kMaxTextTail >= kMaxDecoderStateBytes, "a checkpoint holds any decoder state");
 
 // ---- encoding ----
 
@@ -141,7 +144,8 @@ absl::StatusOr<uint64_t> CheckSerializable(const CheckpointModel& model, const S
     }
   }
   if (state.text_tail.size() > kMaxTextTail) {
-    return absl::InvalidArgumentError("SerializeSession: text_tail longer than 3 bytes");
+    return absl::InvalidArgumentError(
+        absl::StrCat("SerializeSession: text_tail longer than ", kMaxTextTail, " bytes"));
   }
   if (state.pending.size() > std::numeric_limits<uint32_t>::max() ||
       model.fingerprint.size() > std::numeric_limits<uint32_t>::max()) {

@@ -23,7 +23,11 @@ inline constexpr char kMagic[8] = {'F', 'S', 'C', 'K', 'P', 'T', '\0', '\1'};
 inline constexpr size_t kPrefixBytes = 16;  // magic, u32 version, u32 header length
 inline constexpr size_t kCrcBytes = 4;
 inline constexpr size_t kMinBytes = kPrefixBytes + kCrcBytes;
-inline constexpr uint32_t kMaxTextTail = 3;  // bytes of one incomplete UTF-8 character
+// Bytes of the detokenizer's state (Tokenizer::DecodeNext's `state`; a byte-level model's is at
+// most 3 bytes of one incomplete UTF-8 character). Widened from 3 to 8 without a version change:
+// the field's layout is unchanged, every checkpoint an older build wrote reads here, and an older
+// build refuses a longer tail with DataLoss.
+inline constexpr uint32_t kMaxTextTail = 8;
 inline constexpr char kCheckpointNoun[] = "checkpoint";  // "truncated checkpoint: ..."
 
 struct Header {

@@ -54,7 +54,12 @@ TEST(CheckpointTest, TextTailRoundTripsAndIsBounded) {
   SessionState out = Sentinel();
   ASSERT_TRUE(RestoreSession(m, *blob, nullptr, &out).ok());
   EXPECT_EQ(out.text_tail, st.text_tail);
-  st.text_tail = "abcd";
+  st.text_tail = "\x01\xF0\x9F\x98\x80xyz";  // 8 bytes: a text tokenizer's decoder state
+  blob = SerializeSession(m, st, nullptr);
+  ASSERT_TRUE(blob.ok()) << blob.status();
+  ASSERT_TRUE(RestoreSession(m, *blob, nullptr, &out).ok());
+  EXPECT_EQ(out.text_tail, st.text_tail);
+  st.text_tail = "abcdefghi";  // 9 bytes
   EXPECT_EQ(SerializeSession(m, st, nullptr).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
