@@ -22,7 +22,12 @@
 //       for each folder in FLATSTATE_BENCH_COMPARE_MODELS=dir1,dir2 (e.g. a Hugging Face
 //       LlamaForCausalLM folder llama.cpp runs converted; <name> its base name), N = 0 and
 //       FLATSTATE_BENCH_COMPARE_DEPTHS=N1,N2 (default 16384) (bench/compare_bench.cc; CPU only)
-//   MemoryReadBandwidth         single-thread streaming read of 1 GiB (bytes/s)
+//   MemoryReadBandwidth         single-thread streaming read of 1 GiB (bytes/s), scalar loads
+//   MemoryRead/<avx2|avx512>/streams:S/prefetch:P/threads:T   the bandwidth probe
+//       (bench/bandwidth_probe.cc): vector loads, S streams per thread, software prefetch or not;
+//       the fastest row per thread count is the machine's streaming limit
+// The context records gemm_isa (the GEMM bodies every row runs) and, when set, FLATSTATE_ISA
+// (FLATSTATE_ISA=avx2 runs the AVX2 bodies on an AVX-512 machine: kernels/gemm.h).
 // With FLATSTATE_BENCH_DEVICE=cuda also (issue 17's shapes; see docs/gpu.md):
 //   DeviceDecode/<gpt2-small model>/batch:B/ctx:C   one decode step for B sessions at context C,
 //       counters bytes_per_step (weights as prepared on the device + state read and written:
@@ -48,6 +53,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "bench/bandwidth_probe.h"
 #include "bench/bench_engines.h"
 #include "bench/compare_bench.h"
 #include "bench/gemm_bench.h"
@@ -344,8 +350,14 @@ void RegisterAll() {
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
+  // The GEMM bodies every row runs (FLATSTATE_ISA can force the AVX2 ones: kernels/gemm.h).
+  benchmark::AddCustomContext("gemm_isa", flatstate::GemmIsaName(flatstate::ActiveGemmIsa()));
+  if (const std::string env = flatstate::IsaFromEnvironment(); !env.empty()) {
+    benchmark::AddCustomContext("flatstate_isa", env);
+  }
   flatstate::RegisterAll();
   flatstate::RegisterGemmBenchmarks();
+  flatstate::bench::RegisterBandwidthProbe();
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

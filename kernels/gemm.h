@@ -52,6 +52,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -275,7 +276,13 @@ enum class GemmIsa { kScalar, kAvx2, kAvx512 };
 const char* GemmIsaName(GemmIsa isa);
 // The fastest body this CPU supports (AVX-512F, else AVX2 + FMA, else scalar).
 GemmIsa BestGemmIsa();
+// The body selected now. At start it is the environment variable FLATSTATE_ISA's ("avx512",
+// "avx2" or "scalar") when set to one this CPU supports (so a developer on an AVX-512 machine can
+// measure the AVX2 bodies: docs/benchmarks.md), else BestGemmIsa(); IsaFromEnvironment says which.
 GemmIsa ActiveGemmIsa();
+// What FLATSTATE_ISA asked for, for logs: "" when unset, else its value and whether it was taken,
+// e.g. "avx2 (from FLATSTATE_ISA)" or "FLATSTATE_ISA=avx9 ignored: unknown or unsupported".
+std::string IsaFromEnvironment();
 // Selects a body (tests and benchmarks compare them). Returns false, changing nothing, when the
 // CPU lacks it. Not synchronised with running GEMMs: call it while none runs.
 bool SetGemmIsa(GemmIsa isa);

@@ -5,13 +5,17 @@
 // Work is cut into tiles of (up to 96 rows) x (one 64-column panel) (cpu/gemm_internal.h).
 // Inside a tile the body walks row blocks of MR rows, keeping MR x 64 accumulators in registers
 // while it streams the panel (k x 64 floats) from cache: AVX-512 uses MR = 6 (24 zmm
-// accumulators), AVX2 MR = 2 on each 32-column half (8 ymm). Batch-1 decode is then a stream over
-// the weights with 4 (AVX-512) independent chains per panel.
+// accumulators), AVX2 MR = 2 on each 32-column half (8 ymm) and single rows over the whole panel
+// (8 ymm). Batch-1 decode is then one stream over the weights with 4 (AVX-512) or 8 (AVX2)
+// independent chains per panel.
+#include "kernels/gemm.h"
+
 #include <immintrin.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <string>
@@ -20,7 +24,6 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/gemm_internal.h"
-#include "kernels/gemm.h"
 
 namespace flatstate {
 namespace {
@@ -103,6 +106,25 @@ __attribute__((target("avx2,fma"))) void BlockAvx2(const float* x, int64_t ldx, 
   Store<MR>(buf, y, ldy, cols, accumulate);
 }
 
+// One row (batch-1 decode, and the rows a block of 2 leaves): the whole 64-column panel in one
+// pass with 8 ymm chains, so the panel streams from memory front to back once (the halves of
+// BlockAvx2 walk it twice, the second time from cache). Each output element is the same fma
+// chain as in every other body.
+__attribute__((target("avx2,fma"))) void RowAvx2(const float* x, int64_t /*ldx*/, const float* p,
+                                                 int64_t k, float* y, int64_t ldy, int64_t cols,
+                                                 bool accumulate) {
+  __m256 acc[8];
+  for (int v = 0; v < 8; ++v) acc[v] = _mm256_setzero_ps();
+  for (int64_t kk = 0; kk < k; ++kk) {
+    const float* wk = p + kk * kP;
+    const __m256 xb = _mm256_broadcast_ss(x + kk);
+    for (int v = 0; v < 8; ++v) acc[v] = _mm256_fmadd_ps(xb, _mm256_load_ps(wk + 8 * v), acc[v]);
+  }
+  alignas(64) float buf[kP];
+  for (int v = 0; v < 8; ++v) _mm256_store_ps(buf + 8 * v, acc[v]);
+  Store<1>(buf, y, ldy, cols, accumulate);
+}
+
 // Rows [r0, r1) of one panel, in blocks of kMr rows (the tail one row at a time).
 using BlockFn = void (*)(const float*, int64_t, const float*, int64_t, float*, int64_t, int64_t,
                          bool);
@@ -125,7 +147,7 @@ RowsFn RowsFor(GemmIsa isa) {
     case GemmIsa::kAvx512:
       return &RunRows<6, &BlockAvx512<6>, &BlockAvx512<1>>;
     case GemmIsa::kAvx2:
-      return &RunRows<2, &BlockAvx2<2>, &BlockAvx2<1>>;
+      return &RunRows<2, &BlockAvx2<2>, &RowAvx2>;
     case GemmIsa::kScalar:
       break;
   }
@@ -144,8 +166,24 @@ bool Supports(GemmIsa isa) {
   return false;
 }
 
+// FLATSTATE_ISA's body, when it names one this CPU supports.
+bool IsaFromEnv(GemmIsa* out) {
+  const char* env = std::getenv("FLATSTATE_ISA");
+  if (env == nullptr) return false;
+  for (GemmIsa isa : {GemmIsa::kAvx512, GemmIsa::kAvx2, GemmIsa::kScalar}) {
+    if (absl::AsciiStrToLower(env) == GemmIsaName(isa) && Supports(isa)) {
+      *out = isa;
+      return true;
+    }
+  }
+  return false;
+}
+
 std::atomic<GemmIsa>& Active() {
-  static std::atomic<GemmIsa> isa{BestGemmIsa()};
+  static std::atomic<GemmIsa> isa{[] {
+    GemmIsa from_env;
+    return IsaFromEnv(&from_env) ? from_env : BestGemmIsa();
+  }()};
   return isa;
 }
 
@@ -253,6 +291,15 @@ GemmIsa BestGemmIsa() {
 }
 
 GemmIsa ActiveGemmIsa() { return Active().load(std::memory_order_relaxed); }
+
+std::string IsaFromEnvironment() {
+  const char* env = std::getenv("FLATSTATE_ISA");
+  if (env == nullptr) return "";
+  GemmIsa isa;
+  if (IsaFromEnv(&isa)) return absl::StrCat(GemmIsaName(isa), " (from FLATSTATE_ISA)");
+  return absl::StrCat("FLATSTATE_ISA=", env,
+                      " ignored: unknown or unsupported here (avx512, avx2 or scalar)");
+}
 
 bool SetGemmIsa(GemmIsa isa) {
   if (!Supports(isa)) return false;

@@ -102,51 +102,58 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void BlockVnni(
   StoreZmm<MR>(acc, y, ldy, cols, accumulate);
 }
 
-// ---- AVX2 body: one row, each 64-column panel as two 32-column halves. ----
-__attribute__((target("avx2,fma"))) void HalfAvx2(const QuantRows& xq, int64_t r,
-                                                  const uint8_t* panel, int half, float* out) {
+// ---- AVX2 body: one row; per block, the panel's two 32-column halves one after the other, so
+// the panel streams from memory front to back once. ----
+// One block's half `half` of row r's 64 columns: acc[v] += float(isum[v]) * (sx * sw[v]).
+__attribute__((target("avx2,fma"))) inline void BlockHalfAvx2(const int8_t* qx, __m256 sx,
+                                                              const uint8_t* blk, int half,
+                                                              __m256 (&acc)[4]) {
   const __m256i low = _mm256_set1_epi8(0x0F), eight = _mm256_set1_epi8(8);
   const __m256i ones = _mm256_set1_epi16(1);
-  __m256 acc[4];
-  for (int v = 0; v < 4; ++v) acc[v] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < xq.nb; ++b) {
-    const uint8_t* blk = panel + b * PackedWeight::kInt4BlockBytes;
-    const int8_t* qx = xq.q.data() + (r * xq.nb + b) * kB;
-    __m256i isum[4];
-    for (int v = 0; v < 4; ++v) isum[v] = _mm256_setzero_si256();
-    for (int g = 0; g < 4; ++g) {
-      int32_t qa, qb;
-      std::memcpy(&qa, qx + 8 * g, sizeof(qa));
-      std::memcpy(&qb, qx + 8 * g + 4, sizeof(qb));
-      const __m256i xa = _mm256_set1_epi32(qa), xb = _mm256_set1_epi32(qb);
-      const __m256i ax = _mm256_abs_epi8(xa), bx = _mm256_abs_epi8(xb);
-      const uint8_t* wg = blk + g * kGroupBytes + half * (kGroupBytes / 2);
-      for (int v = 0; v < 4; ++v) {
-        const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(wg + 32 * v));
-        const __m256i lo = _mm256_sub_epi8(_mm256_and_si256(raw, low), eight);
-        const __m256i hi = _mm256_sub_epi8(_mm256_and_si256(_mm256_srli_epi16(raw, 4), low), eight);
-        const __m256i pa = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(lo, xa));
-        const __m256i pb = _mm256_maddubs_epi16(bx, _mm256_sign_epi8(hi, xb));
-        isum[v] = _mm256_add_epi32(isum[v], _mm256_madd_epi16(pa, ones));
-        isum[v] = _mm256_add_epi32(isum[v], _mm256_madd_epi16(pb, ones));
-      }
-    }
-    const __m256 sx = _mm256_set1_ps(xq.s[r * xq.nb + b]);
-    const float* sw = reinterpret_cast<const float*>(blk + kScales) + half * (kP / 2);
+  __m256i isum[4];
+  for (int v = 0; v < 4; ++v) isum[v] = _mm256_setzero_si256();
+  for (int g = 0; g < 4; ++g) {
+    int32_t qa, qb;
+    std::memcpy(&qa, qx + 8 * g, sizeof(qa));
+    std::memcpy(&qb, qx + 8 * g + 4, sizeof(qb));
+    const __m256i xa = _mm256_set1_epi32(qa), xb = _mm256_set1_epi32(qb);
+    const __m256i ax = _mm256_abs_epi8(xa), bx = _mm256_abs_epi8(xb);
+    const uint8_t* wg = blk + g * kGroupBytes + half * (kGroupBytes / 2);
     for (int v = 0; v < 4; ++v) {
-      const __m256 scale = _mm256_mul_ps(sx, _mm256_load_ps(sw + 8 * v));
-      acc[v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[v]), scale, acc[v]);
+      const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(wg + 32 * v));
+      const __m256i lo = _mm256_sub_epi8(_mm256_and_si256(raw, low), eight);
+      const __m256i hi = _mm256_sub_epi8(_mm256_and_si256(_mm256_srli_epi16(raw, 4), low), eight);
+      const __m256i pa = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(lo, xa));
+      const __m256i pb = _mm256_maddubs_epi16(bx, _mm256_sign_epi8(hi, xb));
+      isum[v] = _mm256_add_epi32(isum[v], _mm256_madd_epi16(pa, ones));
+      isum[v] = _mm256_add_epi32(isum[v], _mm256_madd_epi16(pb, ones));
     }
   }
-  for (int v = 0; v < 4; ++v) _mm256_storeu_ps(out + 8 * v, acc[v]);
+  const float* sw = reinterpret_cast<const float*>(blk + kScales) + half * (kP / 2);
+  for (int v = 0; v < 4; ++v) {
+    const __m256 scale = _mm256_mul_ps(sx, _mm256_load_ps(sw + 8 * v));
+    acc[v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[v]), scale, acc[v]);
+  }
 }
 
 __attribute__((target("avx2,fma"))) void RowAvx2(const QuantRows& xq, int64_t r,
                                                  const uint8_t* panel, float* y, int64_t cols,
                                                  bool accumulate) {
+  __m256 acc[2][4];
+  for (auto& h : acc) {
+    for (__m256& a : h) a = _mm256_setzero_ps();
+  }
+  const int halves = cols > kP / 2 ? 2 : 1;
+  for (int64_t b = 0; b < xq.nb; ++b) {
+    const uint8_t* blk = panel + b * PackedWeight::kInt4BlockBytes;
+    const int8_t* qx = xq.q.data() + (r * xq.nb + b) * kB;
+    const __m256 sx = _mm256_set1_ps(xq.s[r * xq.nb + b]);
+    for (int h = 0; h < halves; ++h) BlockHalfAvx2(qx, sx, blk, h, acc[h]);
+  }
   alignas(64) float buf[kP];
-  HalfAvx2(xq, r, panel, 0, buf);
-  if (cols > kP / 2) HalfAvx2(xq, r, panel, 1, buf + kP / 2);
+  for (int h = 0; h < 2; ++h) {
+    for (int v = 0; v < 4; ++v) _mm256_store_ps(buf + h * (kP / 2) + 8 * v, acc[h][v]);
+  }
   Store<1>(buf, y, 0, cols, accumulate);
 }
 

@@ -163,47 +163,54 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void BlockVnni(
   StoreZmm<MR>(acc, y, ldy, cols, accumulate);
 }
 
-// ---- AVX2 body: one row, each 64-column panel as two 32-column halves. ----
-__attribute__((target("avx2,fma"))) void HalfAvx2(const QuantRows& xq, int64_t r,
-                                                  const uint8_t* panel, int half, float* out) {
+// ---- AVX2 body: one row; per block, the panel's two 32-column halves one after the other, so
+// the panel streams from memory front to back once. ----
+// One block's half `half` of row r's 64 columns: acc[v] += float(isum[v]) * (sx * sw[v]).
+__attribute__((target("avx2,fma"))) inline void BlockHalfAvx2(const int8_t* qx, __m256 sx,
+                                                              const uint8_t* blk, int half,
+                                                              __m256 (&acc)[4]) {
   const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
   const __m256i ones = _mm256_set1_epi16(1);
-  __m256 acc[4];
-  for (int v = 0; v < 4; ++v) acc[v] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < xq.nb; ++b) {
-    const uint8_t* blk = panel + b * PackedWeight::kInt8BlockBytes;
-    const int8_t* qx = xq.q.data() + (r * xq.nb + b) * kB;
-    __m256i isum[4];
-    for (int v = 0; v < 4; ++v) isum[v] = _mm256_setzero_si256();
-    for (int g = 0; g < 8; ++g) {
-      int32_t quad;
-      std::memcpy(&quad, qx + 4 * g, sizeof(quad));
-      const __m256i xb = _mm256_set1_epi32(quad);
-      const __m256i ax = _mm256_abs_epi8(xb);
-      const uint8_t* wg = blk + g * kGroupBytes + half * (kGroupBytes / 2);
-      for (int v = 0; v < 4; ++v) {
-        const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(wg + 32 * v));
-        const __m256i sw = _mm256_sign_epi8(_mm256_xor_si256(raw, flip), xb);
-        const __m256i pairs = _mm256_maddubs_epi16(ax, sw);
-        isum[v] = _mm256_add_epi32(isum[v], _mm256_madd_epi16(pairs, ones));
-      }
-    }
-    const __m256 sx = _mm256_set1_ps(xq.s[r * xq.nb + b]);
-    const float* sw = reinterpret_cast<const float*>(blk + 8 * kGroupBytes) + half * (kP / 2);
+  __m256i isum[4];
+  for (int v = 0; v < 4; ++v) isum[v] = _mm256_setzero_si256();
+  for (int g = 0; g < 8; ++g) {
+    int32_t quad;
+    std::memcpy(&quad, qx + 4 * g, sizeof(quad));
+    const __m256i xb = _mm256_set1_epi32(quad);
+    const __m256i ax = _mm256_abs_epi8(xb);
+    const uint8_t* wg = blk + g * kGroupBytes + half * (kGroupBytes / 2);
     for (int v = 0; v < 4; ++v) {
-      const __m256 scale = _mm256_mul_ps(sx, _mm256_load_ps(sw + 8 * v));
-      acc[v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[v]), scale, acc[v]);
+      const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(wg + 32 * v));
+      const __m256i sw = _mm256_sign_epi8(_mm256_xor_si256(raw, flip), xb);
+      const __m256i pairs = _mm256_maddubs_epi16(ax, sw);
+      isum[v] = _mm256_add_epi32(isum[v], _mm256_madd_epi16(pairs, ones));
     }
   }
-  for (int v = 0; v < 4; ++v) _mm256_storeu_ps(out + 8 * v, acc[v]);
+  const float* sw = reinterpret_cast<const float*>(blk + 8 * kGroupBytes) + half * (kP / 2);
+  for (int v = 0; v < 4; ++v) {
+    const __m256 scale = _mm256_mul_ps(sx, _mm256_load_ps(sw + 8 * v));
+    acc[v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[v]), scale, acc[v]);
+  }
 }
 
 __attribute__((target("avx2,fma"))) void RowAvx2(const QuantRows& xq, int64_t r,
                                                  const uint8_t* panel, float* y, int64_t cols,
                                                  bool accumulate) {
+  __m256 acc[2][4];
+  for (auto& h : acc) {
+    for (__m256& a : h) a = _mm256_setzero_ps();
+  }
+  const int halves = cols > kP / 2 ? 2 : 1;
+  for (int64_t b = 0; b < xq.nb; ++b) {
+    const uint8_t* blk = panel + b * PackedWeight::kInt8BlockBytes;
+    const int8_t* qx = xq.q.data() + (r * xq.nb + b) * kB;
+    const __m256 sx = _mm256_set1_ps(xq.s[r * xq.nb + b]);
+    for (int h = 0; h < halves; ++h) BlockHalfAvx2(qx, sx, blk, h, acc[h]);
+  }
   alignas(64) float buf[kP];
-  HalfAvx2(xq, r, panel, 0, buf);
-  if (cols > kP / 2) HalfAvx2(xq, r, panel, 1, buf + kP / 2);
+  for (int h = 0; h < 2; ++h) {
+    for (int v = 0; v < 4; ++v) _mm256_store_ps(buf + h * (kP / 2) + 8 * v, acc[h][v]);
+  }
   Store<1>(buf, y, 0, cols, accumulate);
 }
 

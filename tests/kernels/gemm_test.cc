@@ -7,6 +7,7 @@
 
 #include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -14,6 +15,7 @@
 #include <tuple>
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/kernels/gemm_test_util.h"
 #include "tests/util/model_writer.h"
@@ -247,6 +249,9 @@ INSTANTIATE_TEST_SUITE_P(Types, GemmBodies, ::testing::ValuesIn(AllDtypes()),
                          });
 
 TEST(GemmIsaSelection, BestBodyIsSelectedByDefault) {
+  if (std::getenv("FLATSTATE_ISA") != nullptr) {
+    GTEST_SKIP() << "FLATSTATE_ISA is set: GemmIsaEnvironment checks the choice";
+  }
   EXPECT_EQ(ActiveGemmIsa(), BestGemmIsa()) << GemmIsaName(ActiveGemmIsa());
   RecordProperty("gemm_isa", GemmIsaName(BestGemmIsa()));
   RecordProperty("gemm_int8_body", GemmBodyName(BestGemmIsa(), WeightDtype::kInt8));
@@ -346,3 +351,29 @@ TEST(WeightDtypes, NonFiniteValuesGiveNaN) {
 
 }  // namespace
 }  // namespace flatstate::testing
+
+namespace flatstate {
+namespace {
+
+// FLATSTATE_ISA picks the bodies at start (kernels/gemm.h). ctest runs this binary's tests once
+// as discovered (variable unset: the best body) and once more as gemm_isa_env with
+// FLATSTATE_ISA=avx2 (tests/CMakeLists.txt).
+TEST(GemmIsaEnvironment, ActiveIsaFollowsFlatstateIsa) {
+  const char* env = std::getenv("FLATSTATE_ISA");
+  if (env == nullptr) {
+    EXPECT_EQ(ActiveGemmIsa(), BestGemmIsa());
+    EXPECT_EQ(IsaFromEnvironment(), "");
+    return;
+  }
+  ASSERT_EQ(std::string(env), "avx2");
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
+    EXPECT_EQ(ActiveGemmIsa(), BestGemmIsa());
+    EXPECT_THAT(IsaFromEnvironment(), ::testing::HasSubstr("ignored"));
+    return;
+  }
+  EXPECT_EQ(ActiveGemmIsa(), GemmIsa::kAvx2);
+  EXPECT_EQ(IsaFromEnvironment(), "avx2 (from FLATSTATE_ISA)");
+}
+
+}  // namespace
+}  // namespace flatstate

@@ -1,0 +1,131 @@
+// MemoryRead/<loads>/streams:S/prefetch:P/threads:T — how fast this machine streams memory into
+// the cores, the limit batch-1 decode works against (issue 33). A 1 GiB buffer of floats is
+// summed with `loads` (avx2: 256-bit, avx512: 512-bit vector loads, 4 independent accumulators
+// per stream), split into S contiguous streams read in lockstep (several hardware prefetch
+// streams per thread), optionally with software prefetch 1 KiB ahead of each stream, on T
+// threads that each read their own contiguous part. No single variant is fastest on every CPU;
+// tools/compare_llamacpp_table.py and docs/benchmarks.md quote the fastest per thread count
+// ("probe max"). Rows whose instructions the CPU lacks are not registered.
+#include "bench/bandwidth_probe.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "benchmark/benchmark.h"
+
+namespace flatstate::bench {
+namespace {
+
+constexpr size_t kFloats = size_t{1} << 28;  // 1 GiB
+constexpr size_t kPrefetchFloats = 256;      // 1 KiB ahead
+
+float* Buffer() {
+  static std::vector<float>* buf = new std::vector<float>(kFloats, 1.f);  // every page touched
+  return buf->data();
+}
+
+template <int S, bool kPrefetch>
+__attribute__((target("avx2,fma"))) float SumAvx2(const float* p, size_t n) {
+  const size_t len = n / S / 32 * 32;
+  __m256 acc[S][4];
+  for (auto& a : acc) {
+    for (__m256& v : a) v = _mm256_setzero_ps();
+  }
+  for (size_t i = 0; i < len; i += 32) {
+    for (int s = 0; s < S; ++s) {
+      const float* q = p + s * len + i;
+      if constexpr (kPrefetch)
+        _mm_prefetch(reinterpret_cast<const char*>(q + kPrefetchFloats), _MM_HINT_T0);
+      for (int v = 0; v < 4; ++v) acc[s][v] = _mm256_add_ps(acc[s][v], _mm256_load_ps(q + 8 * v));
+    }
+  }
+  __m256 t = _mm256_setzero_ps();
+  for (auto& a : acc) {
+    for (__m256& v : a) t = _mm256_add_ps(t, v);
+  }
+  alignas(32) float out[8];
+  _mm256_store_ps(out, t);
+  return out[0] + out[7];
+}
+
+template <int S, bool kPrefetch>
+__attribute__((target("avx512f"))) float SumAvx512(const float* p, size_t n) {
+  const size_t len = n / S / 64 * 64;
+  __m512 acc[S][4];
+  for (auto& a : acc) {
+    for (__m512& v : a) v = _mm512_setzero_ps();
+  }
+  for (size_t i = 0; i < len; i += 64) {
+    for (int s = 0; s < S; ++s) {
+      const float* q = p + s * len + i;
+      if constexpr (kPrefetch)
+        _mm_prefetch(reinterpret_cast<const char*>(q + kPrefetchFloats), _MM_HINT_T0);
+      for (int v = 0; v < 4; ++v) {
+        acc[s][v] = _mm512_add_ps(acc[s][v], _mm512_load_ps(q + 16 * v));
+      }
+    }
+  }
+  __m512 t = _mm512_setzero_ps();
+  for (auto& a : acc) {
+    for (__m512& v : a) t = _mm512_add_ps(t, v);
+  }
+  alignas(64) float out[16];
+  _mm512_store_ps(out, t);
+  return out[0] + out[15];
+}
+
+using SumFn = float (*)(const float*, size_t);
+
+void MemoryRead(benchmark::State& state, SumFn sum, int threads) {
+  float* buf = Buffer();
+  const size_t part = kFloats / threads / 64 * 64;
+  for (auto _ : state) {
+    std::vector<float> out(threads);
+    std::vector<std::thread> pool;
+    for (int t = 1; t < threads; ++t) {
+      pool.emplace_back([&, t] { out[t] = sum(buf + t * part, part); });
+    }
+    out[0] = sum(buf, part);
+    for (std::thread& th : pool) th.join();
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * part * threads * 4));
+}
+
+template <int S, bool kPrefetch>
+void Register(const char* isa, SumFn fn) {
+  for (int threads : {1, 2}) {
+    benchmark::RegisterBenchmark(absl::StrCat("MemoryRead/", isa, "/streams:", S,
+                                              "/prefetch:", kPrefetch ? 1 : 0, "/threads:", threads)
+                                     .c_str(),
+                                 MemoryRead, fn, threads)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime()
+        ->MinTime(1);
+  }
+}
+
+}  // namespace
+
+void RegisterBandwidthProbe() {
+  if (__builtin_cpu_supports("avx2")) {
+    Register<1, false>("avx2", &SumAvx2<1, false>);
+    Register<1, true>("avx2", &SumAvx2<1, true>);
+    Register<4, false>("avx2", &SumAvx2<4, false>);
+    Register<4, true>("avx2", &SumAvx2<4, true>);
+  }
+  if (__builtin_cpu_supports("avx512f")) {
+    Register<1, false>("avx512", &SumAvx512<1, false>);
+    Register<1, true>("avx512", &SumAvx512<1, true>);
+    Register<4, false>("avx512", &SumAvx512<4, false>);
+    Register<4, true>("avx512", &SumAvx512<4, true>);
+  }
+}
+
+}  // namespace flatstate::bench
