@@ -35,9 +35,18 @@
 #      decode at depth 0 and DEPTHS, 2 threads
 #                                           llama-bench -n 32 -d N |
 #                                           DecodeAtContext/<model>/<type>/threads:2/ctx:N
-#    Every case runs REPS times (default 3: llama-bench -r, --benchmark_repetitions).
-# 3. tools/compare_llamacpp_table.py prints the table (fastest repetition per case) with the
-#    ratios per token and per parameter, and writes OUT_DIR/table.csv.
+#    Every case runs REPS times (default 3), interleaved: REPS rounds, each one repetition of every
+#    llama-bench case then of every flatstate-bench row (files *.rN.json), so that a slow minute
+#    on a shared machine hits both engines alike. INTERLEAVE=0: llama-bench -r REPS, then
+#    flatstate-bench --benchmark_repetitions=REPS (the runs before issue 33).
+# 3. tools/compare_llamacpp_table.py prints the table (median of the repetitions per case; the
+#    CSV has the fastest beside it) with the ratios per token and per parameter, and the bandwidth
+#    probe's fastest row per thread count (REFERENCE=1), and writes OUT_DIR/table.csv.
+#
+# Instruction sets (issue 33): machine.txt records the CPU's vector flags. FLATSTATE_ISA=avx2 runs
+# flatstate's AVX2 bodies on an AVX-512 machine (kernels/gemm.h); pair it with a llama.cpp built
+# for AVX2 only (docs/benchmarks.md: -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=OFF ...) to
+# measure the AVX2 table on any x86 machine.
 #
 # Raw outputs in OUT_DIR (default /tmp/compare-llamacpp-<UTC time>): llama-<TYPE>-*.json,
 # flatstate-<type>.json, *.txt (the programs' own tables), machine.txt, run.log, table.md.
@@ -46,6 +55,7 @@
 # SAME_CHECKPOINT, SAME_HF_ARGS, CKPT_DIR, CKPT_NAME, LLAMA_SRC, REFERENCE (1: first the memory
 # bandwidth and GEMM reference rows; 0 skips them),
 # FLATSTATE_BENCH (default build/bench/flatstate-bench), PYTHON (default /usr/bin/python3),
+# INTERLEAVE (default 1), FLATSTATE_ISA (passed to flatstate-bench),
 # FLATSTATE_BENCH_KV_DTYPE (f32 default, or bf16: flatstate's softmax K/V cache; llama.cpp's is
 # f16 at its defaults).
 set -euo pipefail
@@ -61,6 +71,7 @@ REPS="${REPS:-3}"
 TYPES="${TYPES:-f32 bf16 int8}"
 SAME_CHECKPOINT="${SAME_CHECKPOINT:-0}"
 REFERENCE="${REFERENCE:-1}"
+INTERLEAVE="${INTERLEAVE:-1}"
 if [[ "$SAME_CHECKPOINT" == 1 ]]; then
   PP4096_THREADS=""
   DEPTHS="${DEPTHS:-16384}"
@@ -95,7 +106,9 @@ load() { log "uptime: $(uptime)"; }
     echo "same checkpoint: $CKPT_DIR/$CKPT_NAME (tools/hf_llama.py $SAME_HF_ARGS)"
   fi
   lscpu | grep -E '^(Model name|CPU\(s\)|Thread|Core|L2|L3)'
-  grep -m1 -o -w -E 'avx512_bf16|amx_bf16' /proc/cpuinfo || echo "no avx512_bf16"
+  echo "vector flags: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' |
+    grep -E '^(avx|avx2|fma|f16c|avx512[a-z_0-9]*|avx_vnni|amx_[a-z0-9]+)$' | tr '\n' ' ')"
+  echo "FLATSTATE_ISA: ${FLATSTATE_ISA:-(unset: the best bodies)}"
   free -g | head -2
 } >"$OUT/machine.txt"
 cat "$OUT/machine.txt"
@@ -166,47 +179,63 @@ done
 if [[ "$REFERENCE" == 1 ]]; then
   load
   "$FLATSTATE_BENCH" \
-    --benchmark_filter='^(MemoryReadBandwidth|GemmModel/(f32|bf16|int8)/best/threads:[12]/batch:(1|64)/)' \
+    --benchmark_filter='^(MemoryReadBandwidth|MemoryRead/|GemmModel/(f32|bf16|int8)/best/threads:[12]/batch:(1|64)/)' \
     --benchmark_out="$OUT/flatstate-reference.json" --benchmark_out_format=json \
     2>>"$OUT/run.log" | tee "$OUT/flatstate-reference.txt"
 fi
-for t in $TYPES; do
-  lt="${LLAMA_TYPE[$t]}"
+# llama-bench TYPE NAME REPS SUFFIX ARGS...: JSON to llama-TYPE-NAME{SUFFIX}.json, its table to
+# .txt. A llama-bench that fails (a crash: e.g. an AMX build on a VM that faults on tile
+# instructions) is logged and its output kept as .failed; the run goes on, and the table leaves
+# those cells out.
+lb() {
+  local lt="$1" name="$2" reps="$3" suffix="$4" rc=0 g base
+  shift 4
   g="$(gguf_of "$lt")"
-  # llama-bench NAME ARGS...: JSON to llama-$lt-NAME.json, its table to .txt. A llama-bench that
-  # fails (a crash: e.g. an AMX build on a VM that faults on tile instructions) is logged and its
-  # output kept as llama-$lt-NAME.failed; the run goes on, and the table leaves those cells out.
-  lb() {
-    local name="$1" rc=0; shift
-    load
-    log "llama-bench $lt $name: $*"
-    "$LLAMA_BIN/llama-bench" -m "$g" -r "$REPS" "$@" -o json >"$OUT/llama-$lt-$name.json" \
-      2>>"$OUT/run.log" || rc=$?
-    if [[ $rc != 0 ]]; then
-      mv "$OUT/llama-$lt-$name.json" "$OUT/llama-$lt-$name.failed"
-      log "llama-bench $lt $name FAILED (exit status $rc); its output: llama-$lt-$name.failed"
-      return 0
-    fi
-    "$PYTHON" - "$OUT/llama-$lt-$name.json" <<'EOF' | tee "$OUT/llama-$lt-$name.txt"
+  base="$OUT/llama-$lt-$name$suffix"
+  load
+  log "llama-bench $lt $name$suffix: $*"
+  "$LLAMA_BIN/llama-bench" -m "$g" -r "$reps" "$@" -o json >"$base.json" 2>>"$OUT/run.log" || rc=$?
+  if [[ $rc != 0 ]]; then
+    mv "$base.json" "$base.failed"
+    log "llama-bench $lt $name FAILED (exit status $rc); its output: $base.failed"
+    return 0
+  fi
+  "$PYTHON" - "$base.json" <<'EOF' | tee "$base.txt"
 import json, sys
 for r in json.load(open(sys.argv[1])):
     print(f"{r['model_type']:>22} t={r['n_threads']} pp={r['n_prompt']} tg={r['n_gen']} "
           f"d={r['n_depth']} fa={r.get('flash_attn')} type_k={r.get('type_k')} "
           f"{r['avg_ts']:.2f} +- {r['stddev_ts']:.2f} tok/s {['%.2f' % x for x in r['samples_ts']]}")
 EOF
-  }
-  lb decode-pp512 -t 1,2 -p 512 -n 64
-  if [[ -n "$PP4096_THREADS" ]]; then lb pp4096 -t "${PP4096_THREADS// /,}" -p 4096 -n 0; fi
-  lb depth -t 2 -p 0 -n 32 -d "${DEPTHS// /,}"
-  load
-
+}
+# flatstate-bench TYPE REPS SUFFIX: its rows for weight type TYPE to flatstate-TYPE{SUFFIX}.json.
+fb() {
+  local t="$1" reps="$2" suffix="$3" filter
   filter="^(Decode/$MODEL_RE/$t/threads:[12]/batch:1/"
   filter+="|Prefill/$MODEL_RE/$t/$PP_RE/"
   filter+="|DecodeAtContext/$MODEL_RE/$t/threads:2/ctx:(0|${DEPTHS// /|})/)"
-  log "flatstate-bench $t: $filter"
-  "$FLATSTATE_BENCH" --benchmark_filter="$filter" --benchmark_repetitions="$REPS" \
-    --benchmark_out="$OUT/flatstate-$t.json" --benchmark_out_format=json \
-    2>>"$OUT/run.log" | tee "$OUT/flatstate-$t.txt"
+  load
+  log "flatstate-bench $t$suffix: $filter"
+  "$FLATSTATE_BENCH" --benchmark_filter="$filter" --benchmark_repetitions="$reps" \
+    --benchmark_out="$OUT/flatstate-$t$suffix.json" --benchmark_out_format=json \
+    2>>"$OUT/run.log" | tee "$OUT/flatstate-$t$suffix.txt"
+}
+# One repetition (INTERLEAVE=0: all of them) of every case of weight type pair t / its llama type.
+round() {
+  local t="$1" reps="$2" suffix="$3" lt="${LLAMA_TYPE[$1]}"
+  lb "$lt" decode-pp512 "$reps" "$suffix" -t 1,2 -p 512 -n 64
+  if [[ -n "$PP4096_THREADS" ]]; then
+    lb "$lt" pp4096 "$reps" "$suffix" -t "${PP4096_THREADS// /,}" -p 4096 -n 0
+  fi
+  lb "$lt" depth "$reps" "$suffix" -t 2 -p 0 -n 32 -d "${DEPTHS// /,}"
+  fb "$t" "$reps" "$suffix"
+}
+for t in $TYPES; do
+  if [[ "$INTERLEAVE" == 1 ]]; then
+    for ((i = 1; i <= REPS; i++)); do round "$t" 1 ".r$i"; done
+  else
+    round "$t" "$REPS" ""
+  fi
   load
 done
 

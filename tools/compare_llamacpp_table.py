@@ -4,9 +4,12 @@
     /usr/bin/python3 tools/compare_llamacpp_table.py OUT_DIR [--csv OUT_DIR/table.csv]
 
 OUT_DIR holds, per weight type pair (flatstate f32 / bf16 / int8 against llama.cpp F32 / BF16 /
-Q8_0): llama-<TYPE>-*.json (llama-bench -o json) and flatstate-<type>.json (flatstate-bench
---benchmark_out, Google Benchmark JSON). Every case ran REPS times; the table takes the fastest
-repetition of each (the least disturbed on a shared machine) and the CSV has the median beside it.
+Q8_0): llama-<TYPE>-*.json (llama-bench -o json) and flatstate-<type>[.rN].json (flatstate-bench
+--benchmark_out, Google Benchmark JSON); the samples of every file of a case are pooled (an
+interleaved run writes one file per round, .rN). The table takes the median of each case's
+repetitions (--stat best: the fastest, as runs before issue 33 did); the CSV has both.
+With flatstate-reference.json (REFERENCE=1) it also prints the bandwidth probe's fastest
+MemoryRead row per thread count (bench/bandwidth_probe.cc), the machine's streaming limit.
 
 flatstate's rows are named <family>/<model>/<type>/...: one table row per model, labelled by the
 model's name less a "gpt2-small-" prefix (linear_elu, softmax; a same-checkpoint run's folder
@@ -64,6 +67,13 @@ class Stat:
         return statistics.median(self.samples)
 
 
+def add_samples(out: Dict[Key, Stat], key: Key, samples: List[float], params: float) -> None:
+    if key in out:
+        out[key].samples.extend(samples)
+    else:
+        out[key] = Stat(list(samples), params)
+
+
 def read_llama(path: str, out: Dict[Key, Stat]) -> None:
     with open(path) as f:
         text = f.read().strip()
@@ -76,10 +86,10 @@ def read_llama(path: str, out: Dict[Key, Stat]) -> None:
         elif npp == 0 and ngen > 0:
             key = ("depth", t, depth)
             if depth == 0:
-                out[("decode", t, 0)] = Stat(samples, float(r["model_n_params"]))
+                add_samples(out, ("decode", t, 0), samples, float(r["model_n_params"]))
         else:
             continue
-        out[key] = Stat(samples, float(r["model_n_params"]))
+        add_samples(out, key, samples, float(r["model_n_params"]))
 
 
 NAME = re.compile(r"^(Decode|Prefill|DecodeAtContext)/([^/]+)/(\w+)/threads:(\d+)/"
@@ -120,7 +130,30 @@ def read_flatstate(path: str, out: Dict[str, Dict[Key, Stat]]) -> None:
         samples, _ = acc.setdefault((kind, key), ([], float(b.get("params", 0))))
         samples.append(float(b["items_per_second"]))
     for (kind, key), (samples, params) in acc.items():
-        out.setdefault(kind, {})[key] = Stat(samples, params)
+        add_samples(out.setdefault(kind, {}), key, samples, params)
+
+
+PROBE = re.compile(r"^MemoryRead/(\w+)/streams:(\d+)/prefetch:(\d)/threads:(\d+)")
+
+
+def probe_lines(out_dir: str) -> List[str]:
+    """The bandwidth probe's fastest row per thread count, from flatstate-reference.json."""
+    path = os.path.join(out_dir, "flatstate-reference.json")
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        doc = json.load(f)
+    best: Dict[int, Tuple[float, str]] = {}
+    for b in doc["benchmarks"]:
+        m = PROBE.match(b["name"])
+        if not m or "bytes_per_second" not in b:
+            continue
+        t = int(m.group(4))
+        gbs = float(b["bytes_per_second"]) / 1e9
+        if gbs > best.get(t, (0.0, ""))[0]:
+            best[t] = (gbs, b["name"].split("/min_time")[0])
+    return [f"- {t} thread{'s' if t > 1 else ''}: {gbs:.1f} GB/s ({name})"
+            for t, (gbs, name) in sorted(best.items())]
 
 
 def fmt(x: Optional[float], digits: int = 1) -> str:
@@ -133,7 +166,10 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("out_dir")
     p.add_argument("--csv", default=None, help="default OUT_DIR/table.csv")
+    p.add_argument("--stat", choices=["median", "best"], default="median",
+                   help="which repetition the table and ratios use (default median)")
     a = p.parse_args(argv)
+    pick = (lambda st: st.median) if a.stat == "median" else (lambda st: st.best)
 
     llama: Dict[str, Dict[Key, Stat]] = {}
     fs: Dict[str, Dict[str, Dict[Key, Stat]]] = {}
@@ -143,10 +179,12 @@ def main(argv=None) -> int:
             llama[theirs] = {}
             for path in files:
                 read_llama(path, llama[theirs])
-        path = os.path.join(a.out_dir, f"flatstate-{ours}.json")
-        if os.path.exists(path):
+        paths = sorted(glob.glob(os.path.join(a.out_dir, f"flatstate-{ours}.json")) +
+                       glob.glob(os.path.join(a.out_dir, f"flatstate-{ours}.r*.json")))
+        if paths:
             fs[ours] = {}
-            read_flatstate(path, fs[ours])
+            for path in paths:
+                read_flatstate(path, fs[ours])
     # The columns both engines measured.
     theirs_keys, ours_keys = set(), set()
     for d in llama.values():
@@ -168,7 +206,7 @@ def main(argv=None) -> int:
     def add(engine: str, weights: str, kind: str, d: Dict[Key, Stat]) -> None:
         label = f"{engine} {weights}" + (f", {kind}" if kind else "")
         params = next((s.params for s in d.values() if s.params), 0.0)
-        cells = [fmt(d[k].best) if k in d else "-" for k, _ in cols]
+        cells = [fmt(pick(d[k])) if k in d else "-" for k, _ in cols]
         lines.append(f"| {label} | {params / 1e6:.1f} M | " + " | ".join(cells) + " |")
         for k, name in cols:
             if k in d:
@@ -181,7 +219,8 @@ def main(argv=None) -> int:
                 add("flatstate", ours, kind, fs[ours][kind])
         if theirs in llama:
             add("llama.cpp", theirs, "", llama[theirs])
-    print("tok/s, fastest of the repetitions:\n")
+    reps = max((len(st.samples) for d in llama.values() for st in d.values()), default=0)
+    print(f"tok/s, {'median' if a.stat == 'median' else 'fastest'} of {reps} repetitions:\n")
     print("\n".join(lines))
 
     # Ratios: flatstate over llama.cpp, per token and per parameter, at the same weight type.
@@ -198,7 +237,7 @@ def main(argv=None) -> int:
         cells = []
         for k, _ in cols:
             if k in mine and k in peer:
-                tok = mine[k].best / peer[k].best
+                tok = pick(mine[k]) / pick(peer[k])
                 par = tok * mine[k].params / peer[k].params
                 cells.append(f"{tok:.2f}" if same else f"{tok:.2f} / {par:.2f}")
             else:
@@ -209,6 +248,10 @@ def main(argv=None) -> int:
     else:
         print("\nratios per token / per parameter (tok/s x parameters):\n")
     print("\n".join(rl))
+    probe = probe_lines(a.out_dir)
+    if probe:
+        print("\nbandwidth probe, fastest MemoryRead row per thread count:\n")
+        print("\n".join(probe))
 
     path = a.csv or os.path.join(a.out_dir, "table.csv")
     with open(path, "w", newline="") as f:

@@ -35,6 +35,12 @@ def test_table_and_ratios(tmp_path, capsys):
     ]}))
     assert compare_llamacpp_table.main([str(tmp_path)]) == 0
     out = capsys.readouterr().out
+    # Median of the repetitions each: decode 95 vs 45 (2.11 per token, x 0.5 params = 1.06).
+    assert "tok/s, median of 2 repetitions" in out
+    assert "| f32 linear_elu vs F32 | 2.11 / 1.06 | - | - |" in out
+    assert "| f32 softmax vs F32 | - | 0.51 / 0.26 | 2.00 / 1.00 |" in out
+    assert compare_llamacpp_table.main([str(tmp_path), "--stat", "best"]) == 0
+    out = capsys.readouterr().out
     # Fastest repetition each: decode 100 vs 50 (2.00 per token, x 0.5 params = 1.00).
     assert "| f32 linear_elu vs F32 | 2.00 / 1.00 | - | - |" in out
     assert "| f32 softmax vs F32 | - | 0.50 / 0.25 | 1.50 / 0.75 |" in out
@@ -60,3 +66,27 @@ def test_same_checkpoint_rows(tmp_path, capsys):
     assert "| flatstate int8, hf-llama.x | 100.0 M | 60.0 | 500.0 |" in out
     assert "ratios per token (the same parameters" in out
     assert "| int8 hf-llama.x vs Q8_0 | 1.50 | 1.25 |" in out
+
+
+def test_interleaved_rounds_are_pooled_and_probe_is_reported(tmp_path, capsys):
+    # An interleaved run (bench/compare_llamacpp.sh, INTERLEAVE=1) writes one file per round.
+    for i, (theirs, ours) in enumerate([(10.0, 30.0), (20.0, 10.0), (30.0, 20.0)], start=1):
+        (tmp_path / f"llama-F32-decode-pp512.r{i}.json").write_text(json.dumps([
+            llama_row(1, 0, 64, 0, [theirs])]))
+        (tmp_path / f"flatstate-f32.r{i}.json").write_text(json.dumps({"benchmarks": [
+            gb_row("Decode/hf-llama/f32/threads:1/batch:1/real_time", ours,
+                   params=100_000_000)]}))
+    (tmp_path / "flatstate-reference.json").write_text(json.dumps({"benchmarks": [
+        {"name": "MemoryRead/avx2/streams:1/prefetch:0/threads:1/min_time:1.000/real_time",
+         "bytes_per_second": 9e9},
+        {"name": "MemoryRead/avx512/streams:4/prefetch:1/threads:1/min_time:1.000/real_time",
+         "bytes_per_second": 12e9},
+        {"name": "MemoryRead/avx2/streams:4/prefetch:1/threads:2/min_time:1.000/real_time",
+         "bytes_per_second": 20e9},
+    ]}))
+    assert compare_llamacpp_table.main([str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "tok/s, median of 3 repetitions" in out
+    assert "| f32 hf-llama vs F32 | 1.00 |" in out  # medians 20 / 20 of the pooled rounds
+    assert "- 1 thread: 12.0 GB/s (MemoryRead/avx512/streams:4/prefetch:1/threads:1)" in out
+    assert "- 2 threads: 20.0 GB/s (MemoryRead/avx2/streams:4/prefetch:1/threads:2)" in out
