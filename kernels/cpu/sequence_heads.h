@@ -12,11 +12,11 @@
 
 namespace flatstate::cpu {
 
-// For every (sequence, head) of `b`, on `par`: fn(seq, h, base, scratch) with base the
-// sequence's state slice of this layer and scratch at least need(seq) floats of this thread's.
-template <typename Need, typename Fn>
-void ForEachSequenceHead(const LinearBatch& b, const Parallel& par, Need need, Fn fn) {
-  const int H = b.H;
+// For every (sequence, head h < H) of `b` (a LinearBatch or a batch with the same decode /
+// prefill / layer_offset fields), on `par`: fn(seq, h, base, scratch) with base the sequence's
+// state slice of this layer and scratch at least need(seq) floats of this thread's.
+template <typename Batch, typename Need, typename Fn>
+void ForEachSequenceHead(const Batch& b, int H, const Parallel& par, Need need, Fn fn) {
   const int64_t tasks = static_cast<int64_t>(b.num_decode + b.num_prefill) * H;
   par.For(tasks, [&](int64_t begin, int64_t end) {
     thread_local std::vector<float> scratch;
@@ -28,6 +28,11 @@ void ForEachSequenceHead(const LinearBatch& b, const Parallel& par, Need need, F
       fn(sq, static_cast<int>(task % H), sq.state + b.layer_offset, scratch.data());
     }
   });
+}
+
+template <typename Need, typename Fn>
+void ForEachSequenceHead(const LinearBatch& b, const Parallel& par, Need need, Fn fn) {
+  ForEachSequenceHead(b, b.H, par, need, fn);
 }
 
 }  // namespace flatstate::cpu
