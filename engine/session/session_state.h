@@ -70,9 +70,9 @@ struct SessionState {
   std::vector<int32_t> kv_blocks;
   SamplingParams sampling;
   Rng rng;
-  // Bytes of an incomplete UTF-8 character already generated but not yet emitted as text (at
-  // most 3). The server's detokenizer keeps them between calls; carried in checkpoints so a
-  // restored session's text continues exactly too.
+  // The server's detokenizer state (Tokenizer::DecodeNext; at most kMaxDecoderStateBytes, for a
+  // byte-level model the bytes of an incomplete UTF-8 character already generated but not yet
+  // emitted as text). Carried in checkpoints so a restored session's text continues exactly too.
   std::string text_tail;
   DeviceSlot device;  // linear kinds off the host only; see above
   // Set by Engine::AppendPrompt: when the session has run marks.back().first tokens, the engine
