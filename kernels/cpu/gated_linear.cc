@@ -1,0 +1,138 @@
+// The CPU body of the gated linear recurrence (kernels/gated_linear.h): plain loops over
+// contiguous value rows (vectorised by the compiler, no reassociation) and cpu::Dot.
+#include "kernels/gated_linear.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cpu/dot.h"
+#include "kernels/cpu/sequence_heads.h"
+
+namespace flatstate {
+namespace {
+
+using cpu::Dot;
+
+inline void Axpy(float a, const float* x, int n, float* y) {
+  for (int j = 0; j < n; ++j) y[j] += a * x[j];
+}
+
+}  // namespace
+
+size_t GatedLinearScratch(int key_dim, int value_dim, int64_t T, int chunk) {
+  const int64_t L = std::min<int64_t>(T, chunk);
+  // q scaled (L x Kd), B (L x Kd), decayed k for the state (Kd), the output rows (L x Vd).
+  return static_cast<size_t>(2 * L * key_dim + key_dim + L * value_dim + key_dim);
+}
+
+void GatedLinearCpu(int Kd, int Vd, float scale, bool per_key, const float* q, const float* k,
+                    int64_t qk_stride, const float* v, int64_t v_stride, const float* g,
+                    int64_t g_stride, int64_t T, int64_t pos0, int chunk, float* S, float* out,
+                    int64_t out_stride, float* scratch) {
+  // The decay of key i at row r (log).
+  auto log_decay = [&](int64_t r, int i) -> float {
+    if (g == nullptr) return 0.f;
+    return per_key ? g[r * g_stride + i] : g[r * g_stride];
+  };
+  if (T == 1) {
+    float* o = scratch;  // Vd
+    std::fill(o, o + Vd, 0.f);
+    for (int i = 0; i < Kd; ++i) {
+      float* Si = S + static_cast<int64_t>(i) * Vd;
+      const float e = std::exp(log_decay(0, i));
+      for (int j = 0; j < Vd; ++j) Si[j] *= e;
+      Axpy(k[i], v, Vd, Si);
+      Axpy(q[i] * scale, Si, Vd, o);
+    }
+    std::memcpy(out, o, sizeof(float) * Vd);
+    return;
+  }
+  const int64_t C = chunk;
+  for (int64_t t0 = 0; t0 < T;) {
+    const int64_t L = std::min(T - t0, C - (pos0 + t0) % C);
+    float* Q = scratch;     // [L][Kd] q scaled
+    float* B = Q + L * Kd;  // [L][Kd] cumulative log decay
+    float* O = B + L * Kd;  // [L][Vd]
+    float* w = O + L * Vd;  // [Kd]
+    for (int64_t t = 0; t < L; ++t) {
+      const int64_t r = t0 + t;
+      for (int i = 0; i < Kd; ++i) {
+        Q[t * Kd + i] = q[r * qk_stride + i] * scale;
+        B[t * Kd + i] = (t == 0 ? 0.f : B[(t - 1) * Kd + i]) + log_decay(r, i);
+      }
+    }
+    // o_t = (q_t * exp(B_t))^T S_0 + sum_{s<=t} (sum_i q_t[i] k_s[i] exp(B_t[i] - B_s[i])) v_s.
+    for (int64_t t = 0; t < L; ++t) {
+      float* Ot = O + t * Vd;
+      std::fill(Ot, Ot + Vd, 0.f);
+      for (int i = 0; i < Kd; ++i) {
+        Axpy(Q[t * Kd + i] * std::exp(B[t * Kd + i]), S + static_cast<int64_t>(i) * Vd, Vd, Ot);
+      }
+      for (int64_t s = 0; s <= t; ++s) {
+        const float* ks = k + (t0 + s) * qk_stride;
+        for (int i = 0; i < Kd; ++i) w[i] = ks[i] * std::exp(B[t * Kd + i] - B[s * Kd + i]);
+        Axpy(Dot(Q + t * Kd, w, Kd), v + (t0 + s) * v_stride, Vd, Ot);
+      }
+    }
+    // S_L = diag(exp(B_L)) S_0 + sum_s (k_s * exp(B_L - B_s)) v_s^T.
+    const float* BL = B + (L - 1) * Kd;
+    for (int i = 0; i < Kd; ++i) {
+      float* Si = S + static_cast<int64_t>(i) * Vd;
+      const float e = std::exp(BL[i]);
+      for (int j = 0; j < Vd; ++j) Si[j] *= e;
+      for (int64_t s = 0; s < L; ++s) {
+        const float ks = k[(t0 + s) * qk_stride + i] * std::exp(BL[i] - B[s * Kd + i]);
+        Axpy(ks, v + (t0 + s) * v_stride, Vd, Si);
+      }
+    }
+    for (int64_t t = 0; t < L; ++t) {
+      std::memcpy(out + (t0 + t) * out_stride, O + t * Vd, sizeof(float) * Vd);
+    }
+    t0 += L;
+  }
+}
+
+template <>
+absl::Status CheckGatedLinearShape<Device::kCpu>(int key_heads, int value_heads, int key_dim,
+                                                 int value_dim, int chunk) {
+  if (key_heads < 1 || value_heads < key_heads || value_heads % key_heads != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("gated linear recurrence: ", value_heads,
+                                                   " value heads are not a multiple of ", key_heads,
+                                                   " key heads"));
+  }
+  for (int d : {key_dim, value_dim}) {
+    if (d < 1 || d > 4096) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("gated linear recurrence: head dimension ", d, " is outside [1, 4096]"));
+    }
+  }
+  if (chunk < 1) return absl::InvalidArgumentError("gated linear recurrence: chunk size < 1");
+  return absl::OkStatus();
+}
+
+template <>
+void GatedLinear<Device::kCpu>(const GatedLinearBatch& b, const Parallel& par) {
+  const int group = b.value_heads / b.key_heads;
+  const int64_t state = static_cast<int64_t>(b.key_dim) * b.value_dim;
+  cpu::ForEachSequenceHead(
+      b, b.value_heads, par,
+      [&](const LinearSeq& sq) {
+        return GatedLinearScratch(b.key_dim, b.value_dim, sq.T, b.chunk);
+      },
+      [&](const LinearSeq& sq, int h, float* base, float* scratch) {
+        const int64_t qk = sq.row * b.qk_stride + static_cast<int64_t>(h / group) * b.key_dim;
+        const float* g = nullptr;
+        if (b.g != nullptr) {
+          g = b.g + sq.row * b.g_stride + (b.per_key_decay ? int64_t{h} * b.key_dim : h);
+        }
+        GatedLinearCpu(
+            b.key_dim, b.value_dim, b.scale, b.per_key_decay, b.q + qk, b.k + qk, b.qk_stride,
+            b.v + sq.row * b.v_stride + int64_t{h} * b.value_dim, b.v_stride, g, b.g_stride, sq.T,
+            sq.pos0, b.chunk, base + b.s_off + h * state,
+            b.out + sq.row * b.out_stride + int64_t{h} * b.value_dim, b.out_stride, scratch);
+      });
+}
+
+}  // namespace flatstate

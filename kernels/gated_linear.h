@@ -1,0 +1,85 @@
+// The gated linear recurrence: GLA (per-key decay), RetNet / Mamba-2-style (one decay per head)
+// and, with no decay, plain linear attention without normaliser. Per (sequence, value head) an
+// fp32 state S [key_dim][value_dim]; per token t, with q scaled by `scale`:
+//   S <- diag(exp(g_t)) S + k_t v_t^T;   o_t = S^T q_t
+// where g_t is the head's log decay: a key_dim vector (per_key_decay, GLA's gk) or one number
+// (a scalar decay broadcast over the keys). (fla-org/flash-linear-attention
+// fla/ops/gla/naive.py; Mamba-2's SSD recurrence is this with k = B, v = dt x, q = C, scale 1.)
+// Grouped heads: value head h reads key head h / (Hv / Hk) for q and k (Mamba-2's groups); g is
+// per value head.
+//
+// Two forms. Recurrent (T == 1): one pass over S. Chunked (T > 1): chunks of `chunk` tokens
+// aligned to absolute positions, each with B_t = the sum of g over the chunk up to t:
+//   o_t = (q_t * exp(B_t))^T S_0 + sum_{s<=t} (sum_i q_t[i] k_s[i] exp(B_t[i] - B_s[i])) v_s
+//   S_L = diag(exp(B_L)) S_0 + sum_s (k_s * exp(B_L - B_s)) v_s^T,
+// every exponent a sum of log decays, so <= 0 and never overflowing. Both forms compute the same
+// function to fp32 rounding (tests/kernels/gated_linear_test.cc); each (sequence, head) is
+// computed alone in a fixed order, so results are bitwise independent of the batch and the
+// threads, and splitting a run at multiples of `chunk` changes no float.
+//
+// The op is GatedLinear<D> over a GatedLinearBatch. kCpu body: one task per (sequence, head) on
+// `par` with per-thread scratch. No CUDA body yet: CheckGatedLinearShape<kCuda> refuses.
+#ifndef FLATSTATE_KERNELS_GATED_LINEAR_H_
+#define FLATSTATE_KERNELS_GATED_LINEAR_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "kernels/device.h"
+#include "kernels/linear_attention.h"
+#include "kernels/parallel.h"
+
+namespace flatstate {
+
+template <Device D>
+absl::Status CheckGatedLinearShape(int key_heads, int value_heads, int key_dim, int value_dim,
+                                   int chunk);
+
+// Floats of scratch one (sequence, head) needs for T tokens.
+size_t GatedLinearScratch(int key_dim, int value_dim, int64_t T, int chunk);
+
+// Every (sequence, value head) of one layer. Row r, key head j: q at q + r*qk_stride +
+// j*key_dim (k likewise); value head h: v at v + r*v_stride + h*value_dim, output at
+// out + r*out_stride + h*value_dim; its log decay at g + r*g_stride + h*key_dim (per_key_decay)
+// or g + r*g_stride + h. Sequences are LinearSeq descriptors (their state's layer slice at
+// state + layer_offset, S of head h at + s_off + h * key_dim * value_dim).
+struct GatedLinearBatch {
+  int key_heads = 0, value_heads = 0;
+  int key_dim = 0, value_dim = 0;
+  float scale = 1.f;
+  bool per_key_decay = true;
+  const float* q = nullptr;
+  const float* k = nullptr;
+  int64_t qk_stride = 0;
+  const float* v = nullptr;
+  int64_t v_stride = 0;
+  const float* g = nullptr;  // log decays (<= 0); null: none
+  int64_t g_stride = 0;
+  float* out = nullptr;
+  int64_t out_stride = 0;
+  int64_t layer_offset = 0;
+  int64_t s_off = 0;
+  int chunk = 64;
+  const LinearSeq* decode = nullptr;  // T == 1
+  int num_decode = 0;
+  const LinearSeq* prefill = nullptr;  // T > 1
+  int num_prefill = 0;
+};
+
+template <Device D>
+void GatedLinear(const GatedLinearBatch& b, const Parallel& par);
+
+// The CPU body of one (sequence, value head): rows t at the given pointers plus t times their
+// strides, positions pos0 .. pos0 + T - 1 (the chunk grid); g points at this head's decay (a
+// key_dim vector or one number per row, per `per_key_decay`) or is null. Updates S
+// [key_dim][value_dim]; `scratch` holds GatedLinearScratch(key_dim, value_dim, T, chunk) floats.
+// Thread-compatible.
+void GatedLinearCpu(int key_dim, int value_dim, float scale, bool per_key_decay, const float* q,
+                    const float* k, int64_t qk_stride, const float* v, int64_t v_stride,
+                    const float* g, int64_t g_stride, int64_t T, int64_t pos0, int chunk, float* S,
+                    float* out, int64_t out_stride, float* scratch);
+
+}  // namespace flatstate
+
+#endif  // FLATSTATE_KERNELS_GATED_LINEAR_H_
