@@ -1,0 +1,51 @@
+#include "kernels/recurrent_gates.h"
+
+#include <cmath>
+
+namespace flatstate {
+namespace {
+
+inline float Silu(float x) { return x / (1.f + std::exp(-x)); }
+
+inline float Softplus(float x) { return x > 20.f ? x : std::log1p(std::exp(x)); }
+
+}  // namespace
+
+template <>
+void SiluRows<Device::kCpu>(float* x, int64_t rows, int64_t stride, int64_t dim) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* xr = x + r * stride;
+    for (int64_t i = 0; i < dim; ++i) xr[i] = Silu(xr[i]);
+  }
+}
+
+template <>
+void DeltaGates<Device::kCpu>(const float* a_in, const float* b_in, int64_t in_stride, int64_t rows,
+                              int heads, const float* A_log, const float* dt_bias, float* g,
+                              float* beta, int64_t out_stride) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int h = 0; h < heads; ++h) {
+      const float a = a_in[r * in_stride + h], b = b_in[r * in_stride + h];
+      g[r * out_stride + h] = -std::exp(A_log[h]) * Softplus(a + dt_bias[h]);
+      beta[r * out_stride + h] = 1.f / (1.f + std::exp(-b));
+    }
+  }
+}
+
+template <>
+void GatedHeadRmsNorm<Device::kCpu>(float* x, int64_t x_stride, const float* z, int64_t z_stride,
+                                    int64_t rows, int heads, int head_dim, const float* weight,
+                                    float eps) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int h = 0; h < heads; ++h) {
+      float* xh = x + r * x_stride + static_cast<int64_t>(h) * head_dim;
+      const float* zh = z + r * z_stride + static_cast<int64_t>(h) * head_dim;
+      double ss = 0;
+      for (int i = 0; i < head_dim; ++i) ss += static_cast<double>(xh[i]) * xh[i];
+      const float inv = static_cast<float>(1.0 / std::sqrt(ss / head_dim + eps));
+      for (int i = 0; i < head_dim; ++i) xh[i] = xh[i] * inv * weight[i] * Silu(zh[i]);
+    }
+  }
+}
+
+}  // namespace flatstate

@@ -1,0 +1,102 @@
+// CUDA bodies of kernels/recurrent_gates.h (device pointers; asynchronous on cuda::Stream();
+// failures recorded in the CUDA context). Same math as cpu/recurrent_gates.cc; the norm
+// accumulates in double like the CPU. Compiled; not yet run on a GPU (issue 32).
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/context.h"
+#include "kernels/recurrent_gates.h"
+
+namespace flatstate {
+namespace cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+__device__ inline float SiluF(float x) { return x / (1.f + expf(-x)); }
+
+__global__ void SiluRowsKernel(float* x, int64_t rows, int64_t stride, int64_t dim) {
+  const int64_t n = rows * dim;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    float* p = x + (i / dim) * stride + i % dim;
+    *p = SiluF(*p);
+  }
+}
+
+__global__ void DeltaGatesKernel(const float* a_in, const float* b_in, int64_t in_stride,
+                                 int64_t rows, int heads, const float* A_log, const float* dt_bias,
+                                 float* g, float* beta, int64_t out_stride) {
+  const int64_t n = rows * heads;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / heads;
+    const int h = static_cast<int>(i % heads);
+    const float x = a_in[r * in_stride + h] + dt_bias[h];
+    const float sp = x > 20.f ? x : log1pf(expf(x));
+    g[r * out_stride + h] = -expf(A_log[h]) * sp;
+    beta[r * out_stride + h] = 1.f / (1.f + expf(-b_in[r * in_stride + h]));
+  }
+}
+
+// One block per (row, head).
+__global__ void __launch_bounds__(kThreads)
+    GatedNormKernel(float* x, int64_t x_stride, const float* z, int64_t z_stride, int heads,
+                    int head_dim, const float* weight, float eps) {
+  __shared__ double red[kThreads];
+  const int64_t r = blockIdx.x / heads;
+  const int h = blockIdx.x % heads;
+  float* xh = x + r * x_stride + static_cast<int64_t>(h) * head_dim;
+  const float* zh = z + r * z_stride + static_cast<int64_t>(h) * head_dim;
+  double ss = 0;
+  for (int i = threadIdx.x; i < head_dim; i += kThreads) ss += static_cast<double>(xh[i]) * xh[i];
+  red[threadIdx.x] = ss;
+  __syncthreads();
+  for (int s = kThreads / 2; s > 0; s >>= 1) {
+    if (static_cast<int>(threadIdx.x) < s) red[threadIdx.x] += red[threadIdx.x + s];
+    __syncthreads();
+  }
+  const float inv = static_cast<float>(1.0 / sqrt(red[0] / head_dim + eps));
+  for (int i = threadIdx.x; i < head_dim; i += kThreads) {
+    xh[i] = xh[i] * inv * weight[i] * SiluF(zh[i]);
+  }
+}
+
+unsigned Blocks(int64_t n) {
+  const int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b < 65535 * 16 ? b : 65535 * 16);
+}
+
+}  // namespace
+}  // namespace cuda
+
+template <>
+void SiluRows<Device::kCuda>(float* x, int64_t rows, int64_t stride, int64_t dim) {
+  if (rows <= 0 || dim <= 0) return;
+  cuda::SiluRowsKernel<<<cuda::Blocks(rows * dim), cuda::kThreads, 0, cuda::Stream()>>>(
+      x, rows, stride, dim);
+  FS_CUDA_CHECK_LAUNCH("SiluRowsKernel");
+}
+
+template <>
+void DeltaGates<Device::kCuda>(const float* a_in, const float* b_in, int64_t in_stride,
+                               int64_t rows, int heads, const float* A_log, const float* dt_bias,
+                               float* g, float* beta, int64_t out_stride) {
+  if (rows <= 0 || heads <= 0) return;
+  cuda::DeltaGatesKernel<<<cuda::Blocks(rows * heads), cuda::kThreads, 0, cuda::Stream()>>>(
+      a_in, b_in, in_stride, rows, heads, A_log, dt_bias, g, beta, out_stride);
+  FS_CUDA_CHECK_LAUNCH("DeltaGatesKernel");
+}
+
+template <>
+void GatedHeadRmsNorm<Device::kCuda>(float* x, int64_t x_stride, const float* z, int64_t z_stride,
+                                     int64_t rows, int heads, int head_dim, const float* weight,
+                                     float eps) {
+  if (rows <= 0 || heads <= 0) return;
+  cuda::GatedNormKernel<<<static_cast<unsigned>(rows * heads), cuda::kThreads, 0, cuda::Stream()>>>(
+      x, x_stride, z, z_stride, heads, head_dim, weight, eps);
+  FS_CUDA_CHECK_LAUNCH("GatedNormKernel");
+}
+
+}  // namespace flatstate
