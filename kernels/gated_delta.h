@@ -20,8 +20,9 @@
 // and the thread, and splitting a run at multiples of `chunk` changes no float.
 //
 // The op is GatedDeltaRule<D> over a GatedDeltaBatch: every (sequence, value head) of one layer
-// of a step. kCpu body: one task per (sequence, head) on `par` with per-thread scratch. No CUDA
-// body yet: CheckGatedDeltaShape<kCuda> refuses.
+// of a step. kCpu body: one task per (sequence, head) on `par` with per-thread scratch. kCuda
+// body (cuda/gated_delta.cu): the recurrent form for every sequence, one block per (sequence,
+// head); compiled, not yet run on a GPU.
 #ifndef FLATSTATE_KERNELS_GATED_DELTA_H_
 #define FLATSTATE_KERNELS_GATED_DELTA_H_
 

@@ -1,0 +1,164 @@
+// The recurrent families' ops on a device against their CPU bodies: GatedDeltaRule, GatedLinear
+// (the device runs the recurrent form for prefill too, so outputs and states agree within fp32
+// tolerance, not bit for bit) and the recurrent gates. Instantiated for CUDA only; without a GPU
+// every case is skipped with the reason (tests/kernels/device_test_util.h).
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/gated_delta.h"
+#include "kernels/gated_linear.h"
+#include "kernels/parallel.h"
+#include "kernels/recurrent_gates.h"
+#include "tests/kernels/device_test_util.h"
+
+namespace flatstate {
+namespace {
+
+using testing::DeviceArray;
+using testing::ExpectClose;
+
+std::vector<float> Random(size_t n, uint32_t seed, float lo, float hi) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+class DeviceRecurrent : public ::testing::TestWithParam<Device> {
+ protected:
+  void SetUp() override { FS_SKIP_UNLESS_DEVICE(GetParam()); }
+};
+
+// Two sequences (a 1-token decode and a 40-token prefill) over the same rows, 2 key / 4 value
+// heads; `run` calls the op on device d given (q, k, v, g, beta-or-null, out, seqs, state).
+struct RecurrentCase {
+  static constexpr int kHk = 2, kHv = 4, kKd = 16, kVd = 24;
+  static constexpr int64_t kRows = 40;
+  std::vector<float> q = Random(kRows * kHk * kKd, 1, -1, 1);
+  std::vector<float> k = Random(kRows * kHk * kKd, 2, -1, 1);
+  std::vector<float> v = Random(kRows * kHv * kVd, 3, -1, 1);
+  std::vector<float> g = Random(kRows * kHv * kKd, 4, -0.7f, -0.01f);
+  std::vector<float> beta = Random(kRows * kHv, 5, 0, 1);
+  std::vector<float> state = Random(2 * kHv * kKd * kVd, 6, -0.5f, 0.5f);
+};
+
+template <typename Batch, typename Fill, typename Op>
+void CompareWithCpu(Device d, const RecurrentCase& c, Fill fill, Op op, const char* what) {
+  auto run = [&](Device dev, std::vector<float>* out, std::vector<float>* state) {
+    DeviceArray<float> q(dev, c.q), k(dev, c.k), v(dev, c.v), g(dev, c.g), beta(dev, c.beta);
+    DeviceArray<float> st(dev, c.state);
+    DeviceArray<float> o(dev, std::vector<float>(2 * RecurrentCase::kRows * c.kHv * c.kVd, 0.f));
+    std::vector<LinearSeq> seqs(2);
+    seqs[0].row = 0;
+    seqs[0].T = 1;
+    seqs[0].state = st.get();
+    seqs[1].row = 0;
+    seqs[1].T = RecurrentCase::kRows;
+    seqs[1].state = st.get() + c.kHv * c.kKd * c.kVd;
+    DeviceArray<LinearSeq> sd(dev, seqs);
+    Batch b;
+    fill(&b, q.get(), k.get(), v.get(), g.get(), beta.get());
+    b.key_heads = c.kHk;
+    b.value_heads = c.kHv;
+    b.key_dim = c.kKd;
+    b.value_dim = c.kVd;
+    b.qk_stride = c.kHk * c.kKd;
+    b.v_stride = c.kHv * c.kVd;
+    b.chunk = 16;
+    // Two calls, each with its own output base: the decode sequence writes row 0 of the first
+    // half, the prefill sequence rows 0..39 of the second.
+    b.decode = sd.get();
+    b.num_decode = 1;
+    b.prefill = sd.get() + 1;
+    b.num_prefill = 0;
+    b.out = o.get();
+    op(dev, b);
+    b.num_decode = 0;
+    b.num_prefill = 1;
+    b.out = o.get() + RecurrentCase::kRows * c.kHv * c.kVd;
+    op(dev, b);
+    *out = o.ToHost();
+    *state = st.ToHost();
+  };
+  std::vector<float> out_cpu, st_cpu, out_dev, st_dev;
+  run(Device::kCpu, &out_cpu, &st_cpu);
+  run(d, &out_dev, &st_dev);
+  ExpectClose(out_dev, out_cpu, 1e-4, std::string(what) + " outputs");
+  ExpectClose(st_dev, st_cpu, 1e-4, std::string(what) + " states");
+}
+
+TEST_P(DeviceRecurrent, GatedDeltaRuleMatchesCpu) {
+  const RecurrentCase c;
+  CompareWithCpu<GatedDeltaBatch>(
+      GetParam(), c,
+      [&](GatedDeltaBatch* b, float* q, float* k, float* v, float* g, float* beta) {
+        b->scale = 0.25f;
+        b->q = q;
+        b->k = k;
+        b->v = v;
+        b->g = g;
+        b->beta = beta;
+        b->gb_stride = c.kHv;
+      },
+      [](Device dev, const GatedDeltaBatch& b) {
+        SerialParallel serial;
+        FS_ON_DEVICE(dev, GatedDeltaRule, b, serial);
+      },
+      "gated delta rule");
+}
+
+TEST_P(DeviceRecurrent, GatedLinearMatchesCpu) {
+  const RecurrentCase c;
+  for (bool per_key : {true, false}) {
+    CompareWithCpu<GatedLinearBatch>(
+        GetParam(), c,
+        [&](GatedLinearBatch* b, float* q, float* k, float* v, float* g, float*) {
+          b->scale = 0.25f;
+          b->per_key_decay = per_key;
+          b->q = q;
+          b->k = k;
+          b->v = v;
+          b->g = g;
+          b->g_stride = per_key ? c.kHv * c.kKd : c.kHv;
+        },
+        [](Device dev, const GatedLinearBatch& b) {
+          SerialParallel serial;
+          FS_ON_DEVICE(dev, GatedLinear, b, serial);
+        },
+        per_key ? "gated linear (per key)" : "gated linear (per head)");
+  }
+}
+
+TEST_P(DeviceRecurrent, RecurrentGatesMatchCpu) {
+  const Device d = GetParam();
+  const int64_t rows = 6;
+  const int heads = 3, hd = 20;
+  const std::vector<float> a = Random(rows * 8, 7, -30, 30), bb = Random(rows * 8, 8, -8, 8);
+  const std::vector<float> A_log = Random(heads, 9, -1, 2), dt = Random(heads, 10, -1, 1);
+  const std::vector<float> x0 = Random(rows * heads * hd, 11, -3, 3);
+  const std::vector<float> z = Random(rows * heads * hd, 12, -3, 3);
+  const std::vector<float> w = Random(hd, 13, 0.5f, 1.5f);
+  auto run = [&](Device dev) {
+    DeviceArray<float> da(dev, a), db(dev, bb), dA(dev, A_log), ddt(dev, dt), dz(dev, z),
+        dw(dev, w), dx(dev, x0), dg(dev, std::vector<float>(rows * heads)),
+        dbeta(dev, std::vector<float>(rows * heads)), ds(dev, x0);
+    FS_ON_DEVICE(dev, DeltaGates, da.get(), db.get(), 8, rows, heads, dA.get(), ddt.get(), dg.get(),
+                 dbeta.get(), heads);
+    FS_ON_DEVICE(dev, GatedHeadRmsNorm, dx.get(), heads * hd, dz.get(), heads * hd, rows, heads, hd,
+                 dw.get(), 1e-6f);
+    FS_ON_DEVICE(dev, SiluRows, ds.get(), rows, heads * hd, hd);
+    return std::vector<std::vector<float>>{dg.ToHost(), dbeta.ToHost(), dx.ToHost(), ds.ToHost()};
+  };
+  const auto cpu = run(Device::kCpu), dev = run(d);
+  for (size_t i = 0; i < cpu.size(); ++i)
+    ExpectClose(dev[i], cpu[i], 1e-5, "gates op " + std::to_string(i));
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, DeviceRecurrent, ::testing::ValuesIn(testing::ParityDevices()),
+                         testing::DeviceParamName);
+
+}  // namespace
+}  // namespace flatstate
