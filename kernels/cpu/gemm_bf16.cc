@@ -6,7 +6,8 @@
 // consecutive k of a column in one 32-bit lane (kk even in the low half, odd in the high half):
 // one 512-bit load then gives 16 columns at two k, widened by a shift (even) and a mask (odd),
 // two cheap integer ops per 16 weights. Register tiling is the fp32 bodies' (cpu/gemm.cc):
-// AVX-512 MR = 6 rows x 64 columns, AVX2 MR = 2 rows on each 32-column half.
+// AVX-512 MR = 6 rows x 64 columns, AVX2 MR = 6 rows on each 16-column strip and single rows over
+// the whole panel.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -86,52 +87,47 @@ __attribute__((target("avx512f"))) void BlockAvx512(const float* x, int64_t ldx,
   StoreZmm<MR>(acc, y, ldy, cols, accumulate);
 }
 
-// ---- AVX2 + FMA body: each 64-column panel as two 32-column halves. ----
-template <int MR>
-__attribute__((target("avx2,fma"))) inline void FmaRowsAvx2(const float* x, int64_t ldx, int64_t kk,
-                                                            __m256 w, int v, __m256 (&acc)[MR][4]) {
-  for (int i = 0; i < MR; ++i) {
-    acc[i][v] = _mm256_fmadd_ps(_mm256_broadcast_ss(x + i * ldx + kk), w, acc[i][v]);
-  }
-}
-
-// `p` points at the half's first column in pair row 0 (pair rows are 2 * kP uint16 apart).
-template <int MR>
-__attribute__((target("avx2,fma"))) void HalfAvx2(const float* x, int64_t ldx, const uint16_t* p,
-                                                  int64_t k, float* acc_out) {
-  __m256 acc[MR][4];
-  for (int i = 0; i < MR; ++i) {
-    for (int v = 0; v < 4; ++v) acc[i][v] = _mm256_setzero_ps();
-  }
-  const __m256i high = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
-  int64_t kk = 0;
-  for (; kk + 2 <= k; kk += 2) {
-    const uint16_t* wk = p + kk * kP;
-    for (int v = 0; v < 4; ++v) {
-      const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(wk + 16 * v));
-      FmaRowsAvx2<MR>(x, ldx, kk, _mm256_castsi256_ps(_mm256_slli_epi32(raw, 16)), v, acc);
-      FmaRowsAvx2<MR>(x, ldx, kk + 1, _mm256_castsi256_ps(_mm256_and_si256(raw, high)), v, acc);
-    }
-  }
-  if (kk < k) {
-    const uint16_t* wk = p + kk * kP;
-    for (int v = 0; v < 4; ++v) {
-      const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(wk + 16 * v));
-      FmaRowsAvx2<MR>(x, ldx, kk, _mm256_castsi256_ps(_mm256_slli_epi32(raw, 16)), v, acc);
-    }
-  }
-  for (int i = 0; i < MR; ++i) {
-    for (int v = 0; v < 4; ++v) _mm256_storeu_ps(acc_out + i * kP + 8 * v, acc[i][v]);
-  }
-}
-
-template <int MR>
-__attribute__((target("avx2,fma"))) void BlockAvx2(const float* x, int64_t ldx, const uint16_t* p,
-                                                   int64_t k, float* y, int64_t ldy, int64_t cols,
-                                                   bool accumulate) {
+// ---- AVX2 + FMA bodies (the fp32 ones' tiling, cpu/gemm.cc). ----
+// Six rows over four 16-column strips (12 ymm accumulators); a strip's pair row is 32 uint16: two
+// 256-bit loads, each 8 columns at two k.
+__attribute__((target("avx2,fma"))) void Block6Avx2(const float* x, int64_t ldx, const uint16_t* p,
+                                                    int64_t k, float* y, int64_t ldy, int64_t cols,
+                                                    bool accumulate) {
+  constexpr int MR = 6;
   alignas(64) float buf[MR * kP];
-  HalfAvx2<MR>(x, ldx, p, k, buf);
-  if (cols > kP / 2) HalfAvx2<MR>(x, ldx, p + kP, k, buf + kP / 2);
+  const __m256i high = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+  for (int strip = 0; strip * 16 < cols; ++strip) {
+    __m256 acc[MR][2];
+    for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+    const uint16_t* ps = p + strip * 32;
+    int64_t kk = 0;
+    for (; kk + 2 <= k; kk += 2) {
+      const uint16_t* wk = ps + kk * kP;
+      for (int v = 0; v < 2; ++v) {
+        const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(wk + 16 * v));
+        const __m256 even = _mm256_castsi256_ps(_mm256_slli_epi32(raw, 16));
+        const __m256 odd = _mm256_castsi256_ps(_mm256_and_si256(raw, high));
+        for (int i = 0; i < MR; ++i) {
+          acc[i][v] = _mm256_fmadd_ps(_mm256_broadcast_ss(x + i * ldx + kk), even, acc[i][v]);
+          acc[i][v] = _mm256_fmadd_ps(_mm256_broadcast_ss(x + i * ldx + kk + 1), odd, acc[i][v]);
+        }
+      }
+    }
+    if (kk < k) {
+      const uint16_t* wk = ps + kk * kP;
+      for (int v = 0; v < 2; ++v) {
+        const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(wk + 16 * v));
+        const __m256 even = _mm256_castsi256_ps(_mm256_slli_epi32(raw, 16));
+        for (int i = 0; i < MR; ++i) {
+          acc[i][v] = _mm256_fmadd_ps(_mm256_broadcast_ss(x + i * ldx + kk), even, acc[i][v]);
+        }
+      }
+    }
+    for (int i = 0; i < MR; ++i) {
+      _mm256_store_ps(buf + i * kP + strip * 16, acc[i][0]);
+      _mm256_store_ps(buf + i * kP + strip * 16 + 8, acc[i][1]);
+    }
+  }
   Store<MR>(buf, y, ldy, cols, accumulate);
 }
 
@@ -187,7 +183,7 @@ RowsFn RowsFor(GemmIsa isa) {
     case GemmIsa::kAvx512:
       return &RunRows<6, &BlockAvx512<6>, &BlockAvx512<1>>;
     case GemmIsa::kAvx2:
-      return &RunRows<2, &BlockAvx2<2>, &RowAvx2>;
+      return &RunRows<6, &Block6Avx2, &RowAvx2>;
     case GemmIsa::kScalar:
       break;
   }
