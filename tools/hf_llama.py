@@ -423,11 +423,13 @@ def shard_names(names: List[str], sizes: Dict[str, int], shards: int) -> List[Li
 
 
 def write_model_files(out_dir: str, cfg: dict, tensors: "Dict[str, torch.Tensor]",
-                      shards: int) -> dict:
-    """The shards and model.safetensors.index.json. Returns the index dict."""
-    dtype = cfg["torch_dtype"]
+                      shards: int, names: Optional[List[str]] = None,
+                      dtype: Optional[str] = None) -> dict:
+    """The shards and model.safetensors.index.json. Returns the index dict. names: every
+    tensor in module order (default: tensor_shapes(cfg)); dtype: default cfg["torch_dtype"]."""
+    dtype = dtype or cfg["torch_dtype"]
     esize = DTYPES[dtype][2]
-    names = list(tensor_shapes(cfg))
+    names = list(names) if names is not None else list(tensor_shapes(cfg))
     if sorted(names) != sorted(tensors):
         raise HfLlamaError(f"tensors {sorted(set(names) ^ set(tensors))} missing or extra")
     sizes = {n: tensors[n].numel() * esize for n in names}
@@ -558,6 +560,26 @@ def write_tokenizer_config(out_dir: str, max_len: int) -> None:
                OrderedDict([("bos_token", "<s>"), ("eos_token", "</s>"), ("unk_token", "<unk>")]))
 
 
+def setup_tokenizer(out_dir: str, tokenizer: str, vocab_size: int, text: str,
+                    max_len: int) -> int:
+    """--tokenizer train (python3-sentencepiece on `text`), none, or a folder holding a
+    tokenizer.model to copy; writes the tokenizer files into out_dir. Returns the vocabulary
+    size (vocab_size as given for none)."""
+    vocab = vocab_size
+    if tokenizer == "train":
+        vocab = train_tokenizer(out_dir, vocab_size, text)
+    elif tokenizer != "none":
+        src = os.path.join(tokenizer, "tokenizer.model")
+        if not os.path.isfile(src):
+            raise HfLlamaError(f"--tokenizer {tokenizer}: no tokenizer.model there")
+        if os.path.abspath(src) != os.path.abspath(os.path.join(out_dir, "tokenizer.model")):
+            shutil.copyfile(src, os.path.join(out_dir, "tokenizer.model"))
+        vocab = tokenizer_model_vocab_size(src)
+    if tokenizer != "none":
+        write_tokenizer_config(out_dir, max_len)
+    return vocab
+
+
 # ----------------------------------------------------------------------------------------------
 # the folder
 # ----------------------------------------------------------------------------------------------
@@ -619,18 +641,8 @@ def main(argv=None) -> int:
     try:
         _check_out_dir(a.out, a.force)
         os.makedirs(a.out, exist_ok=True)
-        vocab = a.vocab_size
-        if a.tokenizer == "train":
-            vocab = train_tokenizer(a.out, a.vocab_size, a.text)
-        elif a.tokenizer != "none":
-            src = os.path.join(a.tokenizer, "tokenizer.model")
-            if not os.path.isfile(src):
-                raise HfLlamaError(f"--tokenizer {a.tokenizer}: no tokenizer.model there")
-            if os.path.abspath(src) != os.path.abspath(os.path.join(a.out, "tokenizer.model")):
-                shutil.copyfile(src, os.path.join(a.out, "tokenizer.model"))
-            vocab = tokenizer_model_vocab_size(src)
-        if a.tokenizer != "none":
-            write_tokenizer_config(a.out, a.max_position_embeddings)
+        vocab = setup_tokenizer(a.out, a.tokenizer, a.vocab_size, a.text,
+                                a.max_position_embeddings)
         cfg = make_config(
             vocab, hidden_size=a.hidden_size, intermediate_size=a.intermediate_size,
             num_hidden_layers=a.num_hidden_layers, num_attention_heads=a.num_attention_heads,
