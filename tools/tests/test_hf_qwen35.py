@@ -99,3 +99,49 @@ def test_qwen3_next_interleaving_matches_qwen35(tmp_path):
     ncfg = hf_qwen35.make_config("qwen3_next", dtype="float32")
     mnext = HfQwen35(ncfg, _to_next(t35, ncfg))
     assert (m35.logits(IDS[:24]) - mnext.logits(IDS[:24])).abs().max().item() == 0.0
+
+
+DATA = os.path.normpath(os.path.join(TOOLS, "..", "tests", "data"))
+TINY = os.path.join(DATA, "hf_qwen35_tiny")
+# tests/data/hf_qwen35_tiny's flags (its README.md; tools/llamacpp_parity.sh FAMILY=qwen35)
+TINY_ARGS = ["--family", "qwen3_5", "--tokenizer", os.path.join(DATA, "hf_llama_tiny"),
+             "--hidden_size", "32", "--intermediate_size", "48", "--num_hidden_layers", "4",
+             "--num_attention_heads", "2", "--num_key_value_heads", "1", "--head_dim", "32",
+             "--linear_num_key_heads", "2", "--linear_num_value_heads", "4",
+             "--linear_key_head_dim", "16", "--linear_value_head_dim", "16",
+             "--tie_word_embeddings", "--dtype", "bfloat16", "--seed", "6", "--init_gain", "1.5"]
+
+
+def test_writer_reproduces_committed_folder(tmp_path):
+    out = str(tmp_path / "tiny")
+    assert hf_qwen35.main(["--out", out] + TINY_ARGS) == 0
+    assert sorted(os.listdir(out)) == sorted(
+        f for f in os.listdir(TINY) if not f.startswith("golden_") and f != "README.md")
+    for f in sorted(os.listdir(out)):
+        with open(os.path.join(TINY, f), "rb") as fa, open(os.path.join(out, f), "rb") as fb:
+            assert fa.read() == fb.read(), f
+
+
+def test_reference_reproduces_golden():
+    import hf_llama_golden
+    with open(os.path.join(TINY, "golden_reference.json")) as f:
+        g = json.load(f)
+    assert g["prompt"] == hf_llama_golden.seeded_prompt(512, 80)
+    m = HfQwen35.load(TINY)
+    logits = m.logits(g["prompt"])
+    want = torch.tensor(g["logits"], dtype=torch.float64)
+    assert torch.allclose(logits[g["positions"]], want, atol=1e-6, rtol=1e-7)
+    assert m.greedy(g["prompt"], len(g["greedy"])) == g["greedy"]
+
+
+def test_llamacpp_golden_agrees():
+    with open(os.path.join(TINY, "golden_reference.json")) as f:
+        ref = json.load(f)
+    with open(os.path.join(TINY, "golden_llamacpp.json")) as f:
+        cpp = json.load(f)
+    vs = cpp["vs_reference"]
+    assert cpp["prompt"] == ref["prompt"] and cpp["greedy"] == ref["greedy"]
+    assert vs["greedy_agree"] is True
+    span = ref["logit_max"] - ref["logit_min"]
+    assert vs["max_abs_diff_prompt_logits"] < 1e-3 * span
+    assert min(ref["greedy_top2_margins"]) > 20 * vs["max_abs_diff_greedy_logits"]
