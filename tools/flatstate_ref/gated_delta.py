@@ -6,8 +6,9 @@ h // (Hv / Hk) (transformers' repeat_interleave over dim 2, the grouped order of
 Qwen3-Next checkpoints).
 
 Per value head, per token t (the upstream definition: transformers
-models/qwen3_next/modular_qwen3_next.py torch_recurrent_gated_delta_rule; fla-org
-fla/ops/gated_delta_rule/naive.py):
+models/qwen3_next/modular_qwen3_next.py @ 043bb8dd, torch_recurrent_gated_delta_rule and
+torch_chunk_gated_delta_rule, which Qwen3.5 imports; fla's gated_delta_rule/naive.py was not
+in the index this was written from):
 
     l2 (optional, use_qk_l2norm_in_kernel):  q <- q / sqrt(sum q^2 + 1e-6), k likewise
     q <- q * dk^-0.5
