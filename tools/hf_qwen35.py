@@ -73,13 +73,13 @@ import math
 import os
 import sys
 from collections import OrderedDict
-from typing import Dict, List, Tuple
+from typing import List, Tuple
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hf_llama import (BOS_ID, DEFAULT_TEXT, DTYPES, EOS_ID, HfLlamaError,  # noqa: E402
-                      _check_out_dir, setup_tokenizer, write_json, write_model_files)
+                      draw_weights, start_folder, write_json, write_model_files)
 
 FAMILIES = {
     "qwen3_5": ("Qwen3_5ForCausalLM", "qwen3_5_text"),
@@ -178,7 +178,8 @@ def _decoder_layer(out, p: str, t: dict, kind: str, family: str) -> None:
     D, I = t["hidden_size"], t["intermediate_size"]
     if kind == "linear_attention":
         Hk, Hv = t["linear_num_key_heads"], t["linear_num_value_heads"]
-        dk, dv, K = t["linear_key_head_dim"], t["linear_value_head_dim"], t["linear_conv_kernel_dim"]
+        dk, dv = t["linear_key_head_dim"], t["linear_value_head_dim"]
+        K = t["linear_conv_kernel_dim"]
         conv = 2 * Hk * dk + Hv * dv
         a = p + "linear_attn."
         if family == "qwen3_next":
@@ -210,8 +211,9 @@ def _decoder_layer(out, p: str, t: dict, kind: str, family: str) -> None:
     out[p + "post_attention_layernorm.weight"] = (D,)
 
 
-def tensor_shapes(cfg: dict) -> "OrderedDict[str, Tuple[int, ...]]":
-    """Every tensor's name and shape in module order (module docstring)."""
+def tensor_shapes(cfg: dict, text_only: bool = False) -> "OrderedDict[str, Tuple[int, ...]]":
+    """Every tensor's name and shape in module order (module docstring); text_only: without
+    the vision and MTP tensors."""
     t = _text(cfg)
     family = "qwen3_next" if t["model_type"] == "qwen3_next" else (
         "qwen3_5_vl" if "text_config" in cfg else "qwen3_5")
@@ -224,6 +226,8 @@ def tensor_shapes(cfg: dict) -> "OrderedDict[str, Tuple[int, ...]]":
     out[P + "norm.weight"] = (D,)
     if not t["tie_word_embeddings"]:
         out["lm_head.weight"] = (V, D)
+    if text_only:
+        return out
     if family == "qwen3_5_vl":
         v = cfg["vision_config"]
         vh, vi, ps, tp = v["hidden_size"], v["intermediate_size"], v["patch_size"], \
@@ -265,32 +269,25 @@ def _zero_centred(name: str) -> bool:
 def random_weights(cfg: dict, seed: int = 1, init_gain: float = 1.0,
                    logit_gain: float = 4.0) -> "OrderedDict[str, torch.Tensor]":
     """float32 tensors drawn in module order from one seeded generator (module docstring)."""
-    g = torch.Generator().manual_seed(seed)
-    out: "OrderedDict[str, torch.Tensor]" = OrderedDict()
-    for name, shape in tensor_shapes(cfg).items():
-        r = torch.randn(shape, generator=g, dtype=torch.float32)
+    def scale(name: str, shape: Tuple[int, ...], r: torch.Tensor, g) -> torch.Tensor:
         if name.endswith("A_log"):
-            u = torch.rand(shape, generator=g, dtype=torch.float32)
-            t = torch.log(0.05 + 1.95 * u)
-        elif name.endswith("dt_bias"):
-            t = 0.5 * r
-        elif name.endswith("conv1d.weight"):
-            t = r / math.sqrt(shape[-1])
-        elif _zero_centred(name):
-            t = 0.1 * r
-        elif name.endswith("norm.weight"):
-            t = 1.0 + 0.1 * r
-        elif name.endswith(".bias"):
-            t = 0.1 * r
-        elif name.endswith("embed_tokens.weight") or name.endswith("pos_embed.weight"):
-            t = r
-        elif name == "lm_head.weight":
-            t = r * (logit_gain / math.sqrt(shape[1]))
-        else:
-            fan_in = int(torch.tensor(shape[1:]).prod())
-            t = r * (init_gain / math.sqrt(fan_in))
-        out[name] = t
-    return out
+            return torch.log(0.05 + 1.95 * torch.rand(shape, generator=g, dtype=torch.float32))
+        if name.endswith("dt_bias"):
+            return 0.5 * r
+        if name.endswith("conv1d.weight"):
+            return r / math.sqrt(shape[-1])
+        if _zero_centred(name):
+            return 0.1 * r
+        if name.endswith("norm.weight"):
+            return 1.0 + 0.1 * r
+        if name.endswith(".bias"):
+            return 0.1 * r
+        if name.endswith(("embed_tokens.weight", "pos_embed.weight")):
+            return r
+        if name == "lm_head.weight":
+            return r * (logit_gain / math.sqrt(shape[1]))
+        return r * (init_gain / math.sqrt(int(torch.tensor(shape[1:]).prod())))
+    return draw_weights(tensor_shapes(cfg), seed, scale)
 
 
 def write_hf_qwen35(out_dir: str, cfg: dict, seed: int = 1, shards: int = 1,
@@ -332,10 +329,8 @@ def main(argv=None) -> int:
     ap.add_argument("--force", action="store_true")
     a = ap.parse_args(argv)
     try:
-        _check_out_dir(a.out, a.force)
-        os.makedirs(a.out, exist_ok=True)
-        vocab = setup_tokenizer(a.out, a.tokenizer, a.vocab_size, a.text,
-                                a.max_position_embeddings)
+        vocab = start_folder(a.out, a.force, a.tokenizer, a.vocab_size, a.text,
+                             a.max_position_embeddings)
         kw = {n: getattr(a, n) for n, _ in ints if n not in ("vocab_size", "shards", "seed")}
         cfg = make_config(a.family, vocab_size=vocab, partial_rotary_factor=a.partial_rotary_factor,
                           rope_theta=a.rope_theta, rms_norm_eps=a.rms_norm_eps,

@@ -53,7 +53,6 @@ rows are equal. Biases (attention_bias) are added where the tensors exist.
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 from typing import Dict, List, Optional, Sequence
@@ -68,7 +67,8 @@ for _p in (_TOOLS, _HERE):
         sys.path.insert(0, _p)
 from hf_llama import HfLlamaError  # noqa: E402
 from flatstate_ref.gated_delta import gated_delta_chunked, gated_delta_recurrent  # noqa: E402
-from flatstate_ref.llama import load_hf_tensors, rms_norm, rotate_half  # noqa: E402
+from flatstate_ref.llama import HfModel, rms_norm, rotate_half  # noqa: E402
+from hf_qwen35 import tensor_shapes  # noqa: E402
 
 F64 = torch.float64
 LINEAR, FULL = "linear_attention", "full_attention"
@@ -142,11 +142,20 @@ def causal_conv(x: torch.Tensor, prev: torch.Tensor, w: torch.Tensor,
     return out + bias if bias is not None else out
 
 
-class HfQwen35:
+class HfQwen35(HfModel):
     def __init__(self, cfg: dict, tensors: Dict[str, torch.Tensor]):
         self.cfg = text_config(cfg)
         self.t = text_tensors(tensors)
         c = self.cfg
+        want = text_tensors(tensor_shapes(cfg, text_only=True))
+        have = set(self.t)
+        if c.get("tie_word_embeddings"):
+            have.discard("lm_head.weight")
+        if have != set(want):
+            raise Qwen35Error(f"tensors missing or extra: {sorted(have ^ set(want))}")
+        for n, shape in want.items():
+            if tuple(self.t[n].shape) != tuple(shape):
+                raise Qwen35Error(f"{n}: shape {list(self.t[n].shape)}, want {list(shape)}")
         self.family = c["family"]
         self.eps = float(c.get("rms_norm_eps", 1e-6))
         self.H, self.KV, self.hd = c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]
@@ -161,18 +170,6 @@ class HfQwen35:
         self.lm_head = self.t.get("lm_head.weight")
         if self.lm_head is None or c.get("tie_word_embeddings"):
             self.lm_head = self.t["model.embed_tokens.weight"]
-
-    @classmethod
-    def load(cls, model_dir: str) -> "HfQwen35":
-        with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as f:
-            cfg = json.load(f)
-        return cls(cfg, load_hf_tensors(model_dir))
-
-    # ------------------------------------------------------------------------------------------
-    def _lin(self, x: torch.Tensor, name: str) -> torch.Tensor:
-        y = x @ self.t[name + ".weight"].T
-        b = self.t.get(name + ".bias")
-        return y + b if b is not None else y
 
     def new_state(self) -> dict:
         """pos, then per layer: linear {"conv" [K-1, conv_dim], "S" [Hv, dk, dv]}, full
@@ -224,7 +221,8 @@ class HfQwen35:
 
     def _rope(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         ang = positions[:, None].to(F64) * self.inv_freq[None, :]
-        cos, sin = torch.cat([ang.cos()] * 2, -1)[:, None, :], torch.cat([ang.sin()] * 2, -1)[:, None, :]
+        cos = torch.cat([ang.cos()] * 2, -1)[:, None, :]
+        sin = torch.cat([ang.sin()] * 2, -1)[:, None, :]
         xr, xp = x[..., :self.rd], x[..., self.rd:]
         return torch.cat([xr * cos + rotate_half(xr) * sin, xp], -1)
 

@@ -15,7 +15,8 @@ import hf_qwen35  # noqa: E402
 from flatstate_ref.llama import load_hf_tensors  # noqa: E402
 from flatstate_ref.qwen35 import HfQwen35  # noqa: E402
 
-IDS = [1] + [int(x) for x in torch.randint(3, 512, (79,), generator=torch.Generator().manual_seed(5))]
+IDS = [1] + [int(x) for x in
+             torch.randint(3, 512, (79,), generator=torch.Generator().manual_seed(5))]
 
 
 def _write(tmp_path, family, **kw):
@@ -61,7 +62,8 @@ def test_shapes_per_layer_type():
     assert s["model.layers.0.linear_attn.conv1d.weight"] == (128, 1, 4)
     assert s["model.layers.0.linear_attn.norm.weight"] == (16,)
     assert s["model.layers.3.self_attn.q_proj.weight"] == (2 * 4 * 32, 64)
-    assert "model.layers.3.linear_attn.A_log" not in s and "model.layers.0.self_attn.q_proj.weight" not in s
+    assert "model.layers.3.linear_attn.A_log" not in s
+    assert "model.layers.0.self_attn.q_proj.weight" not in s
     n = hf_qwen35.tensor_shapes(hf_qwen35.make_config("qwen3_next"))
     assert n["model.layers.0.linear_attn.in_proj_qkvz.weight"] == (2 * 2 * 16 + 2 * 4 * 16, 64)
     assert n["model.layers.0.linear_attn.in_proj_ba.weight"] == (8, 64)
