@@ -10,6 +10,9 @@
     /usr/bin/python3 tools/hf_llama_golden.py compare MODEL_DIR LLAMACPP_JSON OUT_DIR \
         [--llama_cpp_commit de3ff81] [--n_greedy 64]
 
+    # golden_reference.json alone (e.g. a dense Qwen3-Next folder, which llama.cpp cannot load)
+    /usr/bin/python3 tools/hf_llama_golden.py reference MODEL_DIR OUT_DIR [--n 80] [--n_greedy 64]
+
     # seed scan: for each writer seed (and --init_gain), write the folder (no tokenizer) and
     # print the smallest top-1/top-2 margin along the greedy path and over the prompt
     /usr/bin/python3 tools/hf_llama_golden.py scan --seeds 0-7 [--gains 1,2] -- \
@@ -224,6 +227,12 @@ def main(argv=None) -> int:
     c.add_argument("--n_greedy", type=int, default=64)
     c.add_argument("--settings", default="F32 GGUF, F32 K/V cache, flash attention off, "
                                         "1 thread, CPU, argmax without a sampler")
+    r = sub.add_parser("reference", help="golden_reference.json only (no llama.cpp)")
+    r.add_argument("model_dir")
+    r.add_argument("out_dir")
+    r.add_argument("--n", type=int, default=48)
+    r.add_argument("--seed", type=int, default=1234)
+    r.add_argument("--n_greedy", type=int, default=64)
     sc = sub.add_parser("scan")
     sc.add_argument("--seeds", default="0-7", help="e.g. 0-7 or 1,3,5")
     sc.add_argument("--gains", default="1", help="--init_gain values, comma-separated")
@@ -242,6 +251,15 @@ def main(argv=None) -> int:
         cfg = _text_cfg(a.model_dir)
         print(",".join(str(i) for i in seeded_prompt(cfg["vocab_size"], a.n, a.seed,
                                                      cfg.get("bos_token_id", 1))))
+        return 0
+    if a.cmd == "reference":
+        cfg = _text_cfg(a.model_dir)
+        prompt = seeded_prompt(cfg["vocab_size"], a.n, a.seed, cfg.get("bos_token_id", 1))
+        ref = reference_golden(a.model_dir, prompt, a.n_greedy)[0]
+        os.makedirs(a.out_dir, exist_ok=True)
+        with open(os.path.join(a.out_dir, "golden_reference.json"), "w", encoding="utf-8") as f:
+            json.dump(ref, f, separators=(",", ":"))
+            f.write("\n")
         return 0
     s = compare(a.model_dir, a.llamacpp_json, a.out_dir, a.llama_cpp_commit, a.n_greedy,
                 a.settings)
