@@ -302,22 +302,29 @@ def tensor_shapes(cfg: dict) -> "OrderedDict[str, Tuple[int, ...]]":
 def random_weights(cfg: dict, seed: int = 0, init_gain: float = 1.0,
                    logit_gain: float = 4.0) -> "OrderedDict[str, torch.Tensor]":
     """float32 tensors, drawn in module order from one seeded generator (module docstring)."""
-    g = torch.Generator().manual_seed(seed)
-    out: "OrderedDict[str, torch.Tensor]" = OrderedDict()
-    for name, shape in tensor_shapes(cfg).items():
-        r = torch.randn(shape, generator=g, dtype=torch.float32)
+    def scale(name: str, shape: Tuple[int, ...], r: torch.Tensor, g) -> torch.Tensor:
         if (name.endswith("layernorm.weight") or name == "model.norm.weight" or
                 name.endswith("_norm.weight")):
-            t = 1.0 + 0.1 * r
-        elif name.endswith(".bias"):
-            t = 0.1 * r
-        elif name == "model.embed_tokens.weight":
-            t = r
-        elif name == "lm_head.weight":
-            t = r * (logit_gain / math.sqrt(shape[1]))
-        else:
-            t = r * (init_gain / math.sqrt(shape[1]))
-        out[name] = t
+            return 1.0 + 0.1 * r
+        if name.endswith(".bias"):
+            return 0.1 * r
+        if name == "model.embed_tokens.weight":
+            return r
+        if name == "lm_head.weight":
+            return r * (logit_gain / math.sqrt(shape[1]))
+        return r * (init_gain / math.sqrt(shape[1]))
+    return draw_weights(tensor_shapes(cfg), seed, scale)
+
+
+def draw_weights(shapes: "Dict[str, Tuple[int, ...]]", seed: int,
+                 scale) -> "OrderedDict[str, torch.Tensor]":
+    """One seeded torch.Generator; per tensor in the order of `shapes`, r = N(0, 1) float32 of
+    its shape, then scale(name, shape, r, generator) (which may draw more) is the tensor."""
+    g = torch.Generator().manual_seed(seed)
+    out: "OrderedDict[str, torch.Tensor]" = OrderedDict()
+    for name, shape in shapes.items():
+        r = torch.randn(shape, generator=g, dtype=torch.float32)
+        out[name] = scale(name, shape, r, g)
     return out
 
 
@@ -423,11 +430,13 @@ def shard_names(names: List[str], sizes: Dict[str, int], shards: int) -> List[Li
 
 
 def write_model_files(out_dir: str, cfg: dict, tensors: "Dict[str, torch.Tensor]",
-                      shards: int) -> dict:
-    """The shards and model.safetensors.index.json. Returns the index dict."""
-    dtype = cfg["torch_dtype"]
+                      shards: int, names: Optional[List[str]] = None,
+                      dtype: Optional[str] = None) -> dict:
+    """The shards and model.safetensors.index.json. Returns the index dict. names: every
+    tensor in module order (default: tensor_shapes(cfg)); dtype: default cfg["torch_dtype"]."""
+    dtype = dtype or cfg["torch_dtype"]
     esize = DTYPES[dtype][2]
-    names = list(tensor_shapes(cfg))
+    names = list(names) if names is not None else list(tensor_shapes(cfg))
     if sorted(names) != sorted(tensors):
         raise HfLlamaError(f"tensors {sorted(set(names) ^ set(tensors))} missing or extra")
     sizes = {n: tensors[n].numel() * esize for n in names}
@@ -558,6 +567,26 @@ def write_tokenizer_config(out_dir: str, max_len: int) -> None:
                OrderedDict([("bos_token", "<s>"), ("eos_token", "</s>"), ("unk_token", "<unk>")]))
 
 
+def setup_tokenizer(out_dir: str, tokenizer: str, vocab_size: int, text: str,
+                    max_len: int) -> int:
+    """--tokenizer train (python3-sentencepiece on `text`), none, or a folder holding a
+    tokenizer.model to copy; writes the tokenizer files into out_dir. Returns the vocabulary
+    size (vocab_size as given for none)."""
+    vocab = vocab_size
+    if tokenizer == "train":
+        vocab = train_tokenizer(out_dir, vocab_size, text)
+    elif tokenizer != "none":
+        src = os.path.join(tokenizer, "tokenizer.model")
+        if not os.path.isfile(src):
+            raise HfLlamaError(f"--tokenizer {tokenizer}: no tokenizer.model there")
+        if os.path.abspath(src) != os.path.abspath(os.path.join(out_dir, "tokenizer.model")):
+            shutil.copyfile(src, os.path.join(out_dir, "tokenizer.model"))
+        vocab = tokenizer_model_vocab_size(src)
+    if tokenizer != "none":
+        write_tokenizer_config(out_dir, max_len)
+    return vocab
+
+
 # ----------------------------------------------------------------------------------------------
 # the folder
 # ----------------------------------------------------------------------------------------------
@@ -574,6 +603,15 @@ def write_hf_llama(out_dir: str, cfg: dict, seed: int = 0, shards: int = 2,
         ("transformers_version", cfg["transformers_version"])]))
     tensors = random_weights(cfg, seed=seed, init_gain=init_gain, logit_gain=logit_gain)
     return write_model_files(out_dir, cfg, tensors, shards)
+
+
+def start_folder(out_dir: str, force: bool, tokenizer: str, vocab_size: int, text: str,
+                 max_len: int) -> int:
+    """Checks out_dir (--force), creates it, writes the tokenizer files (setup_tokenizer).
+    Returns the vocabulary size."""
+    _check_out_dir(out_dir, force)
+    os.makedirs(out_dir, exist_ok=True)
+    return setup_tokenizer(out_dir, tokenizer, vocab_size, text, max_len)
 
 
 def _check_out_dir(out_dir: str, force: bool) -> None:
@@ -617,20 +655,8 @@ def main(argv=None) -> int:
     ap.add_argument("--force", action="store_true")
     a = ap.parse_args(argv)
     try:
-        _check_out_dir(a.out, a.force)
-        os.makedirs(a.out, exist_ok=True)
-        vocab = a.vocab_size
-        if a.tokenizer == "train":
-            vocab = train_tokenizer(a.out, a.vocab_size, a.text)
-        elif a.tokenizer != "none":
-            src = os.path.join(a.tokenizer, "tokenizer.model")
-            if not os.path.isfile(src):
-                raise HfLlamaError(f"--tokenizer {a.tokenizer}: no tokenizer.model there")
-            if os.path.abspath(src) != os.path.abspath(os.path.join(a.out, "tokenizer.model")):
-                shutil.copyfile(src, os.path.join(a.out, "tokenizer.model"))
-            vocab = tokenizer_model_vocab_size(src)
-        if a.tokenizer != "none":
-            write_tokenizer_config(a.out, a.max_position_embeddings)
+        vocab = start_folder(a.out, a.force, a.tokenizer, a.vocab_size, a.text,
+                             a.max_position_embeddings)
         cfg = make_config(
             vocab, hidden_size=a.hidden_size, intermediate_size=a.intermediate_size,
             num_hidden_layers=a.num_hidden_layers, num_attention_heads=a.num_attention_heads,

@@ -10,6 +10,9 @@
     /usr/bin/python3 tools/hf_llama_golden.py compare MODEL_DIR LLAMACPP_JSON OUT_DIR \
         [--llama_cpp_commit de3ff81] [--n_greedy 64]
 
+    # golden_reference.json alone (e.g. a dense Qwen3-Next folder, which llama.cpp cannot load)
+    /usr/bin/python3 tools/hf_llama_golden.py reference MODEL_DIR OUT_DIR [--n 80] [--n_greedy 64]
+
     # seed scan: for each writer seed (and --init_gain), write the folder (no tokenizer) and
     # print the smallest top-1/top-2 margin along the greedy path and over the prompt
     /usr/bin/python3 tools/hf_llama_golden.py scan --seeds 0-7 [--gains 1,2] -- \
@@ -18,7 +21,10 @@
 tools/llamacpp_parity.sh runs prompt and compare. The model family (Llama, Qwen2, Qwen3) is
 whatever the folder's config.json says; nothing here depends on it. The golden files keep the
 logits of GOLDEN_POSITIONS only (16 of the 48 prompt positions, every one of the first 8), each
-a full-vocabulary row:
+a full-vocabulary row. Qwen3.5 / Qwen3-Next folders (model_type qwen3_5, qwen3_5_text,
+qwen3_next) run flatstate_ref/qwen35.py instead and keep QWEN35_POSITIONS (8 of an 80-token
+prompt, around the delta rule's first 64-token chunk boundary) at 8 significant digits, and no
+llama.cpp logit rows (only its greedy ids and vs_reference):
 
     golden_reference.json  {"prompt", "positions", "logits" (float64 rounded to 10 significant
                             digits), "greedy" (argmax continuation, 64 ids),
@@ -48,6 +54,25 @@ sys.path.insert(0, TOOLS)
 from flatstate_ref.llama import HfLlama, top2_margin  # noqa: E402
 
 GOLDEN_POSITIONS = [0, 1, 2, 3, 4, 5, 6, 7, 10, 15, 20, 25, 31, 37, 42, 47]
+# Qwen3.5 / Qwen3-Next (hybrid) folders: fewer rows (8 significant digits), but across the
+# delta rule's 64-token chunk, and golden_llamacpp.json without logit rows (size in git)
+QWEN35_POSITIONS = [0, 1, 2, 31, 63, 64, 65, 79]
+QWEN35_TYPES = ("qwen3_5", "qwen3_5_text", "qwen3_next")
+
+
+def _text_cfg(model_dir: str) -> dict:
+    with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as f:
+        cfg = json.load(f)
+    return cfg.get("text_config") or cfg
+
+
+def load_reference(model_dir: str):
+    """(float64 reference model, golden positions): flatstate_ref/qwen35.py for model_type
+    qwen3_5 / qwen3_5_text / qwen3_next, else flatstate_ref/llama.py."""
+    if _text_cfg(model_dir).get("model_type") in QWEN35_TYPES:
+        from flatstate_ref.qwen35 import HfQwen35
+        return HfQwen35.load(model_dir), QWEN35_POSITIONS
+    return HfLlama.load(model_dir), GOLDEN_POSITIONS
 FIRST_ID = 3  # past <unk> <s> </s>
 
 
@@ -68,7 +93,9 @@ def _rows(t: torch.Tensor, positions: List[int], digits: int) -> List[List[float
 
 def reference_golden(model_dir: str, prompt: List[int], n_greedy: int):
     """(golden dict, full prompt logits [T, V] float64, greedy ids, per-step rows [n, V])."""
-    m = HfLlama.load(model_dir)
+    m, positions = load_reference(model_dir)
+    positions = [p for p in positions if p < len(prompt)]
+    digits = 10 if isinstance(m, HfLlama) else 8
     full = m.logits(prompt)
     seq = list(prompt)
     greedy: List[int] = []
@@ -82,11 +109,11 @@ def reference_golden(model_dir: str, prompt: List[int], n_greedy: int):
     steps = torch.stack(rows) if rows else torch.zeros(0, full.shape[1], dtype=full.dtype)
     allv = torch.cat([full, steps])
     g = OrderedDict([
-        ("how", "tools/flatstate_ref/llama.py (float64) on this folder; "
-                "tools/hf_llama_golden.py compare"),
+        ("how", f"tools/flatstate_ref/{type(m).__module__.split('.')[-1]}.py (float64) on "
+                "this folder; tools/hf_llama_golden.py compare"),
         ("prompt", prompt),
-        ("positions", GOLDEN_POSITIONS),
-        ("logits", _rows(full, GOLDEN_POSITIONS, 10)),
+        ("positions", positions),
+        ("logits", _rows(full, positions, digits)),
         ("greedy", greedy),
         ("greedy_top2_margins", [_round(top2_margin(r), 6) for r in rows]),
         ("prompt_min_top2_margin", _round(min(top2_margin(r) for r in full), 6)),
@@ -122,8 +149,9 @@ def compare(model_dir: str, cpp_json: str, out_dir: str, commit: str, n_greedy: 
         ("llama_cpp_commit", commit),
         ("settings", settings),
         ("prompt", prompt),
-        ("positions", GOLDEN_POSITIONS),
-        ("logits", [[float(f"{v:.9g}") for v in cpp["logits"][p]] for p in GOLDEN_POSITIONS]),
+        ("positions", ref["positions"]),
+        ("logits", [[float(f"{v:.9g}") for v in cpp["logits"][p]] for p in ref["positions"]]
+         if "/llama.py" in ref["how"] else "not kept (see golden_reference.json)"),
         ("greedy", cg),
         ("vs_reference", OrderedDict([
             ("max_abs_diff_prompt_logits", _round(diff_prompt, 4)),
@@ -199,6 +227,12 @@ def main(argv=None) -> int:
     c.add_argument("--n_greedy", type=int, default=64)
     c.add_argument("--settings", default="F32 GGUF, F32 K/V cache, flash attention off, "
                                         "1 thread, CPU, argmax without a sampler")
+    r = sub.add_parser("reference", help="golden_reference.json only (no llama.cpp)")
+    r.add_argument("model_dir")
+    r.add_argument("out_dir")
+    r.add_argument("--n", type=int, default=48)
+    r.add_argument("--seed", type=int, default=1234)
+    r.add_argument("--n_greedy", type=int, default=64)
     sc = sub.add_parser("scan")
     sc.add_argument("--seeds", default="0-7", help="e.g. 0-7 or 1,3,5")
     sc.add_argument("--gains", default="1", help="--init_gain values, comma-separated")
@@ -214,10 +248,18 @@ def main(argv=None) -> int:
              a.n_greedy, a.seed)
         return 0
     if a.cmd == "prompt":
-        with open(os.path.join(a.model_dir, "config.json"), encoding="utf-8") as f:
-            cfg = json.load(f)
+        cfg = _text_cfg(a.model_dir)
         print(",".join(str(i) for i in seeded_prompt(cfg["vocab_size"], a.n, a.seed,
                                                      cfg.get("bos_token_id", 1))))
+        return 0
+    if a.cmd == "reference":
+        cfg = _text_cfg(a.model_dir)
+        prompt = seeded_prompt(cfg["vocab_size"], a.n, a.seed, cfg.get("bos_token_id", 1))
+        ref = reference_golden(a.model_dir, prompt, a.n_greedy)[0]
+        os.makedirs(a.out_dir, exist_ok=True)
+        with open(os.path.join(a.out_dir, "golden_reference.json"), "w", encoding="utf-8") as f:
+            json.dump(ref, f, separators=(",", ":"))
+            f.write("\n")
         return 0
     s = compare(a.model_dir, a.llamacpp_json, a.out_dir, a.llama_cpp_commit, a.n_greedy,
                 a.settings)

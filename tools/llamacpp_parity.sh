@@ -48,6 +48,7 @@ OUT=$(cd "$2" && pwd)
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 PY=${PY:-/usr/bin/python3}
 THREADS=${THREADS:-1}
+N_PROMPT_SET=${N_PROMPT:-}
 N_PROMPT=${N_PROMPT:-48}
 N_GREEDY=${N_GREEDY:-64}
 SEED=${SEED:-1234}
@@ -56,8 +57,22 @@ DEFAULT_HF_ARGS="--vocab_size 512 --hidden_size 96 --intermediate_size 256 --num
 DEFAULT_HF_ARGS+=" --num_attention_heads 4 --num_key_value_heads 2 --head_dim 32"
 DEFAULT_HF_ARGS+=" --dtype bfloat16 --shards 2 --seed 1"
 FAMILY=${FAMILY:-llama}
+WRITER=hf_llama.py
+CONVERT_FLAGS=()
 case "$FAMILY" in
   llama) ;;
+  qwen35|qwen3next)  # tests/data/hf_qwen35_tiny's flags (its README.md); qwen3next: the same
+    # shapes as Qwen3NextForCausalLM with num_experts 0 (in_proj_qkvz / in_proj_ba)
+    WRITER=hf_qwen35.py
+    CONVERT_FLAGS=(--no-mtp)
+    [ "$FAMILY" = qwen35 ] && fam=qwen3_5 || fam=qwen3_next
+    DEFAULT_HF_ARGS="--family $fam --tokenizer $REPO/tests/data/hf_llama_tiny"
+    DEFAULT_HF_ARGS+=" --hidden_size 32 --intermediate_size 48 --num_hidden_layers 4"
+    DEFAULT_HF_ARGS+=" --num_attention_heads 2 --num_key_value_heads 1 --head_dim 32"
+    DEFAULT_HF_ARGS+=" --linear_num_key_heads 2 --linear_num_value_heads 4"
+    DEFAULT_HF_ARGS+=" --linear_key_head_dim 16 --linear_value_head_dim 16"
+    DEFAULT_HF_ARGS+=" --tie_word_embeddings --dtype bfloat16 --seed 6 --init_gain 1.5"
+    N_PROMPT=${N_PROMPT_SET:-80} ;;
   qwen2)  # tests/data/hf_qwen2_tiny's flags (its README.md)
     DEFAULT_HF_ARGS="--family qwen2 --tokenizer $REPO/tests/data/hf_llama_tiny"
     DEFAULT_HF_ARGS+=" --hidden_size 64 --intermediate_size 192 --num_hidden_layers 2"
@@ -70,7 +85,7 @@ case "$FAMILY" in
     DEFAULT_HF_ARGS+=" --num_attention_heads 6 --num_key_value_heads 2 --head_dim 24"
     DEFAULT_HF_ARGS+=" --rope_theta 1000000 --rms_norm_eps 1e-6"
     DEFAULT_HF_ARGS+=" --dtype bfloat16 --shards 2 --seed 20 --init_gain 1" ;;
-  *) echo "FAMILY $FAMILY: want llama, qwen2 or qwen3" >&2; exit 2 ;;
+  *) echo "FAMILY $FAMILY: want llama, qwen2, qwen3, qwen35 or qwen3next" >&2; exit 2 ;;
 esac
 HF_ARGS=${HF_ARGS:-$DEFAULT_HF_ARGS}
 
@@ -85,7 +100,7 @@ if [ -n "${MODEL_DIR:-}" ]; then
 else
   HF="$OUT/hf"
   # shellcheck disable=SC2086
-  "$PY" "$REPO/tools/hf_llama.py" --out "$HF" --force $HF_ARGS
+  "$PY" "$REPO/tools/$WRITER" --out "$HF" --force $HF_ARGS
 fi
 
 # 2. llama.cpp's converter, with the transformers stand-in
@@ -109,7 +124,10 @@ EOF
 cat > "$OUT/shim/run_convert.py" <<'EOF'
 """Runs convert_hf_to_gguf.py (argv[1]) under a torch without the float8 dtypes (Debian's
 1.13), written by tools/llamacpp_parity.sh: the converter only names them as dict keys and in a
-membership test, so a placeholder that no tensor's dtype equals stands in."""
+membership test, so a placeholder that no tensor's dtype equals stands in. Qwen3.5 / Qwen3-Next
+(conversion/qwen.py Qwen2MoeModel and its subclasses) take the vocabulary from AutoTokenizer
+(_set_vocab_gpt2): with a tokenizer.model in the folder they are pointed at the SentencePiece
+path instead, as Qwen2Model.set_vocab does."""
 import os
 import runpy
 import sys
@@ -122,12 +140,17 @@ for name in ("float8_e4m3fn", "float8_e5m2"):
 script = sys.argv[1]
 sys.argv = sys.argv[1:]
 sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+try:
+    from conversion import qwen as _qwen
+    _qwen.Qwen2MoeModel.set_vocab = lambda self: self._set_vocab_sentencepiece()
+except ImportError:  # an older llama.cpp without the conversion package
+    pass
 runpy.run_path(script, run_name="__main__")
 EOF
 GGUF="$OUT/model-f32.gguf"
 PYTHONPATH="$OUT/shim:$LLAMA/gguf-py" "$PY" "$OUT/shim/run_convert.py" \
   "$LLAMA/convert_hf_to_gguf.py" "$HF" \
-  --outtype f32 --outfile "$GGUF" > "$OUT/convert.log" 2>&1 || {
+  --outtype f32 --outfile "$GGUF" "${CONVERT_FLAGS[@]}" > "$OUT/convert.log" 2>&1 || {
   tail -30 "$OUT/convert.log" >&2
   exit 1
 }

@@ -123,7 +123,24 @@ def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
 
 
-class HfLlama:
+class HfModel:
+    """A Hugging Face folder's float64 model: cls(config.json dict, float64 tensors by name)."""
+    t: Dict[str, torch.Tensor]
+
+    @classmethod
+    def load(cls, model_dir: str):
+        with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as f:
+            cfg = json.load(f)
+        return cls(cfg, load_hf_tensors(model_dir))
+
+    def _lin(self, x: torch.Tensor, name: str) -> torch.Tensor:
+        """x W^T (+ b when the folder has name.bias)."""
+        y = x @ self.t[name + ".weight"].T
+        b = self.t.get(name + ".bias")
+        return y if b is None else y + b
+
+
+class HfLlama(HfModel):
     def __init__(self, cfg: dict, tensors: Dict[str, torch.Tensor]):
         if cfg.get("hidden_act", "silu") != "silu":
             raise HfLlamaError(f"hidden_act {cfg.get('hidden_act')!r}: only silu")
@@ -145,17 +162,6 @@ class HfLlama:
         self.t = tensors
         self.hd = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
         self.inv_freq = rope_inv_freq(cfg)
-
-    @classmethod
-    def load(cls, model_dir: str) -> "HfLlama":
-        with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as f:
-            cfg = json.load(f)
-        return cls(cfg, load_hf_tensors(model_dir))
-
-    def _lin(self, x: torch.Tensor, name: str) -> torch.Tensor:
-        y = x @ self.t[name + ".weight"].T
-        b = self.t.get(name + ".bias")
-        return y if b is None else y + b
 
     def hidden(self, ids: Sequence[int], positions: Optional[Sequence[int]] = None
                ) -> torch.Tensor:
