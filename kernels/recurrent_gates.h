@@ -1,6 +1,7 @@
 // Element-wise parts of the recurrent families' token mixers (Gated DeltaNet, GLA, Mamba-2):
 // SiLU after their short convolution, the decay and write-strength gates of the gated delta
-// rule, and the gated per-head RMSNorm before their output projection. Row-major fp32; rows are
+// rule, the gated per-head RMSNorm before their output projection, and the sigmoid output gate of
+// the hybrids' softmax layers. Row-major fp32; rows are
 // independent (batch invariant). Pointers are in the op's device memory. CPU bodies in
 // cpu/recurrent_gates.cc; CUDA bodies in cuda/recurrent_gates.cu (asynchronous on
 // cuda::Stream(); compiled, not yet run on a GPU).
@@ -26,6 +27,12 @@ template <Device D>
 void DeltaGates(const float* a_in, const float* b_in, int64_t in_stride, int64_t rows, int heads,
                 const float* A_log, const float* dt_bias, float* g, float* beta,
                 int64_t out_stride);
+
+// x[r][i] *= sigmoid(gate[r * gate_stride + i]), i < dim, for `rows` rows of stride x_stride (the
+// output gate of Qwen3.5 / Qwen3-Next softmax layers).
+template <Device D>
+void SigmoidMulRows(float* x, int64_t x_stride, const float* gate, int64_t gate_stride,
+                    int64_t rows, int64_t dim);
 
 // Gated per-head RMSNorm in place (Qwen3-Next's RMSNormGated, fla's FusedRMSNormGated): for each
 // row r and head h, with x_h the head_dim floats at x + r * x_stride + h * head_dim and z_h at

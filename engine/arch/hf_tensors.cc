@@ -33,14 +33,14 @@ float FloatFromF16(uint16_t h) {
   return out;
 }
 
-void Widen(const TensorView& t, float* out) {
-  const int64_t n = t.num_elements();
+// Elements [first, first + n) of `t` as floats (exact for BF16 and F16).
+void WidenRows(const TensorView& t, int64_t first, int64_t n, float* out) {
   if (t.dtype == "F32") {
-    std::memcpy(out, t.data, sizeof(float) * n);
+    std::memcpy(out, t.f32() + first, sizeof(float) * n);
   } else if (t.dtype == "BF16") {
-    for (int64_t i = 0; i < n; ++i) out[i] = FloatFromBf16(t.bf16()[i]);
+    for (int64_t i = 0; i < n; ++i) out[i] = FloatFromBf16(t.bf16()[first + i]);
   } else {
-    const uint16_t* h = reinterpret_cast<const uint16_t*>(t.data);
+    const uint16_t* h = reinterpret_cast<const uint16_t*>(t.data) + first;
     for (int64_t i = 0; i < n; ++i) out[i] = FloatFromF16(h[i]);
   }
 }
@@ -54,7 +54,7 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
 absl::Status BindHfTensors(const std::vector<HfTensor>& table,
                            const std::vector<std::string>& ignored_suffixes,
                            absl::string_view family, const WeightFiles& files, ModelConfig* config,
-                           TensorStore* store) {
+                           TensorStore* store, const std::vector<std::string>& ignored_prefixes) {
   // Pass 1: presence, dtype and shape of every source; whether every GEMM source is BF16.
   std::set<std::string_view> named;
   bool all_gemm_bf16 = true;
@@ -65,21 +65,28 @@ absl::Status BindHfTensors(const std::vector<HfTensor>& table,
       if (f.tensor == nullptr) {
         return absl::InvalidArgumentError(
             absl::StrCat(files.description(), ": tensor '", e.names[i], "' is missing (", family,
-                         " with this config.json needs it, shape ", ShapeString(e.shapes[i]),
-                         ")"));
+                         " with this config.json needs it, shape ", ShapeString(e.shapes[i]), ")"));
       }
       const TensorView& t = *f.tensor;
       const std::string where = absl::StrCat(*f.path, ": tensor '", t.name, "'");
       if (t.dtype != "F32" && t.dtype != "BF16" && t.dtype != "F16") {
-        return absl::InvalidArgumentError(absl::StrCat(where, ": unsupported dtype '", t.dtype,
-                                                       "' (expected F32, BF16 or F16)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": unsupported dtype '", t.dtype, "' (expected F32, BF16 or F16)"));
       }
       if (t.shape != e.shapes[i]) {
-        return absl::InvalidArgumentError(absl::StrCat(where, ": expected shape ",
-                                                       ShapeString(e.shapes[i]), ", got ",
-                                                       ShapeString(t.shape)));
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, ": expected shape ", ShapeString(e.shapes[i]), ", got ", ShapeString(t.shape)));
       }
       if (e.kind == HfTensor::Kind::kGemm && t.dtype != "BF16") all_gemm_bf16 = false;
+      if (i < e.rows.size()) {
+        for (const auto& [first, count] : e.rows[i]) {
+          if (first < 0 || count < 0 || first + count > t.shape[0]) {
+            return absl::InvalidArgumentError(absl::StrCat(where, ": rows [", first, ", ",
+                                                           first + count, ") outside its ",
+                                                           t.shape[0], " rows"));
+          }
+        }
+      }
     }
   }
   for (const WeightFiles::Found& f : files.All()) {
@@ -87,6 +94,7 @@ absl::Status BindHfTensors(const std::vector<HfTensor>& table,
     if (named.count(name) != 0) continue;
     bool ignored = false;
     for (const std::string& s : ignored_suffixes) ignored = ignored || absl::EndsWith(name, s);
+    for (const std::string& s : ignored_prefixes) ignored = ignored || absl::StartsWith(name, s);
     if (ignored) continue;
     return absl::InvalidArgumentError(absl::StrCat(
         *f.path, ": unexpected tensor '", name, "' (not part of ", family, " with this config.json",
@@ -97,55 +105,72 @@ absl::Status BindHfTensors(const std::vector<HfTensor>& table,
   }
   config->torch_dtype = all_gemm_bf16 ? TorchDtype::kBfloat16 : TorchDtype::kFloat32;
 
-  // Pass 2: bind, converting and fusing where needed.
+  // Pass 2: bind, converting and fusing where needed. A piece is rows [first, first + count)
+  // of one source; a source without a row selection is one piece of all its rows.
+  struct Piece {
+    const TensorView* t;
+    int64_t first, count;
+  };
+  // Elements per row (the product of every dimension after the first).
+  auto row_elems = [](const TensorView* t) {
+    return t->shape.empty() || t->shape[0] == 0 ? int64_t{1} : t->num_elements() / t->shape[0];
+  };
   for (const HfTensor& e : table) {
-    std::vector<const TensorView*> src;
-    int64_t rows = 0, cols = 1, total = 0;
-    for (const std::string& n : e.names) {
-      src.push_back(files.Find(n).tensor);
-      rows += src.back()->shape[0];
-      cols = src.back()->shape.size() > 1 ? src.back()->shape[1] : 1;
-      total += src.back()->num_elements();
+    std::vector<Piece> pieces;
+    int64_t rows = 0, cols = 1;
+    bool whole = true;  // every piece is a whole source
+    for (size_t i = 0; i < e.names.size(); ++i) {
+      const TensorView* t = files.Find(e.names[i]).tensor;
+      cols = row_elems(t);
+      if (i < e.rows.size() && !e.rows[i].empty()) {
+        whole = false;
+        for (const auto& [first, count] : e.rows[i]) pieces.push_back({t, first, count});
+      } else {
+        pieces.push_back({t, 0, t->shape[0]});
+      }
     }
+    for (const Piece& p : pieces) rows += p.count;
+    const int64_t total = rows * cols;
+    const bool single = pieces.size() == 1 && whole;
     if (e.kind == HfTensor::Kind::kGemm) {
       e.gemm->n = rows;
       e.gemm->k = cols;
       if (all_gemm_bf16) {
-        if (src.size() == 1) {
-          e.gemm->bf16 = src[0]->bf16();
+        if (single) {
+          e.gemm->bf16 = pieces[0].t->bf16();
           continue;
         }
         uint16_t* out = store->NewBf16(total);
-        for (const TensorView* t : src) {
-          std::memcpy(out, t->data, t->size_bytes);
-          out += t->num_elements();
+        e.gemm->bf16 = out;
+        for (const Piece& p : pieces) {
+          std::memcpy(out, p.t->bf16() + p.first * cols, sizeof(uint16_t) * p.count * cols);
+          out += p.count * cols;
         }
-        e.gemm->bf16 = out - total;
         continue;
       }
-      if (src.size() == 1 && src[0]->dtype == "F32") {
-        e.gemm->f32 = src[0]->f32();
+      if (single && pieces[0].t->dtype == "F32") {
+        e.gemm->f32 = pieces[0].t->f32();
         continue;
       }
       float* out = store->NewF32(total);
       e.gemm->f32 = out;
-      for (const TensorView* t : src) {
-        Widen(*t, out);
-        out += t->num_elements();
+      for (const Piece& p : pieces) {
+        WidenRows(*p.t, p.first * cols, p.count * cols, out);
+        out += p.count * cols;
       }
       continue;
     }
     const bool offset = e.kind == HfTensor::Kind::kNorm && config->norm_unit_offset;
     float* copy = nullptr;  // the converted / fused / offset copy, when one is made
-    if (src.size() == 1 && src[0]->dtype == "F32" && !offset) {
-      *e.f32 = src[0]->f32();
+    if (single && pieces[0].t->dtype == "F32" && !offset) {
+      *e.f32 = pieces[0].t->f32();
     } else {
       copy = store->NewF32(total);
       *e.f32 = copy;
       float* out = copy;
-      for (const TensorView* t : src) {
-        Widen(*t, out);
-        out += t->num_elements();
+      for (const Piece& p : pieces) {
+        WidenRows(*p.t, p.first * cols, p.count * cols, out);
+        out += p.count * cols;
       }
     }
     if (e.kind != HfTensor::Kind::kNorm) continue;

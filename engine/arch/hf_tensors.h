@@ -9,7 +9,10 @@
 // single source already in the target type is used in place from the mapping; conversions and
 // fusions are kept in the TensorStore. Norm weights must be finite (and get 1 + w when
 // ModelConfig::norm_unit_offset). A file tensor that no entry names is an error, except those
-// whose name ends in one of `ignored_suffixes` (e.g. "rotary_emb.inv_freq", recomputed).
+// whose name ends in one of `ignored_suffixes` (e.g. "rotary_emb.inv_freq", recomputed) or starts
+// with one of `ignored_prefixes` (e.g. a multimodal checkpoint's vision tower). A source may take
+// only some of its rows, in a given order (HfTensor::rows): how a table de-interleaves a
+// projection whose heads hold two parts (Qwen3.5's q_proj: each head's query, then its gate).
 //
 // Stateless; errors are InvalidArgument naming the file and the tensor.
 #ifndef FLATSTATE_ENGINE_ARCH_HF_TENSORS_H_
@@ -17,6 +20,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -33,6 +37,9 @@ struct HfTensor {
   std::vector<std::vector<int64_t>> shapes;  // each source's shape
   const float** f32 = nullptr;               // kVector, kNorm, kMatrix: the F32 result
   GemmTensor* gemm = nullptr;                // kGemm
+  // Per source (empty, or an empty entry: every row): the rows taken, as (first, count) ranges
+  // in order.
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> rows = {};
 };
 
 // `family` names the architecture in messages ("LlamaForCausalLM"); `extra_hint` is appended to
@@ -40,7 +47,8 @@ struct HfTensor {
 absl::Status BindHfTensors(const std::vector<HfTensor>& table,
                            const std::vector<std::string>& ignored_suffixes,
                            absl::string_view family, const WeightFiles& files, ModelConfig* config,
-                           TensorStore* store);
+                           TensorStore* store,
+                           const std::vector<std::string>& ignored_prefixes = {});
 
 }  // namespace flatstate
 

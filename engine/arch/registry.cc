@@ -7,6 +7,7 @@
 #include "engine/arch/architecture.h"
 #include "engine/arch/flatstate_arch.h"
 #include "engine/arch/llama_arch.h"
+#include "engine/arch/qwen35_arch.h"
 
 namespace flatstate {
 namespace {
@@ -16,8 +17,9 @@ const std::vector<const Architecture*>& Registry() {
   static const LlamaArchitecture llama_arch(LlamaArchitecture::Family::kLlama);
   static const LlamaArchitecture qwen2_arch(LlamaArchitecture::Family::kQwen2);
   static const LlamaArchitecture qwen3_arch(LlamaArchitecture::Family::kQwen3);
+  static const Qwen35Architecture qwen35_arch;
   static const std::vector<const Architecture*> all = {&flatstate_arch, &llama_arch, &qwen2_arch,
-                                                       &qwen3_arch};
+                                                       &qwen3_arch, &qwen35_arch};
   return all;
 }
 

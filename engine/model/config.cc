@@ -95,7 +95,7 @@ bool ModelConfig::has_conv() const {
 }
 
 bool ModelConfig::has_kv() const {
-  if (attention_kind == AttentionKind::kSoftmax) return true;
+  if (attention_kind == AttentionKind::kSoftmax && delta.value_heads == 0) return true;
   for (bool s : softmax_layer) {
     if (s) return true;
   }
@@ -118,6 +118,7 @@ LayerAttention ModelConfig::layer_attention(int layer) const {
   if (layer >= 0 && static_cast<size_t>(layer) < softmax_layer.size() && softmax_layer[layer]) {
     return {.softmax = true};
   }
+  if (delta.value_heads > 0) return {.delta = true};
   switch (attention_kind) {
     case AttentionKind::kSoftmax:
       return {.softmax = true};
@@ -151,6 +152,10 @@ size_t ModelConfig::state_floats() const {
   for (int l = 0; l < num_hidden_layers; ++l) {
     const LayerAttention a = layer_attention(l);
     if (a.softmax) continue;
+    if (a.delta) {
+      total += delta.state_floats();
+      continue;
+    }
     total +=
         (a.linear ? h * (f * d + f + 1) : 0) + conv + (a.window ? 2 * size_t(window_size) * D : 0);
   }

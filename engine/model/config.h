@@ -61,10 +61,30 @@ absl::string_view TorchDtypeName(TorchDtype dtype);
 // (gated: S, z, n) and runs the kind's feature map (elu+1 for hybrid); a window branch keeps a
 // ring of the last window_size rotated keys and values; a softmax layer attends over its K/V
 // rows in the paged pool (RoPE) and keeps no fixed-size state.
+// A Gated DeltaNet layer (delta; ModelConfig::delta) keeps its delta-rule state and its short
+// convolution's window (kernels/gated_delta.h).
 struct LayerAttention {
   bool linear = false;
   bool window = false;
   bool softmax = false;
+  bool delta = false;
+};
+
+// The Gated DeltaNet layers' shape (Qwen3.5 / Qwen3-Next `linear_*` config keys; value_heads 0:
+// the model has none). Per layer: q and k of key_heads x key_dim, v and the output gate z of
+// value_heads x value_dim, a depthwise causal convolution of conv_kernel taps over q|k|v.
+struct DeltaNetShape {
+  int key_heads = 0, value_heads = 0;
+  int key_dim = 0, value_dim = 0;
+  int conv_kernel = 0;
+  int64_t key_width() const { return int64_t{key_heads} * key_dim; }
+  int64_t value_width() const { return int64_t{value_heads} * value_dim; }
+  int64_t conv_dim() const { return 2 * key_width() + value_width(); }
+  // Floats of state per layer: S [value_heads][key_dim][value_dim] and the conv window.
+  size_t state_floats() const {
+    return size_t(value_heads) * key_dim * value_dim +
+           (conv_kernel > 1 ? size_t(conv_kernel - 1) * conv_dim() : 0);
+  }
 };
 
 // The channel mixer of every layer: flatstate's GELU MLP (w2 gelu(w1 x)) or SwiGLU (Llama's:
@@ -101,29 +121,34 @@ struct ModelConfig {
   int64_t max_position_embeddings = int64_t{1} << 20;
   int cosformer_horizon = 1024;
   int favor_num_features = 64;
-  int chunk_size = 64;  // default prefill chunk
+  int chunk_size = 64;        // default prefill chunk
   int window_size = 64;       // W: window, hybrid
   int rfa_num_features = 32;  // R: gated (feature size 2R)
   HybridLayout hybrid_layout = HybridLayout::kAlternate;
   TorchDtype torch_dtype = TorchDtype::kFloat32;  // the layers' GEMM weights in the file
   ChatTemplate chat_template;
   // Hugging Face families (flatstate's own format keeps the defaults):
-  int num_key_value_heads = 0;      // K/V heads (grouped-query when < heads); 0: kv_heads() = heads
+  int num_key_value_heads = 0;  // K/V heads (grouped-query when < heads); 0: kv_heads() = heads
   MlpKind mlp_kind = MlpKind::kGelu;
-  bool attention_bias = false;      // q, k, v and o projections carry biases
-  bool mlp_bias = false;            // gate, up and down projections carry biases
-  bool tie_word_embeddings = false; // the output head is the embedding matrix
-  bool norm_unit_offset = false;    // RMSNorm multiplies by (1 + w) (folded into w at load)
-  bool qk_norm = false;             // per-head RMSNorm of q and k before RoPE (Qwen3)
+  bool attention_bias = false;       // q, k, v and o projections carry biases
+  bool mlp_bias = false;             // gate, up and down projections carry biases
+  bool tie_word_embeddings = false;  // the output head is the embedding matrix
+  bool norm_unit_offset = false;     // RMSNorm multiplies by (1 + w) (folded into w at load)
+  bool qk_norm = false;              // per-head RMSNorm of q and k before RoPE (Qwen3)
+  // Softmax layers multiply their attention output by sigmoid(gate), the gate rows following
+  // q|k|v in wqkv (Qwen3.5 / Qwen3-Next `attn_output_gate`).
+  bool attn_output_gate = false;
+  // Gated DeltaNet layers: every layer that softmax_layer does not mark (Qwen3.5's layer_types).
+  DeltaNetShape delta;
   int rotary_dim = 0;  // head_dim * partial_rotary_factor: RoPE's share of a head; 0: head_dim
   RopeScaling rope_scaling;
   // Token ids from config.json / generation_config.json; -1 / empty when the model has none.
   int32_t bos_token_id = -1;
   std::vector<int32_t> eos_token_ids;
 
-  // config key "layer_types" (kinds linear_elu, cosformer, cosine, favor): per layer "softmax" or "recurrent" (the
-  // kind's own mixer). Empty: every layer is the kind's. A softmax layer of such a model is the
-  // softmax kind's layer (RoPE, paged K/V, no conv).
+  // config key "layer_types" (kinds linear_elu, cosformer, cosine, favor): per layer "softmax" or
+  // "recurrent" (the kind's own mixer). Empty: every layer is the kind's. A softmax layer of such a
+  // model is the softmax kind's layer (RoPE, paged K/V, no conv).
   std::vector<bool> softmax_layer;
 
   // Some layer attends over a growing K/V cache (the softmax kind, or softmax layers in
@@ -150,7 +175,9 @@ struct ModelConfig {
   size_t state_bytes() const;
   // fp32 KV bytes per token: 2 * kv_layers() * kv_dim() * 4 (0 without softmax layers).
   size_t kv_bytes_per_token() const;
-  int kv_heads() const { return num_key_value_heads > 0 ? num_key_value_heads : num_attention_heads; }
+  int kv_heads() const {
+    return num_key_value_heads > 0 ? num_key_value_heads : num_attention_heads;
+  }
   int rotary() const { return rotary_dim > 0 ? rotary_dim : head_dim; }
   // Widths of a query (and attention output) row and of one K (or V) row. flatstate's own format
   // has heads * head_dim == hidden_size by definition, so its widths are the hidden size.

@@ -54,6 +54,13 @@ struct LayerWeights {
   const float* k_norm = nullptr;
   const float* b1 = nullptr;
   const float* b2 = nullptr;
+  // Gated DeltaNet layers (ModelConfig::delta): wqkv is q|k|v [conv_dim, D], conv the depthwise
+  // convolution [conv_dim, K], wzba the output gate z, then b and a [value_width + 2 Hv, D];
+  // A_log and dt_bias [Hv]; delta_norm the gated RMSNorm's weight [value_dim]; wo [D, value_width].
+  GemmTensor wzba;
+  const float* A_log = nullptr;
+  const float* dt_bias = nullptr;
+  const float* delta_norm = nullptr;
 };
 
 struct ModelWeights {

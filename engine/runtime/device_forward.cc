@@ -6,6 +6,7 @@
 #include "engine/util/status_macros.h"
 #include "kernels/elementwise.h"
 #include "kernels/gated_attention.h"
+#include "kernels/gated_delta.h"
 #include "kernels/linear_attention.h"
 #include "kernels/paged_attention.h"
 #include "kernels/window_attention.h"
@@ -37,6 +38,10 @@ absl::StatusOr<std::unique_ptr<DeviceForward<D>>> DeviceForward<D>::Create(
     }
     if (l.attention.window)
       RETURN_IF_ERROR(CheckWindowAttentionShape<D>(c.head_dim, c.window_size));
+    if (l.attention.delta) {
+      RETURN_IF_ERROR(CheckGatedDeltaShape<D>(c.delta.key_heads, c.delta.value_heads,
+                                              c.delta.key_dim, c.delta.value_dim, chunk_size));
+    }
   }
   if (c.has_kv()) RETURN_IF_ERROR(CheckPagedAttentionShape<D>(c.head_dim, kv->dtype()));
   auto f = std::unique_ptr<DeviceForward>(new DeviceForward(model, kv, par, chunk_size, gemm));

@@ -15,6 +15,15 @@ StateLayout MakeStateLayout(const ModelConfig& config) {
     LayerStateLayout l;
     l.attention = config.layer_attention(layer);
     l.begin = out.floats;
+    if (l.attention.delta) {
+      const DeltaNetShape& dn = config.delta;
+      l.s = 0;
+      l.conv = size_t(dn.value_heads) * dn.key_dim * dn.value_dim;
+      l.floats = dn.state_floats();
+      out.floats += l.floats;
+      out.layers.push_back(l);
+      continue;
+    }
     size_t at = 0;
     if (l.attention.linear) {
       l.s = at;

@@ -33,6 +33,16 @@ void DeltaGates<Device::kCpu>(const float* a_in, const float* b_in, int64_t in_s
 }
 
 template <>
+void SigmoidMulRows<Device::kCpu>(float* x, int64_t x_stride, const float* gate,
+                                  int64_t gate_stride, int64_t rows, int64_t dim) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* xr = x + r * x_stride;
+    const float* gr = gate + r * gate_stride;
+    for (int64_t i = 0; i < dim; ++i) xr[i] *= 1.f / (1.f + std::exp(-gr[i]));
+  }
+}
+
+template <>
 void GatedHeadRmsNorm<Device::kCpu>(float* x, int64_t x_stride, const float* z, int64_t z_stride,
                                     int64_t rows, int heads, int head_dim, const float* weight,
                                     float eps) {

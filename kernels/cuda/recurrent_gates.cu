@@ -40,6 +40,16 @@ __global__ void DeltaGatesKernel(const float* a_in, const float* b_in, int64_t i
   }
 }
 
+__global__ void SigmoidMulKernel(float* x, int64_t x_stride, const float* gate, int64_t gate_stride,
+                                 int64_t rows, int64_t dim) {
+  const int64_t n = rows * dim;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / dim, c = i % dim;
+    x[r * x_stride + c] *= 1.f / (1.f + expf(-gate[r * gate_stride + c]));
+  }
+}
+
 // One block per (row, head).
 __global__ void __launch_bounds__(kThreads)
     GatedNormKernel(float* x, int64_t x_stride, const float* z, int64_t z_stride, int heads,
@@ -87,6 +97,15 @@ void DeltaGates<Device::kCuda>(const float* a_in, const float* b_in, int64_t in_
   cuda::DeltaGatesKernel<<<cuda::Blocks(rows * heads), cuda::kThreads, 0, cuda::Stream()>>>(
       a_in, b_in, in_stride, rows, heads, A_log, dt_bias, g, beta, out_stride);
   FS_CUDA_CHECK_LAUNCH("DeltaGatesKernel");
+}
+
+template <>
+void SigmoidMulRows<Device::kCuda>(float* x, int64_t x_stride, const float* gate,
+                                   int64_t gate_stride, int64_t rows, int64_t dim) {
+  if (rows <= 0 || dim <= 0) return;
+  cuda::SigmoidMulKernel<<<cuda::Blocks(rows * dim), cuda::kThreads, 0, cuda::Stream()>>>(
+      x, x_stride, gate, gate_stride, rows, dim);
+  FS_CUDA_CHECK_LAUNCH("SigmoidMulKernel");
 }
 
 template <>

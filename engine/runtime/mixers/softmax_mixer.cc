@@ -1,6 +1,7 @@
 #include "engine/runtime/mixers/softmax_mixer.h"
 
 #include "engine/util/status_macros.h"
+#include "kernels/recurrent_gates.h"
 
 namespace flatstate {
 
@@ -10,7 +11,8 @@ absl::StatusOr<std::unique_ptr<SoftmaxMixer<D>>> SoftmaxMixer<D>::Create(
   const ModelConfig& c = *res.config;
   auto m = std::unique_ptr<SoftmaxMixer>(new SoftmaxMixer(res));
   m->kv_layer_ = c.kv_layer_index(layer);  // the pool holds the softmax layers only
-  m->qkv_.width = int64_t{c.q_dim()} + 2 * int64_t{c.kv_dim()};
+  // With an output gate (Qwen3.5) the gate rows follow q|k|v in wqkv.
+  m->qkv_.width = int64_t{c.q_dim()} * (c.attn_output_gate ? 2 : 1) + 2 * int64_t{c.kv_dim()};
   RETURN_IF_ERROR(m->qkv_.BindVectors(c, layer, lw, *res.layout, weights));
   ASSIGN_OR_RETURN(m->qkv_.w, weights->PrepareGemm(lw.wqkv));
   RETURN_IF_ERROR(m->out_.Bind(c, lw, weights));
@@ -38,6 +40,10 @@ void SoftmaxMixer<D>::Forward(const float* in, float* residual, const MixerStep<
                     res_.rope, par);
   PagedAttention<D>(*res_.kv, s.tables.on, s.paged.on, rows, qkv, qkv_.width, att, c.q_dim(),
                     kv_layer_, res_.shape, par);
+  if (c.attn_output_gate) {
+    SigmoidMulRows<D>(att, c.q_dim(), qkv + c.q_dim() + 2 * c.kv_dim(), qkv_.width, rows,
+                      c.q_dim());
+  }
   out_.Apply(c, att, rows, *step.pool, residual);
 }
 

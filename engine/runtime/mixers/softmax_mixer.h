@@ -2,7 +2,8 @@
 // every family (flatstate's softmax kind and `layer_types` softmax layers; Llama, Qwen2, Qwen3):
 // the q|k|v projection (with bias and per-head q/k RMSNorm where the model has them), RoPE over
 // rotary_dim with the model's scaled frequencies and the write of the rotated k and v rows into
-// the session's blocks (RopeAndWriteKv), grouped-query PagedAttention, and the output
+// the session's blocks (RopeAndWriteKv), grouped-query PagedAttention, the output gate where the
+// model has one (ModelConfig::attn_output_gate: attention * sigmoid(gate)), and the output
 // projection. It keeps no fixed-size state; its KV rows are layer kv_layer_index(layer) of the
 // pool.
 //

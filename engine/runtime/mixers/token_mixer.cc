@@ -1,6 +1,7 @@
 #include "engine/runtime/mixers/token_mixer.h"
 
 #include "engine/runtime/mixers/flatstate_linear_mixer.h"
+#include "engine/runtime/mixers/gated_deltanet_mixer.h"
 #include "engine/runtime/mixers/softmax_mixer.h"
 
 namespace flatstate {
@@ -9,9 +10,9 @@ template <Device D>
 absl::StatusOr<std::unique_ptr<TokenMixer<D>>> MakeTokenMixer(int layer, const LayerWeights& lw,
                                                               const MixerResources<D>& res,
                                                               DeviceWeights<D>* weights) {
-  if (res.config->layer_attention(layer).softmax) {
-    return SoftmaxMixer<D>::Create(layer, lw, res, weights);
-  }
+  const LayerAttention a = res.config->layer_attention(layer);
+  if (a.softmax) return SoftmaxMixer<D>::Create(layer, lw, res, weights);
+  if (a.delta) return GatedDeltaNetMixer<D>::Create(layer, lw, res, weights);
   return FlatstateLinearMixer<D>::Create(layer, lw, res, weights);
 }
 
