@@ -27,7 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "server/store/redis/redis_client.h"
+#include "server/store/redis_address.h"
 #include "server/store/session_store.h"
 
 namespace flatstate::server {

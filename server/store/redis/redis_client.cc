@@ -99,10 +99,6 @@ void ToArgv(const RedisArgs& args, std::vector<const char*>* argv, std::vector<s
 
 }  // namespace
 
-std::string RedisAddress::ToString() const {
-  return absl::StrCat("redis://", host, ":", port, "/", db);
-}
-
 RedisClient::RedisClient(RedisAddress address, std::string password)
     : address_(std::move(address)), password_(std::move(password)) {}
 

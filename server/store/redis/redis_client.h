@@ -41,6 +41,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/store/redis_address.h"
 
 struct redisContext;
 
@@ -53,14 +54,6 @@ inline constexpr absl::Duration kRedisConnectTimeout = absl::Milliseconds(500);
 inline constexpr absl::Duration kRedisCommandTimeout = absl::Seconds(5);
 // After a failed connect, calls fail fast (without trying) for this long.
 inline constexpr absl::Duration kReconnectBackoff = absl::Milliseconds(250);
-
-struct RedisAddress {
-  std::string host = "127.0.0.1";
-  int port = 6379;
-  int db = 0;
-  // "redis://HOST:PORT/DB".
-  std::string ToString() const;
-};
 
 // One reply, copied out of hiredis (no hiredis type leaks into this header). Error replies never
 // appear here: they are statuses.
