@@ -21,7 +21,7 @@
 #include "absl/time/time.h"
 #include "server/server.h"
 
-// Every flag's default is the ServerOptions default (server/options.h): written once.
+// Every flag's default is the ServerOptions default (server/core/options.h): written once.
 namespace {
 const flatstate::server::ServerOptions kDefaults;
 }  // namespace

@@ -1,7 +1,6 @@
 #include "server/server.h"
 
 #include <grpcpp/health_check_service_interface.h>
-
 #include <unistd.h>
 
 #include <cstdio>
@@ -11,10 +10,10 @@
 #include "absl/strings/str_cat.h"
 #include "engine/util/status_macros.h"
 #include "grpc/health/v1/health.grpc.pb.h"
-#include "server/checkpoint_store.h"
-#include "server/model_registry.h"
-#include "server/session_store.h"
-#include "server/session_store_factory.h"
+#include "server/core/model_registry.h"
+#include "server/sessions/session_store_factory.h"
+#include "server/store/checkpoint_store.h"
+#include "server/store/session_store.h"
 
 namespace flatstate::server {
 namespace {

@@ -19,13 +19,13 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
-#include "server/engine_loop.h"
-#include "server/http_server.h"
-#include "server/inference_service.h"
-#include "server/metrics.h"
-#include "server/metrics_http.h"
-#include "server/options.h"
-#include "server/reflection_service.h"
+#include "server/core/metrics.h"
+#include "server/core/options.h"
+#include "server/grpc/inference_service.h"
+#include "server/grpc/reflection_service.h"
+#include "server/http/http_server.h"
+#include "server/http/metrics_http.h"
+#include "server/loop/engine_loop.h"
 
 namespace flatstate::server {
 

@@ -1,11 +1,11 @@
-// Fuzzes the Redis session store's record decoders (server/redis_session_format.h): values
-// another replica wrote are untrusted bytes. Any input decodes to a record that encodes back to
-// exactly the input, or gives DataLoss; never a crash, a hang or a huge allocation.
+// Fuzzes the Redis session store's record decoders (server/store/redis/redis_session_format.h):
+// values another replica wrote are untrusted bytes. Any input decodes to a record that encodes back
+// to exactly the input, or gives DataLoss; never a crash, a hang or a huge allocation.
 #include <cstdint>
 #include <string>
 
 #include "absl/strings/string_view.h"
-#include "server/redis_session_format.h"
+#include "server/store/redis/redis_session_format.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace flatstate::server;

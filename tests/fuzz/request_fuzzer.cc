@@ -1,4 +1,5 @@
-// Fuzzes the server's request validation (server/validation.h) and the checkpoint header parser.
+// Fuzzes the server's request validation (server/api/validation.h, reached from the proto message
+// through server/grpc/grpc_api.h as the gRPC service does) and the checkpoint header parser.
 // The input is read three ways: as a serialized GenerateRequest, as a serialized
 // RestoreSessionRequest, and split by FuzzedDataProvider into the fields of both (so values the
 // proto parser rarely produces, like NaN sampling params or ids with NUL bytes, are reached too).
@@ -16,10 +17,11 @@
 #include "engine/tokenizer/byte_tokenizer.h"
 #include "flatstate/v1/inference.pb.h"
 #include "google/protobuf/stubs/logging.h"
-#include "server/checkpoint_store.h"
-#include "server/model_registry.h"
-#include "server/ids.h"
-#include "server/validation.h"
+#include "server/api/validation.h"
+#include "server/core/model_registry.h"
+#include "server/grpc/grpc_api.h"
+#include "server/store/checkpoint_store.h"
+#include "server/store/ids.h"
 
 namespace {
 
@@ -47,8 +49,8 @@ void Check(bool ok) {
 }
 
 void ValidateGenerate(const pb::GenerateRequest& req, const ServerOptions& options) {
-  absl::StatusOr<flatstate::server::GenerateJob> job =
-      flatstate::server::ValidateGenerate(req, Models(), options);
+  absl::StatusOr<flatstate::server::GenerateJob> job = flatstate::server::ValidateGenerate(
+      flatstate::server::ToGenerateRequest(req), Models(), options);
   if (!job.ok()) {
     Check(!job.status().message().empty());
     return;
@@ -139,13 +141,16 @@ void FromFields(const uint8_t* data, size_t size) {
       flatstate::IsValidUtf8(g.model()) && flatstate::IsValidUtf8(g.session_id());
   Check(copy.ParseFromString(g.SerializeAsString()) == strings_valid);
   if (strings_valid) {
-    Check(flatstate::server::ValidateGenerate(copy, Models(), options).ok() ==
-          flatstate::server::ValidateGenerate(g, Models(), options).ok());
+    Check(flatstate::server::ValidateGenerate(flatstate::server::ToGenerateRequest(copy), Models(),
+                                              options)
+              .ok() == flatstate::server::ValidateGenerate(flatstate::server::ToGenerateRequest(g),
+                                                           Models(), options)
+                           .ok());
   }
 
   pb::CreateSessionRequest c;
   *c.mutable_sampling() = FuzzSampling(&p);
-  (void)flatstate::server::ConvertSampling(c.sampling());
+  (void)flatstate::server::ConvertSampling(flatstate::server::ToSamplingRequest(c.sampling()));
 
   pb::RestoreSessionRequest r;
   if (p.ConsumeBool()) {

@@ -21,6 +21,9 @@ mkdir -p "$tmp/models"
 ln -s "$ROOT/models/shakespeare-linear-elu" "$tmp/models/tiny"
 # Starts the server with extra flags, waits for it to serve, prints its stderr, stops it.
 run() {
+  # Empty the log before the start: the background child truncates it only once it runs, and the
+  # wait below must not see the previous run's "serving on".
+  : >"$tmp/err"
   "$BIN" --models_dir "$tmp/models" --port 0 --http_port 0 --metrics_port 0 \
     --checkpoint_dir "$tmp/ckpt" --threads 1 "$@" >"$tmp/out" 2>"$tmp/err" &
   pid=$!

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "server/redis_client.h"
+#include "server/store/redis/redis_client.h"
 #include "tests/system/cluster_test_util.h"
 
 namespace flatstate::testing {
@@ -131,8 +131,8 @@ TEST(ClusterStoreTest, RedisKilledAndRestartedWhileStreamsRun) {
 }
 
 // A turn whose single engine step outlasts the lease keeps it: leases are renewed by a thread of
-// their own (server/lease_keeper.h), not between steps. Here the lease is 100 ms and one step
-// prefills a 4,000-token softmax prompt.
+// their own (server/sessions/lease_keeper.h), not between steps. Here the lease is 100 ms and one
+// step prefills a 4,000-token softmax prompt.
 TEST(ClusterStoreTest, AStepLongerThanTheLeaseKeepsTheLease) {
   Cluster cluster(1, /*proxy=*/false, /*lease=*/"100ms", {"--step_token_budget=16384", "--kv_blocks=1024"});
   if (!cluster.available()) GTEST_SKIP() << cluster.skip_reason();

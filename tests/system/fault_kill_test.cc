@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "server/checkpoint_store.h"
-#include "server/ids.h"
+#include "server/store/checkpoint_store.h"
+#include "server/store/ids.h"
 #include "tests/system/fault_test_util.h"
 #include "tests/system/server_process.h"
 

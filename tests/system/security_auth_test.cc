@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/descriptor.pb.h"
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
-#include "server/ids.h"
+#include "server/store/ids.h"
 #include "tests/system/security_test_util.h"
 
 namespace flatstate::testing {

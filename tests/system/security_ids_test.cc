@@ -13,7 +13,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
-#include "server/ids.h"
+#include "server/store/ids.h"
 #include "tests/system/security_test_util.h"
 
 namespace flatstate::testing {

@@ -1,0 +1,83 @@
+// The OpenAI-compatible HTTP API's request side (docs/http-api.md): parses a JSON body of
+// POST /v1/completions or /v1/chat/completions into an OpenAiRequest (types and shapes only), and
+// turns one into the GenerateJob the engine loop runs through the transport-neutral validation
+// both transports share (GenerateRequest -> ValidateGenerate, server/api/validation.h): the HTTP
+// API adds no limits of its own and touches no proto message. Chat messages become
+// prompt text with the model's ChatTemplate (chat_format.h).
+//
+// Stateless functions; thread-safe. Failures are InvalidArgument whose message starts with the
+// OpenAI field name ("max_tokens: ...", "messages[1].role: ..."), so ToHttpError names it.
+#ifndef FLATSTATE_SERVER_HTTP_OPENAI_REQUEST_H_
+#define FLATSTATE_SERVER_HTTP_OPENAI_REQUEST_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "server/core/loop_types.h"
+#include "server/core/model_registry.h"
+#include "server/core/options.h"
+#include "server/http/chat_format.h"
+
+namespace flatstate::server {
+
+inline constexpr uint32_t kDefaultCompletionMaxTokens = 16;  // OpenAI's default
+inline constexpr uint32_t kDefaultChatMaxTokens = 256;
+
+struct OpenAiRequest {
+  bool chat = false;
+  std::string model;       // empty: the session's model or the default model
+  std::string session_id;  // extension: continue this session
+  std::string prompt;      // completions, as text
+  // completions, as token ids (`prompt` an array of integers, or of one such array); then
+  // prompt_is_tokens and `prompt` is empty.
+  std::vector<int32_t> prompt_tokens;
+  bool prompt_is_tokens = false;
+  std::vector<ChatMessage> messages;  // chat
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  std::optional<int64_t> max_tokens;
+  std::optional<double> temperature, top_p;
+  std::optional<int64_t> top_k;
+  std::optional<uint64_t> seed;
+  std::vector<std::string> stop;
+  // completions: logprobs = k (0..20); chat: logprobs = true with top_logprobs = k. -1: none.
+  int logprobs = -1;
+  bool ignore_eos = false;  // extension (vLLM's): generate past the model's end-of-sequence ids
+  // extension (vLLM's): each choice also carries the generated ids ("token_ids"). Always on for a
+  // model whose tokenizer knows no text (its text is empty).
+  bool return_token_ids = false;
+};
+
+// Parses the body; unknown fields (and `user`) are ignored as OpenAI does. A completions `prompt`
+// is a string, an array of one string, an array of token ids or an array of one such array.
+// `n` other than 1, `echo`, `suffix`, `best_of` > 1, tools are refused naming the field.
+absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(absl::string_view body, bool chat);
+
+// The prompt text (completions: as sent; chat: the messages rendered with `tmpl`) and the job,
+// validated by ValidateGenerate; a chat job always stops at the template's stop strings too.
+// Messages of validation errors are renamed to the OpenAI fields (RenameParamForHttp).
+absl::StatusOr<GenerateJob> ToGenerateJob(const OpenAiRequest& req, const ChatTemplate& tmpl,
+                                          const ModelRegistry& models,
+                                          const ServerOptions& options);
+
+// The OpenAI name of a field the shared validation names ("max_new_tokens" -> "max_tokens",
+// "sampling.temperature" -> "temperature", "stop[0]" -> "stop", ...); others unchanged.
+std::string RenameParamForHttp(absl::string_view param, bool chat);
+
+// Parses an optional JSON object body for the session endpoints (empty body: {}); InvalidArgument
+// when it is not an object. Fills `sampling` when any sampling field is present.
+struct SessionRequest {
+  std::string model;
+  std::optional<SamplingParams> sampling;
+  std::string data;           // restore: the checkpoint bytes (sent as base64)
+  std::string checkpoint_id;  // restore: a stored checkpoint
+};
+absl::StatusOr<SessionRequest> ParseSessionRequest(absl::string_view body);
+
+}  // namespace flatstate::server
+
+#endif  // FLATSTATE_SERVER_HTTP_OPENAI_REQUEST_H_

@@ -1,0 +1,380 @@
+// EngineLoop: thread, queue, stream admission, scheduled steps, token emission. The unary
+// session operations are in engine_loop_sessions.cc.
+#include "server/loop/engine_loop.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/loop/request_log.h"
+#include "server/loop/scheduler.h"
+
+namespace flatstate::server {
+
+EngineLoop::EngineLoop(ModelRegistry models, std::unique_ptr<SessionStore> store,
+                       const ServerOptions& options, Metrics* metrics)
+    : models_(std::move(models)),
+      store_(std::move(store)),
+      options_(options),
+      metrics_(metrics),
+      sessions_(
+          store_.get(), &models_,
+          SessionTableOptions{options.max_sessions, options.session_idle_ttl, options.log_requests},
+          metrics),
+      trimmer_(&metrics->malloc_trim_seconds) {
+  if (store_->shared())
+    keeper_ = std::make_unique<LeaseKeeper>(store_.get(), options.session_lease);
+}
+
+EngineLoop::~EngineLoop() { Stop(); }
+
+void EngineLoop::Start() {
+  thread_ = std::thread([this] { Run(); });
+}
+
+void EngineLoop::BeginShutdown() {
+  Post([this] {
+    draining_ = true;
+    for (auto& st : streams_) {
+      FinishStream(st.get(), FinishReason::kShutdown,
+                   absl::UnavailableError("server is shutting down"));
+    }
+  });
+}
+
+void EngineLoop::Stop() {
+  if (!thread_.joinable()) return;
+  BeginShutdown();
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+    cv_.Signal();
+  }
+  thread_.join();
+}
+
+void EngineLoop::Post(std::function<void()> fn) {
+  absl::MutexLock lock(&mu_);
+  queue_.push_back(std::move(fn));
+  cv_.Signal();
+}
+
+void EngineLoop::Run() {
+  while (true) {
+    std::deque<std::function<void()>> work;
+    bool stopping = false;
+    bool idle = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (queue_.empty() && streams_.empty() && !stop_) {
+        // Idle: sleep until work arrives, waking now and then to evict idle sessions.
+        cv_.WaitWithTimeout(&mu_, absl::Milliseconds(kIdleWakeMs));
+        idle = queue_.empty();  // woke with nothing to do
+      }
+      work.swap(queue_);
+      stopping = stop_;
+    }
+    if (!idle || !work.empty()) trimmer_.NoteActivity();
+    trimmer_.Maybe(idle && work.empty());
+    for (auto& fn : work) fn();
+    if (stopping && work.empty()) break;
+    ReapFinished();
+    for (const auto& m : models_.models()) StepModel(m.get());
+    EndStreamsThatLostTheirLease();
+    ReapFinished();
+    sessions_.MaybeEvictIdle(absl::Now());
+    PublishGauges();
+  }
+}
+
+void EngineLoop::Generate(GenerateJob job, std::shared_ptr<TokenSink> sink) {
+  // std::function needs a copyable closure: move the job into a shared_ptr.
+  auto j = std::make_shared<GenerateJob>(std::move(job));
+  Post(
+      [this, j, sink = std::move(sink)]() mutable { AdmitStream(std::move(*j), std::move(sink)); });
+}
+
+void EngineLoop::AdmitStream(GenerateJob job, std::shared_ptr<TokenSink> sink) {
+  GenerateSummary fail;
+  fail.session_id = job.session_id;
+  fail.model = job.model;
+  fail.prompt_tokens = job.prompt.size();
+  fail.reason = FinishReason::kRejected;
+  auto reject = [&](const absl::Status& s) { sink->OnFinish(fail, s); };
+  if (draining_) {
+    fail.reason = FinishReason::kShutdown;
+    return reject(absl::UnavailableError("server is shutting down"));
+  }
+  if (sink->Cancelled()) {
+    fail.reason = FinishReason::kCancelled;
+    return reject(absl::CancelledError("cancelled before it started"));
+  }
+
+  Session* session = nullptr;
+  TurnLease lease(store_.get());
+  if (job.session_id.empty()) {
+    absl::StatusOr<LoadedModel*> model = models_.Resolve(job.model);
+    if (!model.ok()) return reject(model.status());
+    absl::StatusOr<Session*> created =
+        sessions_.Create(*model, job.sampling.value_or(SamplingParams{}), /*throwaway=*/true);
+    if (!created.ok()) return reject(created.status());
+    session = *created;
+  } else {
+    absl::StatusOr<Session*> found =
+        FindForTurn(job.session_id, &lease, "is already generating (one Generate at a time)");
+    if (!found.ok()) return reject(found.status());
+    session = *found;
+    fail.model = session->model->name;
+    if (!job.model.empty() && job.model != session->model->name) {
+      lease.Release();
+      return reject(absl::InvalidArgumentError(
+          absl::StrCat("model: '", job.model, "' does not match session ", session->id,
+                       " which uses model '", session->model->name, "'")));
+    }
+  }
+  uint64_t cached_tokens = 0;
+  absl::Status prepared = absl::OkStatus();
+  if (job.prompt_text.has_value()) {  // a session's turn: its model's tokenizer encodes the text
+    prepared = EncodePrompt(session->model->tokenizer(), *job.prompt_text, &job.prompt);
+    job.prompt_text.reset();
+  }
+  if (prepared.ok()) prepared = PrepareSession(job, session, &cached_tokens);
+  if (absl::Status s = prepared; !s.ok()) {
+    if (session->throwaway) sessions_.Erase(session);
+    lease.Release();
+    return reject(s);
+  }
+  session->lease = lease.Take();
+  if (keeper_ != nullptr && session->lease.has_value()) keeper_->Track(*session->lease);
+  auto st = std::make_unique<Stream>();
+  st->session = session;
+  st->sink = std::move(sink);
+  st->max_new_tokens = job.max_new_tokens;
+  st->prompt_tokens = job.prompt.size();
+  st->cached_prompt_tokens = cached_tokens;
+  st->logprobs = job.logprobs;
+  if (!job.ignore_eos) st->eos = session->model->config().eos_token_ids;
+  st->text = StreamText(std::move(job.stop));
+  st->arrival = job.arrival;
+  st->last_token = job.arrival;
+  if (job.sampling.has_value() && !session->throwaway) {
+    st->sampling.Apply(&session->state, *job.sampling);
+  }
+  metrics_->prompt_tokens += job.prompt.size();
+  session->generating = true;
+  session->last_used = absl::Now();
+  streams_.push_back(std::move(st));
+}
+
+absl::Status EngineLoop::PrepareSession(const GenerateJob& job, Session* session,
+                                        uint64_t* cached_tokens) {
+  if (job.prompt.empty() && session->state.pending.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("prompt: empty input, and session ", session->id,
+                                                   " has no context to continue from"));
+  }
+  const ModelConfig& cfg = session->model->config();
+  if (!cfg.is_linear()) {
+    const int64_t need = session->state.context_tokens() + static_cast<int64_t>(job.prompt.size()) +
+                         job.max_new_tokens;
+    if (need > cfg.max_position_embeddings) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "max_new_tokens: context ", session->state.context_tokens(), " + prompt ",
+          job.prompt.size(), " + max_new_tokens ", job.max_new_tokens,
+          " exceeds the model's max_position_embeddings ", cfg.max_position_embeddings));
+    }
+  }
+  absl::StatusOr<int64_t> cached =
+      session->model->engine->AppendPrompt(&session->state, job.prompt);
+  if (!cached.ok()) {
+    return absl::Status(cached.status().code(),
+                        absl::StrCat("prompt: ", cached.status().message()));
+  }
+  *cached_tokens = static_cast<uint64_t>(*cached);
+  return absl::OkStatus();
+}
+
+void EngineLoop::StepModel(LoadedModel* model) {
+  Engine* engine = model->engine.get();
+  std::vector<Stream*> active;
+  std::vector<StreamDemand> demand;
+  for (auto& st : streams_) {
+    if (st->done || st->session->model != model) continue;
+    if (st->sink->Cancelled()) {
+      FinishStream(st.get(), FinishReason::kCancelled, absl::CancelledError("cancelled"));
+      continue;
+    }
+    const SessionState& s = st->session->state;
+    active.push_back(st.get());
+    demand.push_back(StreamDemand{s.position, static_cast<int64_t>(s.pending.size()),
+                                  static_cast<int64_t>(s.kv_blocks.size()),
+                                  st->session->throwaway});
+  }
+  if (active.empty()) return;
+
+  KvBlockPool* pool = engine->kv_pool();
+  const Scheduler scheduler(SchedulerLimits{options_.step_token_budget, engine->chunk_size(),
+                                            pool != nullptr ? pool->block_size() : 0});
+  // Blocks only the prefix cache holds count as free: admission takes them back (engine.h).
+  const int64_t free_blocks = engine->KvBlocksAvailable();
+  const std::vector<StreamStep> plan = scheduler.Plan(demand, free_blocks);
+  std::vector<StepRequest> reqs;
+  std::vector<Stream*> owners;
+  for (size_t i = 0; i < active.size(); ++i) {
+    if (plan[i].action == StreamAction::kRun) {
+      reqs.push_back(
+          StepRequest{&active[i]->session->state, plan[i].tokens, true, active[i]->logprobs});
+      owners.push_back(active[i]);
+    } else if (plan[i].action == StreamAction::kKvExhausted) {
+      FinishStream(active[i], FinishReason::kKvPoolFull,
+                   absl::ResourceExhaustedError(absl::StrCat(
+                       "KV block pool of model '", model->name, "' is full: session ",
+                       active[i]->session->id, " needs ", plan[i].kv_blocks, " more blocks, ",
+                       free_blocks, " free of ", pool->blocks_total())));
+    }
+  }
+  if (reqs.empty()) return;
+
+  std::vector<StepResult> results;
+  const absl::Time t0 = absl::Now();
+  (void)engine->Step(reqs, &results);  // per-request statuses below
+  const absl::Time t1 = absl::Now();
+  metrics_->engine_steps++;
+  metrics_->step_seconds.Observe(absl::ToDoubleSeconds(t1 - t0));
+  metrics_->step_batch_size.Observe(static_cast<double>(reqs.size()));
+  int64_t ran = 0;
+  for (size_t i = 0; i < owners.size(); ++i) {
+    const StepResult& r = results[i];
+    if (!r.status.ok()) {
+      FinishStream(owners[i],
+                   r.status.code() == absl::StatusCode::kResourceExhausted
+                       ? FinishReason::kKvPoolFull
+                       : FinishReason::kEngineError,
+                   absl::Status(r.status.code(),
+                                absl::StrCat("model '", model->name, "': ", r.status.message())));
+      continue;
+    }
+    ran += r.consumed;
+    if (r.sampled) EmitToken(owners[i], r);
+  }
+  metrics_->step_tokens.Observe(static_cast<double>(ran));
+}
+
+void EngineLoop::EmitToken(Stream* st, const StepResult& r) {
+  const int32_t token = r.token;
+  const absl::Time now = absl::Now();
+  if (st->generated == 0) {
+    metrics_->time_to_first_token.Observe(absl::ToDoubleSeconds(now - st->arrival));
+  } else {
+    metrics_->inter_token_latency.Observe(absl::ToDoubleSeconds(now - st->last_token));
+  }
+  st->last_token = now;
+  ++st->generated;
+  ++tokens_generated_;
+  metrics_->tokens_generated++;
+  if (std::find(st->eos.begin(), st->eos.end(), token) != st->eos.end()) {
+    // End of sequence: counted, in the session's context, not sent (inference.proto, EOS).
+    FinishStream(st, FinishReason::kEos, absl::OkStatus());
+    return;
+  }
+  std::string text;
+  const bool stopped = st->text.Push(&st->session->decoder, token, &text);
+  if (st->logprobs >= 0) st->sink->OnLogprobs(r.logprobs);
+  st->sink->OnTokens({token}, std::move(text));
+  if (stopped) {
+    FinishStream(st, FinishReason::kStop, absl::OkStatus());
+  } else if (st->generated >= st->max_new_tokens) {
+    FinishStream(st, FinishReason::kLength, absl::OkStatus());
+  }
+}
+
+void EngineLoop::FinishStream(Stream* st, FinishReason reason, const absl::Status& status) {
+  if (st->done) return;
+  st->done = true;
+  Session* session = st->session;
+  session->generating = false;
+  session->last_used = absl::Now();
+  st->sampling.Restore(&session->state);
+  if (session->throwaway && status.ok()) {
+    std::string tail = session->decoder.Flush();
+    if (!tail.empty()) st->sink->OnTokens({}, std::move(tail));
+  }
+  const GenerateSummary sum{session->id,
+                            session->model->name,
+                            reason,
+                            st->prompt_tokens,
+                            st->cached_prompt_tokens,
+                            st->generated,
+                            static_cast<uint64_t>(session->state.context_tokens()),
+                            session->model->engine->SessionBytes(session->state)};
+  if (options_.log_requests)
+    LogGenerate(sum, session->throwaway, absl::Now() - st->arrival, status);
+  // Shared store: the turn is written through before the client hears it ended, so a turn it saw
+  // finish survives this replica's death. A failed write is counted and logged (Persist).
+  (void)sessions_.Persist(session);
+  if (keeper_ != nullptr && session->lease.has_value()) keeper_->Untrack(session->lease->token);
+  TurnLease(store_.get(), std::exchange(session->lease, std::nullopt)).Release();
+  st->sink->OnFinish(sum, status);
+  if (session->throwaway) sessions_.Erase(session);
+  st->session = nullptr;
+}
+
+void EngineLoop::ReapFinished() {
+  streams_.erase(std::remove_if(streams_.begin(), streams_.end(),
+                                [](const std::unique_ptr<Stream>& s) { return s->done; }),
+                 streams_.end());
+}
+
+StatsInfo EngineLoop::Stats() const {
+  StatsInfo st;
+  const SessionTable::Counts c = sessions_.Count();
+  st.active_sessions = c.resident;
+  st.evicted_sessions = c.evicted;
+  st.state_bytes_total = c.state_bytes;
+  for (const auto& m : models_.models()) {
+    if (const KvBlockPool* pool = m->engine->kv_pool(); pool != nullptr) {
+      // Blocks only the prefix cache holds are free on demand (vLLM counts its cached free
+      // blocks so too); the cache's share is prefix_cache.bytes.
+      st.kv_blocks_used += pool->blocks_used() - pool->blocks_cache_only();
+      st.kv_blocks_total += pool->blocks_total();
+    }
+  }
+  for (const auto& s : streams_) st.active_streams += s->done ? 0 : 1;
+  st.tokens_generated_total = tokens_generated_;
+  for (const auto& m : models_.models()) {
+    st.device_state_bytes += m->engine->DeviceStateBytes();
+    st.prefix_cache += m->engine->prefix_cache_stats();
+  }
+  return st;
+}
+
+DeviceMemoryInfo EngineLoop::DeviceMemory() const {
+  if (models_.models().empty()) return {};
+  // Every model runs on the one device of --device.
+  return models_.models().front()->engine->DeviceMemory().value_or(DeviceMemoryInfo{});
+}
+
+void EngineLoop::PublishGauges() {
+  const StatsInfo st = Stats();
+  metrics_->active_sessions = st.active_sessions;
+  metrics_->evicted_sessions = st.evicted_sessions;
+  metrics_->state_bytes = st.state_bytes_total;
+  metrics_->kv_blocks_used = st.kv_blocks_used;
+  metrics_->kv_blocks_free = st.kv_blocks_total - st.kv_blocks_used;
+  metrics_->active_streams = st.active_streams;
+  metrics_->device_state_bytes = st.device_state_bytes;
+  metrics_->prefix_cache_hits = st.prefix_cache.hits;
+  metrics_->prefix_cache_misses = st.prefix_cache.misses;
+  metrics_->prefix_cache_tokens_saved = st.prefix_cache.tokens_saved;
+  metrics_->prefix_cache_evictions = st.prefix_cache.evictions;
+  metrics_->prefix_cache_bytes = st.prefix_cache.bytes;
+  metrics_->prefix_cache_entries = st.prefix_cache.entries;
+  // The driver query is not free: at most once a second, not once per step.
+  if (const absl::Time now = absl::Now(); now - device_memory_published_ >= absl::Seconds(1)) {
+    device_memory_published_ = now;
+    const DeviceMemoryInfo mem = DeviceMemory();
+    metrics_->device_memory_used_bytes = mem.used_bytes;
+    metrics_->device_memory_total_bytes = mem.total_bytes;
+  }
+}
+
+}  // namespace flatstate::server

@@ -1,0 +1,156 @@
+// EngineLoop: the one thread that runs the models. It runs the parts that decide and keep
+// things (ModelRegistry, SessionTable, Scheduler) and emits the results; it knows nothing of
+// gRPC: output goes out through TokenSink (loop_types.h) and callbacks.
+//
+// Ownership: owns the ModelRegistry (the engines), the SessionStore, the SessionTable and every
+// Generate stream. `metrics` is borrowed and must outlive the loop.
+//
+// Threading. Public methods are thread-safe: they post a closure to a queue (absl::Mutex +
+// CondVar) and return at once; the loop thread runs queued closures between engine steps.
+// models() and store() may be used from any thread (both are thread-safe themselves). Every
+// callback and every TokenSink method is invoked on the loop thread and must not block.
+//
+// One iteration: run queued closures (admit new streams, unary ops), drop cancelled streams, then
+// for each model with active streams ask the Scheduler for the step plan (scheduler.h: decodes
+// first, prefills share what is left of --step_token_budget on the chunk grid, per-stream KV
+// admission), run Engine::Step over the streams that run, emit each sampled token (stream_text.h
+// detokenises and matches stop strings), and end each stream that finished, alone: a stream whose
+// KV blocks will not come back ends with RESOURCE_EXHAUSTED (FinishReason::kKvPoolFull), one the
+// engine failed with the engine's status (kEngineError); the others go on. Then idle sessions are
+// evicted (SessionTable::MaybeEvictIdle), gauges are published and MemoryTrimmer::Maybe runs.
+//
+// Failures are absl statuses passed to the callback / TokenSink::OnFinish; codes per
+// docs/server.md.
+#ifndef FLATSTATE_SERVER_LOOP_ENGINE_LOOP_H_
+#define FLATSTATE_SERVER_LOOP_ENGINE_LOOP_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "server/core/loop_types.h"
+#include "server/core/metrics.h"
+#include "server/core/model_registry.h"
+#include "server/core/options.h"
+#include "server/loop/memory_trimmer.h"
+#include "server/loop/sampling_override.h"
+#include "server/loop/stream_text.h"
+#include "server/sessions/lease_keeper.h"
+#include "server/sessions/session_table.h"
+#include "server/sessions/turn_lease.h"
+#include "server/store/session_store.h"
+
+namespace flatstate::server {
+
+class EngineLoop {
+ public:
+  template <typename T>
+  using Callback = std::function<void(absl::StatusOr<T>)>;
+
+  EngineLoop(ModelRegistry models, std::unique_ptr<SessionStore> store,
+             const ServerOptions& options, Metrics* metrics);
+  ~EngineLoop();  // Stop()
+
+  // Starts the loop thread. Work posted before Start waits in the queue and runs, in order, in
+  // the first iteration.
+  void Start();
+  // Finishes active streams with Unavailable (FinishReason::kShutdown) and rejects new ones;
+  // queued closures still run.
+  void BeginShutdown();
+  // BeginShutdown, run what is queued, join the thread. Idempotent.
+  void Stop();
+
+  const ModelRegistry& models() const { return models_; }
+  const std::string& default_model() const { return models_.default_model(); }
+  SessionStore& store() const { return *store_; }
+
+  void Generate(GenerateJob job, std::shared_ptr<TokenSink> sink);
+  void CreateSession(std::string model, std::optional<SamplingParams> sampling,
+                     Callback<SessionInfo> done);
+  void GetSession(std::string session_id, Callback<SessionInfo> done);
+  void DeleteSession(std::string session_id, std::function<void(absl::Status)> done);
+  void CheckpointSession(std::string session_id, Callback<CheckpointInfo> done);
+  // `blob` is the checkpoint bytes (already read from the store for a checkpoint_id).
+  void RestoreSession(std::string blob, Callback<SessionInfo> done);
+  void GetStats(Callback<StatsInfo> done);
+
+ private:
+  struct Stream {
+    Session* session = nullptr;
+    std::shared_ptr<TokenSink> sink;
+    uint32_t max_new_tokens = 0;
+    uint32_t generated = 0;
+    uint64_t prompt_tokens = 0;
+    uint64_t cached_prompt_tokens = 0;  // of those, restored from the prefix cache
+    int logprobs = -1;                  // GenerateJob::logprobs
+    std::vector<int32_t> eos;           // the model's end-of-sequence ids; empty with ignore_eos
+    StreamText text;
+    SamplingOverride sampling;
+    absl::Time arrival, last_token;
+    bool done = false;
+  };
+
+  static constexpr int kIdleWakeMs = 200;  // idle loop wake-up (eviction scan, memory release)
+
+  void Post(std::function<void()> fn);
+  void Run();
+  void AdmitStream(GenerateJob job, std::shared_ptr<TokenSink> sink);
+  // The session of a turn (Generate, Checkpoint, Delete), resident and current. Shared store: takes
+  // its lease into `lease` first (Aborted naming the holder when another replica has it; counted),
+  // loads it when this replica does not hold it, reloads it when another replica advanced it.
+  // FailedPrecondition `busy` when it is generating here. On error `lease` holds nothing.
+  absl::StatusOr<Session*> FindForTurn(const std::string& id, TurnLease* lease,
+                                       absl::string_view busy);
+  // Ends (ABORTED) the streams whose lease keeper_ could not renew. Nothing without a shared
+  // store. (A stream's lease is tracked by keeper_ from admission to FinishStream.)
+  void EndStreamsThatLostTheirLease();
+  // Checks the job against `session` and appends its prompt (Engine::AppendPrompt: a fresh session
+  // may start from the prefix cache; `cached_tokens` gets how many tokens it restored); a status
+  // to reject it with.
+  absl::Status PrepareSession(const GenerateJob& job, Session* session, uint64_t* cached_tokens);
+  void StepModel(LoadedModel* model);
+  void EmitToken(Stream* st, const StepResult& r);
+  // Ends `st` (restores sampling, reports, frees a throwaway session); `st` is erased later.
+  void FinishStream(Stream* st, FinishReason reason, const absl::Status& status);
+  void ReapFinished();
+  // Everything but the device memory, which DeviceMemory reads (a driver call; {0, 0} on the
+  // CPU or when the query fails).
+  StatsInfo Stats() const;
+  DeviceMemoryInfo DeviceMemory() const;
+  void PublishGauges();
+
+  ModelRegistry models_;
+  const std::unique_ptr<SessionStore> store_;
+  const ServerOptions options_;
+  Metrics* const metrics_;
+
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+
+  // Loop thread only.
+  bool draining_ = false;
+  SessionTable sessions_;
+  std::vector<std::unique_ptr<Stream>> streams_;  // arrival order
+  MemoryTrimmer trimmer_;
+  uint64_t tokens_generated_ = 0;
+  absl::Time device_memory_published_ = absl::InfinitePast();
+  // Renews the streams' leases while steps run (shared stores only; null otherwise). Declared
+  // last: destroyed first, while the store it borrows still exists.
+  std::unique_ptr<LeaseKeeper> keeper_;
+};
+
+}  // namespace flatstate::server
+
+#endif  // FLATSTATE_SERVER_LOOP_ENGINE_LOOP_H_
