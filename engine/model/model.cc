@@ -70,14 +70,13 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> MakeTokenizer(const std::string& name
   const std::string path = prefix + "tokenizer.json";
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) {
-    return std::make_unique<IdsOnlyTokenizer>(name, c.vocab_size, c.bos_token_id,
-                                              c.eos_token_ids);
+    return std::make_unique<IdsOnlyTokenizer>(name, c.vocab_size, c.bos_token_id, c.eos_token_ids);
   }
   ASSIGN_OR_RETURN(std::unique_ptr<HfTokenizer> t, HfTokenizer::FromFile(path));
   if (t->vocab_size() > c.vocab_size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": vocabulary has ", t->vocab_size(),
-                     " tokens but config.json vocab_size is ", c.vocab_size));
+    return absl::InvalidArgumentError(absl::StrCat(path, ": vocabulary has ", t->vocab_size(),
+                                                   " tokens but config.json vocab_size is ",
+                                                   c.vocab_size));
   }
   t->OverrideSpecialIds(c.bos_token_id, c.eos_token_ids);
   return std::unique_ptr<Tokenizer>(std::move(t));
@@ -103,14 +102,12 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir) {
   const std::string config_path = prefix + "config.json";
 
   ASSIGN_OR_RETURN(const std::string config_text, ReadWholeFile(config_path));
-  const nlohmann::json j =
-      nlohmann::json::parse(config_text, nullptr, /*allow_exceptions=*/false);
+  const nlohmann::json j = nlohmann::json::parse(config_text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
     return absl::InvalidArgumentError(absl::StrCat(config_path, ": not valid JSON"));
   }
   ASSIGN_OR_RETURN(const Architecture* arch, SelectArchitecture(j, config_path));
-  ASSIGN_OR_RETURN(m->config_,
-                   arch->ParseConfig(config_text, j, config_path, &m->ignored_keys_));
+  ASSIGN_OR_RETURN(m->config_, arch->ParseConfig(config_text, j, config_path, &m->ignored_keys_));
   if (m->config_.architecture != "flatstate") {
     RETURN_IF_ERROR(ReadGenerationConfig(prefix + "generation_config.json", &m->config_));
   }

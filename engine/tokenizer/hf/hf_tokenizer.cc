@@ -48,8 +48,8 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::FromJson(std::string_v
   auto pre = hf::PreTokenizer::FromJson(field("pre_tokenizer"), at + "pre_tokenizer");
   if (!pre.ok()) return pre.status();
   t->pre_tokenizer_ = std::move(*pre);
-  auto added =
-      hf::AddedVocabulary::FromJson(field("added_tokens"), at + "added_tokens", t->normalizer_.get());
+  auto added = hf::AddedVocabulary::FromJson(field("added_tokens"), at + "added_tokens",
+                                             t->normalizer_.get());
   if (!added.ok()) return added.status();
   t->added_ = std::move(*added);
   auto dec = hf::Decoder::FromJson(field("decoder"), at + "decoder");
@@ -66,9 +66,9 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::FromJson(std::string_v
   const auto check_ids = [&](const std::vector<int32_t>& ids) {
     for (int32_t id : ids) {
       if (id >= t->vocab_size_) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            at, "post_processor: token id ", id, " is outside the vocabulary (", t->vocab_size_,
-            ")"));
+        return absl::InvalidArgumentError(absl::StrCat(at, "post_processor: token id ", id,
+                                                       " is outside the vocabulary (",
+                                                       t->vocab_size_, ")"));
       }
     }
     return absl::OkStatus();
@@ -86,6 +86,7 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::FromJson(std::string_v
     if (c.add_eos_token.value_or(false) && !t->eos_ids_.empty()) {
       t->post_.suffix = {t->eos_ids_[0]};
     }
+    t->special_from_config_ = !t->post_.prefix.empty() || !t->post_.suffix.empty();
   }
   return t;
 }

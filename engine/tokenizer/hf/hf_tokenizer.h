@@ -68,6 +68,9 @@ class HfTokenizer final : public Tokenizer {
   const std::string* IdToToken(int32_t id) const;
   int32_t TokenToId(std::string_view token) const;
   const hf::TokenizerConfig& config() const { return config_; }
+  // True when add_special's ids come from tokenizer_config.json's add_bos_token/add_eos_token
+  // (tokenizer.json's post-processor adds none), as transformers does for Llama tokenizers.
+  bool special_from_config() const { return special_from_config_; }
   // Replaces the BOS / EOS ids from tokenizer_config.json by the model's (config.json,
   // generation_config.json) where those are set (bos >= 0, eos non-empty). Only before the
   // tokenizer is shared: it is the one mutation, part of construction.
@@ -87,6 +90,7 @@ class HfTokenizer final : public Tokenizer {
   std::unique_ptr<hf::Decoder> decoder_;
   hf::PostProcessor post_;
   hf::TokenizerConfig config_;
+  bool special_from_config_ = false;
   int vocab_size_ = 0;
   int32_t bos_id_ = -1;
   std::vector<int32_t> eos_ids_;

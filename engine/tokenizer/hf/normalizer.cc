@@ -19,10 +19,9 @@ class UnicodeNormalizer final : public Normalizer {
     for (char c : *text) ascii &= static_cast<uint8_t>(c) < 0x80;
     if (ascii) return;  // every form leaves ASCII as it is
     utf8proc_uint8_t* out = nullptr;
-    const utf8proc_ssize_t n =
-        utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text->data()),
-                     static_cast<utf8proc_ssize_t>(text->size()), &out,
-                     static_cast<utf8proc_option_t>(options_));
+    const utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text->data()),
+                                            static_cast<utf8proc_ssize_t>(text->size()), &out,
+                                            static_cast<utf8proc_option_t>(options_));
     if (n >= 0) text->assign(reinterpret_cast<const char*>(out), static_cast<size_t>(n));
     std::free(out);
   }
@@ -39,8 +38,7 @@ class Lowercase final : public Normalizer {
     for (size_t i = 0; i < text->size();) {
       char32_t cp;
       i += DecodeUtf8(*text, i, &cp);
-      AppendUtf8(static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(cp))),
-                 &out);
+      AppendUtf8(static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(cp))), &out);
     }
     *text = std::move(out);
   }

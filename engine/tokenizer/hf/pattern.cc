@@ -57,7 +57,8 @@ absl::StatusOr<std::unique_ptr<Pattern>> Pattern::FromJson(const nlohmann::json&
     }
     if (auto it = j.find("Regex"); it != j.end() && it->is_string()) {
       auto p = Regex(it->get<std::string>());
-      if (!p.ok()) return absl::InvalidArgumentError(absl::StrCat(where, ".Regex: ", p.status().message()));
+      if (!p.ok())
+        return absl::InvalidArgumentError(absl::StrCat(where, ".Regex: ", p.status().message()));
       return p;
     }
   }

@@ -55,16 +55,15 @@ absl::Status Apply(const nlohmann::json& j, const std::string& where, PostProces
       }
       if (!piece.is_object() || !piece.contains("SpecialToken") ||
           !piece["SpecialToken"].contains("id") || !piece["SpecialToken"]["id"].is_string()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(at, ": expected {\"SpecialToken\": {\"id\": ...}} or {\"Sequence\": ...}"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            at, ": expected {\"SpecialToken\": {\"id\": ...}} or {\"Sequence\": ...}"));
       }
       const std::string name = piece["SpecialToken"]["id"].get<std::string>();
       auto sp = specials.is_object() ? specials.find(name) : specials.end();
       if (sp == specials.end() || !sp->is_object() || !sp->contains("ids") ||
           !(*sp)["ids"].is_array()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where, ".special_tokens: no entry with ids for \"", name, "\" (used by ",
-                         at, ")"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, ".special_tokens: no entry with ids for \"", name, "\" (used by ", at, ")"));
       }
       for (const auto& id : (*sp)["ids"]) {
         if (!id.is_number_integer() || id.get<int64_t>() < 0) {

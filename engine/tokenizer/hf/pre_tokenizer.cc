@@ -150,8 +150,8 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> PreTokenizer::FromJson(const nlohm
     return std::make_unique<ByteLevel>(GetBool(j, "add_prefix_space", true), std::move(re));
   }
   if (type == "Split") {
-    auto pattern =
-        Pattern::FromJson(j.contains("pattern") ? j["pattern"] : nlohmann::json(), where + ".pattern");
+    auto pattern = Pattern::FromJson(j.contains("pattern") ? j["pattern"] : nlohmann::json(),
+                                     where + ".pattern");
     if (!pattern.ok()) return pattern.status();
     auto behavior = ParseBehavior(j.value("behavior", nlohmann::json()), where + ".behavior");
     if (!behavior.ok()) return behavior.status();
@@ -186,15 +186,16 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> PreTokenizer::FromJson(const nlohm
   }
   if (type == "Digits") {
     auto p = Pattern::CharClass(IsNumeric);
-    return std::make_unique<Split>(
-        std::move(p),
-        GetBool(j, "individual_digits", false) ? SplitBehavior::kIsolated
-                                               : SplitBehavior::kContiguous,
-        false);
+    return std::make_unique<Split>(std::move(p),
+                                   GetBool(j, "individual_digits", false)
+                                       ? SplitBehavior::kIsolated
+                                       : SplitBehavior::kContiguous,
+                                   false);
   }
   if (type == "Punctuation") {
-    auto behavior = j.contains("behavior") ? ParseBehavior(j["behavior"], where + ".behavior")
-                                           : absl::StatusOr<SplitBehavior>(SplitBehavior::kIsolated);
+    auto behavior = j.contains("behavior")
+                        ? ParseBehavior(j["behavior"], where + ".behavior")
+                        : absl::StatusOr<SplitBehavior>(SplitBehavior::kIsolated);
     if (!behavior.ok()) return behavior.status();
     return std::make_unique<Split>(Pattern::CharClass(IsPunctuation), *behavior, false);
   }
@@ -209,8 +210,8 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> PreTokenizer::FromJson(const nlohm
   }
   if (type == "BertPreTokenizer") {
     std::vector<std::unique_ptr<PreTokenizer>> items;
-    items.push_back(std::make_unique<Split>(Pattern::CharClass(IsWhitespace),
-                                            SplitBehavior::kRemoved, false));
+    items.push_back(
+        std::make_unique<Split>(Pattern::CharClass(IsWhitespace), SplitBehavior::kRemoved, false));
     items.push_back(std::make_unique<Split>(Pattern::CharClass(IsPunctuation),
                                             SplitBehavior::kIsolated, false));
     return std::make_unique<Sequence>(std::move(items));
