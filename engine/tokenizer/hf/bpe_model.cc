@@ -23,7 +23,8 @@ std::string Quote(std::string_view s) { return nlohmann::json(std::string(s)).du
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::json& j,
-                                                             const std::string& where) {
+                                                             const std::string& where,
+                                                             BpeParts* parts) {
   std::unique_ptr<BpeModel> m(new BpeModel());
   if (auto it = j.find("dropout"); it != j.end() && !it->is_null()) {
     return Err(where, absl::StrCat(".dropout: only null is supported, got ", it->dump()));
@@ -42,19 +43,27 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::jso
   m->prefix_ = get_str("continuing_subword_prefix");
   m->suffix_ = get_str("end_of_word_suffix");
 
-  auto vit = j.find("vocab");
-  if (vit == j.end() || !vit->is_object()) return Err(where, ".vocab: missing or not an object");
-  m->vocab_.reserve(vit->size());
+  if (!parts->vocab_captured) {
+    auto vit = j.find("vocab");
+    if (vit == j.end() || !vit->is_object()) return Err(where, ".vocab: missing or not an object");
+    for (auto it = vit->begin(); it != vit->end(); ++it) parts->vocab.emplace_back(it.key(), *it);
+  }
+  m->vocab_.reserve(parts->vocab.size());
   int32_t max_id = -1;
-  for (auto it = vit->begin(); it != vit->end(); ++it) {
-    if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 ||
-        it.value().get<int64_t>() >= (int64_t{1} << 24)) {
-      return Err(where, absl::StrCat(".vocab[", Quote(it.key()), "]: id ", it.value().dump(),
+  for (auto& [key, value] : parts->vocab) {
+    if (!value.is_number_integer() || value.get<int64_t>() < 0 ||
+        value.get<int64_t>() >= (int64_t{1} << 24)) {
+      return Err(where, absl::StrCat(".vocab[", Quote(key), "]: id ", value.dump(),
                                      " is not an integer in [0, 16777216)"));
     }
-    const int32_t id = it.value().get<int32_t>();
-    m->vocab_.emplace(it.key(), id);
+    const int32_t id = value.get<int32_t>();
+    m->vocab_.insert_or_assign(key, id);
     max_id = std::max(max_id, id);
+  }
+  parts->vocab.clear();
+  if (max_id >= static_cast<int32_t>(m->vocab_.size()) + (1 << 20)) {
+    return Err(where, absl::StrCat(".vocab: ids must be dense; the largest is ", max_id, " for ",
+                                   m->vocab_.size(), " tokens"));
   }
   m->id_to_token_.resize(max_id + 1);
   m->has_token_.assign(max_id + 1, 0);
@@ -72,13 +81,17 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::jso
     m->byte_ids_[b] = m->byte_fallback_ ? m->TokenToId(absl::StrFormat("<0x%02X>", b)) : -1;
   }
 
-  auto mit = j.find("merges");
-  if (mit == j.end()) return m;
-  if (!mit->is_array()) return Err(where, ".merges: not a list");
-  m->merges_.reserve(mit->size());
+  if (!parts->merges_captured) {
+    auto mit = j.find("merges");
+    if (mit == j.end()) return m;
+    if (!mit->is_array()) return Err(where, ".merges: not a list");
+    parts->merges.assign(mit->begin(), mit->end());
+  }
+  const std::vector<nlohmann::json>& merges = parts->merges;
+  m->merges_.reserve(merges.size());
   std::string a, b, joined;
-  for (size_t i = 0; i < mit->size(); ++i) {
-    const nlohmann::json& e = (*mit)[i];
+  for (size_t i = 0; i < merges.size(); ++i) {
+    const nlohmann::json& e = merges[i];
     if (e.is_string()) {
       const std::string& s = e.get_ref<const std::string&>();
       const size_t sp = s.find(' ');

@@ -21,14 +21,18 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "engine/tokenizer/hf/json_reader.h"
 #include "nlohmann/json.hpp"
 
 namespace flatstate::hf {
 
 class BpeModel {
  public:
+  // `j` is the "model" object; its vocab and merges are taken from *parts where the reader
+  // captured them (json_reader.h), else from `j`. *parts is consumed.
   static absl::StatusOr<std::unique_ptr<BpeModel>> FromJson(const nlohmann::json& j,
-                                                            const std::string& where);
+                                                            const std::string& where,
+                                                            BpeParts* parts);
   // Appends the ids of one pre-tokenized piece to *ids.
   void Tokenize(std::string_view piece, std::vector<int32_t>* ids) const;
 

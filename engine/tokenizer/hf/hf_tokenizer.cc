@@ -21,25 +21,29 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::FromFile(const std::st
 absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::FromJson(std::string_view json,
                                                                    const std::string& file,
                                                                    hf::TokenizerConfig config) {
-  const nlohmann::json j = nlohmann::json::parse(json, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat(file, ": not a valid JSON object"));
+  hf::BpeParts parts;
+  auto doc = hf::ReadTokenizerJson(json, file, &parts);
+  if (!doc.ok()) return doc.status();
+  const nlohmann::json& j = *doc;
+  if (!j.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(file, ": not a JSON object"));
   }
   const std::string at = file + ": ";
-  const auto field = [&](const char* key) {
+  static const nlohmann::json* const kNull = new nlohmann::json();
+  const auto field = [&](const char* key) -> const nlohmann::json& {
     auto it = j.find(key);
-    return it == j.end() ? nlohmann::json() : *it;
+    return it == j.end() ? *kNull : *it;
   };
   std::unique_ptr<HfTokenizer> t(new HfTokenizer());
   t->config_ = std::move(config);
-  const nlohmann::json model = field("model");
+  const nlohmann::json& model = field("model");
   if (!model.is_object()) return absl::InvalidArgumentError(at + "model: missing or not an object");
   const std::string type = model.value("type", std::string("BPE"));
   if (type != "BPE") {
     return absl::InvalidArgumentError(
         absl::StrCat(at, "model.type: unsupported model \"", type, "\" (only BPE)"));
   }
-  auto bpe = hf::BpeModel::FromJson(model, at + "model");
+  auto bpe = hf::BpeModel::FromJson(model, at + "model", &parts);
   if (!bpe.ok()) return bpe.status();
   t->model_ = std::move(*bpe);
   auto norm = hf::Normalizer::FromJson(field("normalizer"), at + "normalizer");

@@ -294,7 +294,7 @@ TEST(HfTokenizerConfig, ParsesTemplatesAndTokens) {
 
 TEST(HfLoadErrors, NameTheFileAndField) {
   EXPECT_THAT(std::string(HfTokenizer::FromJson("{", "dir/tokenizer.json").status().message()),
-              HasSubstr("dir/tokenizer.json: not a valid JSON"));
+              HasSubstr("dir/tokenizer.json: not valid JSON at byte 1"));
   Json j = Base();
   j["model"]["type"] = "Unigram";
   EXPECT_THAT(LoadError(j), HasSubstr("tokenizer.json: model.type: unsupported model \"Unigram\""));
