@@ -48,7 +48,6 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::jso
     if (vit == j.end() || !vit->is_object()) return Err(where, ".vocab: missing or not an object");
     for (auto it = vit->begin(); it != vit->end(); ++it) parts->vocab.emplace_back(it.key(), *it);
   }
-  m->vocab_.reserve(parts->vocab.size());
   int32_t max_id = -1;
   for (auto& [key, value] : parts->vocab) {
     if (!value.is_number_integer() || value.get<int64_t>() < 0 ||
@@ -56,24 +55,28 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::jso
       return Err(where, absl::StrCat(".vocab[", Quote(key), "]: id ", value.dump(),
                                      " is not an integer in [0, 16777216)"));
     }
-    const int32_t id = value.get<int32_t>();
-    m->vocab_.insert_or_assign(key, id);
-    max_id = std::max(max_id, id);
+    max_id = std::max(max_id, value.get<int32_t>());
   }
-  parts->vocab.clear();
-  if (max_id >= static_cast<int32_t>(m->vocab_.size()) + (1 << 20)) {
+  if (max_id >= static_cast<int32_t>(parts->vocab.size()) + (1 << 20)) {
     return Err(where, absl::StrCat(".vocab: ids must be dense; the largest is ", max_id, " for ",
-                                   m->vocab_.size(), " tokens"));
+                                   parts->vocab.size(), " tokens"));
   }
   m->id_to_token_.resize(max_id + 1);
   m->has_token_.assign(max_id + 1, 0);
-  for (const auto& [tok, id] : m->vocab_) {
+  for (auto& [key, value] : parts->vocab) {
+    const int32_t id = value.get<int32_t>();
     if (m->has_token_[id]) {
-      return Err(where, absl::StrCat(".vocab[", Quote(tok), "]: id ", id, " is used twice"));
+      if (m->id_to_token_[id] == key) continue;  // a repeated key
+      return Err(where, absl::StrCat(".vocab[", Quote(key), "]: id ", id, " is used twice"));
     }
-    m->id_to_token_[id] = tok;
+    m->id_to_token_[id] = std::move(key);
     m->has_token_[id] = 1;
   }
+  m->vocab_.reserve(parts->vocab.size());
+  for (int32_t id = 0; id <= max_id; ++id) {
+    if (m->has_token_[id]) m->vocab_.insert_or_assign(m->id_to_token_[id], id);
+  }
+  parts->vocab.clear();
   if (auto it = j.find("unk_token"); it != j.end() && it->is_string()) {
     m->unk_id_ = m->TokenToId(it->get<std::string>());
   }
@@ -82,41 +85,29 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::jso
   }
 
   if (!parts->merges_captured) {
-    auto mit = j.find("merges");
-    if (mit == j.end()) return m;
-    if (!mit->is_array()) return Err(where, ".merges: not a list");
-    parts->merges.assign(mit->begin(), mit->end());
+    if (j.contains("merges")) return Err(where, ".merges: not a list");
+    return m;
   }
-  const std::vector<nlohmann::json>& merges = parts->merges;
-  m->merges_.reserve(merges.size());
-  std::string a, b, joined;
-  for (size_t i = 0; i < merges.size(); ++i) {
-    const nlohmann::json& e = merges[i];
-    if (e.is_string()) {
-      const std::string& s = e.get_ref<const std::string&>();
-      const size_t sp = s.find(' ');
-      if (sp == std::string::npos) {
-        return Err(where, absl::StrCat(".merges[", i, "]: ", Quote(s), " is not \"a b\""));
-      }
-      a.assign(s, 0, sp);
-      b.assign(s, sp + 1);
-    } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {
-      a = e[0].get<std::string>();
-      b = e[1].get<std::string>();
-    } else {
+  m->merges_.reserve(parts->merges.size());
+  std::string joined;
+  for (size_t i = 0; i < parts->merges.size(); ++i) {
+    const BpeParts::Merge& e = parts->merges[i];
+    if (e.a_len == BpeParts::kBadMerge) {
       return Err(where, absl::StrCat(".merges[", i, "]: expected \"a b\" or [a, b], got ",
-                                     e.dump().substr(0, 80)));
+                                     parts->bad_merges[e.a]));
     }
+    const std::string_view a(parts->arena.data() + e.a, e.a_len);
+    const std::string_view b(parts->arena.data() + e.b, e.b_len);
     const int32_t ia = m->TokenToId(a), ib = m->TokenToId(b);
     if (ia < 0 || ib < 0) {
       return Err(where, absl::StrCat(".merges[", i, "]: token ", Quote(ia < 0 ? a : b),
                                      " is not in model.vocab"));
     }
-    joined = a;
-    if (!m->prefix_.empty() && b.compare(0, m->prefix_.size(), m->prefix_) == 0) {
-      joined.append(b, m->prefix_.size());
+    joined.assign(a);
+    if (!m->prefix_.empty() && b.substr(0, m->prefix_.size()) == m->prefix_) {
+      joined.append(b.substr(m->prefix_.size()));
     } else {
-      joined += b;
+      joined.append(b);
     }
     const int32_t ij = m->TokenToId(joined);
     if (ij < 0) {

@@ -59,7 +59,7 @@ class BpeModel {
   BpeModel() = default;
   void MergeWord(std::string_view piece, std::vector<int32_t>* ids) const;
 
-  absl::flat_hash_map<std::string, int32_t> vocab_;
+  absl::flat_hash_map<absl::string_view, int32_t> vocab_;  // keys point into id_to_token_
   std::vector<std::string> id_to_token_;
   std::vector<uint8_t> has_token_;
   absl::flat_hash_map<uint64_t, Merge> merges_;

@@ -266,12 +266,49 @@ class Reader {
     parts_->merges_captured = true;
     ++pos_;
     if (Eat(']')) return true;
+    std::string a, b;
     do {
-      nlohmann::json v;
-      if (!Value(&v, depth + 1, kOther)) return false;
-      parts_->merges.push_back(std::move(v));
+      Ws();
+      const size_t start = pos_;
+      const char c = pos_ < s_.size() ? s_[pos_] : '\0';
+      bool ok = false;
+      if (c == '"') {
+        if (!String(&a)) return false;
+        const size_t sp = a.find(' ');
+        if (sp != std::string::npos) {
+          AddMerge(std::string_view(a).substr(0, sp), std::string_view(a).substr(sp + 1));
+          ok = true;
+        }
+      } else if (c == '[') {
+        ++pos_;
+        Ws();
+        if (String(&a) && Eat(',') && (Ws(), String(&b)) && Eat(']')) {
+          AddMerge(a, b);
+          ok = true;
+        } else {
+          error_.clear();
+        }
+      }
+      if (!ok) {  // anything else: keep its text for the error
+        pos_ = start;
+        nlohmann::json v;
+        if (!Value(&v, depth + 1, kOther)) return false;
+        parts_->merges.push_back(
+            {static_cast<uint32_t>(parts_->bad_merges.size()), BpeParts::kBadMerge, 0, 0});
+        parts_->bad_merges.push_back(v.dump().substr(0, 80));
+      }
     } while (Eat(','));
     return Eat(']') || Fail("expected ',' or ']'");
+  }
+
+  void AddMerge(std::string_view a, std::string_view b) {
+    std::string& arena = parts_->arena;
+    const uint32_t ao = static_cast<uint32_t>(arena.size());
+    arena.append(a.data(), a.size());
+    const uint32_t bo = static_cast<uint32_t>(arena.size());
+    arena.append(b.data(), b.size());
+    parts_->merges.push_back(
+        {ao, static_cast<uint32_t>(a.size()), bo, static_cast<uint32_t>(b.size())});
   }
 
   std::string_view s_;

@@ -9,6 +9,7 @@
 #ifndef FLATSTATE_ENGINE_TOKENIZER_HF_JSON_READER_H_
 #define FLATSTATE_ENGINE_TOKENIZER_HF_JSON_READER_H_
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -25,7 +26,15 @@ struct BpeParts {
   bool vocab_captured = false;
   std::vector<std::pair<std::string, nlohmann::json>> vocab;  // in file order
   bool merges_captured = false;
-  std::vector<nlohmann::json> merges;
+  // One per merge: its two halves as offsets into `arena`; a malformed entry has a_len ==
+  // kBadMerge and `a` indexes bad_merges (its JSON text, for the error).
+  static constexpr uint32_t kBadMerge = 0xFFFFFFFF;
+  struct Merge {
+    uint32_t a, a_len, b, b_len;
+  };
+  std::vector<Merge> merges;
+  std::string arena;
+  std::vector<std::string> bad_merges;
 };
 
 // The document without model.vocab / model.merges when they were captured into *parts.
