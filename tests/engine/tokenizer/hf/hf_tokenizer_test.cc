@@ -365,8 +365,13 @@ TEST(HfTokenizer, ModelLoadPicksItAndChecksVocabSize) {
 }
 
 TEST(HfTokenizer, ConcurrentEncodesAgree) {
-  auto t = Load(Base());
-  const std::string text = "abcabc bca abcd e <s> ";
+  Json j = Base();
+  // A regex pre-tokenizer too: Oniguruma searches share one compiled regex across threads.
+  j["pre_tokenizer"] = {{"type", "Split"},
+                        {"pattern", {{"Regex", "\\s+(?!\\S)|\\s+|\\p{L}+|[^\\s\\p{L}]+"}}},
+                        {"behavior", "Isolated"}};
+  auto t = Load(j);
+  const std::string text = "abcabc bca abcd e <s>   ";
   const std::vector<int32_t> want = Enc(*t, text);
   std::vector<std::thread> threads;
   std::vector<int> ok(4, 0);
