@@ -31,7 +31,7 @@
 namespace flatstate {
 
 // The most bytes of decoder state a session checkpoint carries (its text_tail field).
-inline constexpr size_t kMaxDecoderStateBytes = 8;
+inline constexpr size_t kMaxDecoderStateBytes = 3;
 
 // How EncodeWithOptions treats the text.
 struct EncodeOptions {

@@ -157,46 +157,61 @@ std::string HfTokenizer::TokenBytes(int32_t id) const {
   return t == nullptr ? std::string() : decoder_->TokenBytes(*t, /*first=*/false);
 }
 
-std::string HfTokenizer::DecodeNext(int32_t id, std::string* state) const {
+namespace {
+
+// The decoder state (hf_tokenizer.h): "" fresh; one byte 0x80 | S: started, S characters still to
+// strip, nothing pending; else (a UTF-8 lead byte first) the pending bytes, started, no strip.
+// Anything else is foreign: started, its first 3 bytes as pending bytes.
+struct StreamState {
   bool started = false;
-  int strip = decoder_->leading_strip();
+  int strip = 0;
   std::string_view pending;
-  if (!state->empty()) {
-    started = true;
-    const uint8_t h = static_cast<uint8_t>((*state)[0]);
-    if ((h & 0xC0) == 0x80) {
-      strip = std::min<int>(h & 0x3F, strip);
-      pending = std::string_view(*state).substr(1, 3);
-    } else {
-      strip = 0;
-      pending = std::string_view(*state).substr(0, 3);
-    }
+};
+
+StreamState ReadState(const std::string& state, int strip_config) {
+  StreamState s;
+  s.strip = strip_config;
+  if (state.empty()) return s;
+  s.started = true;
+  const uint8_t h = static_cast<uint8_t>(state[0]);
+  if (h >= 0x80 && h <= 0xBF) {
+    s.strip = std::min<int>(h & 0x3F, strip_config);
+  } else {
+    s.strip = 0;
+    s.pending = std::string_view(state).substr(0, 3);
   }
+  return s;
+}
+
+}  // namespace
+
+std::string HfTokenizer::DecodeNext(int32_t id, std::string* state) const {
+  StreamState st = ReadState(*state, decoder_->leading_strip());
   const std::string* token = IdToToken(id);
   std::string bytes =
-      token == nullptr ? std::string(kReplacementChar) : decoder_->TokenBytes(*token, !started);
+      token == nullptr ? std::string(kReplacementChar) : decoder_->TokenBytes(*token, !st.started);
   const std::string& content = decoder_->leading_strip_content();
   size_t cut = 0;
-  while (strip > 0 && bytes.compare(cut, content.size(), content) == 0) {
+  while (st.strip > 0 && bytes.compare(cut, content.size(), content) == 0) {
     cut += content.size();
-    --strip;
+    --st.strip;
   }
-  if (cut < bytes.size()) strip = 0;
-  IncrementalDecoder d = IncrementalDecoder::WithPending(pending);
+  if (cut < bytes.size()) st.strip = 0;
+  IncrementalDecoder d = IncrementalDecoder::WithPending(st.pending);
   std::string out;
   for (size_t i = cut; i < bytes.size(); ++i) out += d.Push(static_cast<uint8_t>(bytes[i]));
-  state->assign(1, static_cast<char>(0x80 | strip));
-  state->append(d.pending_bytes());
+  // Pending bytes imply something past the strip was emitted, so S is 0 then.
+  if (d.has_pending()) {
+    *state = d.pending_bytes();
+  } else {
+    state->assign(1, static_cast<char>(0x80 | st.strip));
+  }
   return out;
 }
 
 std::string HfTokenizer::DecodeFlush(std::string* state) const {
-  std::string_view pending;
-  if (!state->empty()) {
-    const uint8_t h = static_cast<uint8_t>((*state)[0]);
-    pending = std::string_view(*state).substr((h & 0xC0) == 0x80 ? 1 : 0, 3);
-  }
-  IncrementalDecoder d = IncrementalDecoder::WithPending(pending);
+  const StreamState st = ReadState(*state, 0);
+  IncrementalDecoder d = IncrementalDecoder::WithPending(st.pending);
   std::string out = d.Flush();
   state->clear();
   return out;

@@ -5,14 +5,16 @@
 // adds nothing, tokenizer_config.json's add_bos_token / add_eos_token, as transformers' Llama
 // tokenizers do). Invalid UTF-8 input is first repaired to U+FFFD (maximal subparts).
 //
-// Decoder state (DecodeNext/DecodeFlush; at most 4 bytes, <= kMaxDecoderStateBytes):
-//   ""                   a fresh stream (no token decoded yet);
-//   [H] + P              H = 0x80 | S: the stream has started, S (0..63) leading characters of
-//                        the decoder's Strip content may still be dropped; P = the bytes of an
-//                        incomplete UTF-8 character held back (0..3 bytes).
-// A state not of this form (foreign or corrupt) is read as "started, nothing to strip" with its
-// bytes as pending bytes; it decodes as well as it can and never crashes. Streaming decodes every
-// token, special ones included (as decode(ids, skip_special_tokens=false)).
+// Decoder state (DecodeNext/DecodeFlush; at most 3 bytes, so it fits a checkpoint's text_tail):
+//   ""        a fresh stream (no token decoded yet);
+//   [0x80|S]  one byte in 0x80-0xBF: the stream has started, nothing is pending, and S (0..63)
+//             leading characters of the decoder's Strip content may still be dropped;
+//   P         1-3 bytes starting with a UTF-8 lead byte (>= 0xC0): the bytes of an incomplete
+//             character held back; the stream has started and nothing is left to strip (a
+//             pending byte means text past the strip was emitted).
+// A state of another form (foreign or corrupt) is read as "started, nothing to strip" with its
+// first 3 bytes as pending bytes; it decodes as well as it can and never crashes. Streaming
+// decodes every token, special ones included (as decode(ids, skip_special_tokens=false)).
 //
 // Owns the model, added vocabulary, pipeline stages and config. Immutable after loading, so
 // thread-safe (the BPE word cache is internally locked). Loading fails with InvalidArgument
