@@ -1,6 +1,7 @@
 #include "engine/tokenizer/hf/bpe_model.h"
 
 #include <queue>
+#include <thread>
 
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
@@ -88,35 +89,66 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::jso
     if (j.contains("merges")) return Err(where, ".merges: not a list");
     return m;
   }
-  m->merges_.reserve(parts->merges.size());
-  std::string joined;
-  for (size_t i = 0; i < parts->merges.size(); ++i) {
-    const BpeParts::Merge& e = parts->merges[i];
-    if (e.a_len == BpeParts::kBadMerge) {
-      return Err(where, absl::StrCat(".merges[", i, "]: expected \"a b\" or [a, b], got ",
-                                     parts->bad_merges[e.a]));
+  // Resolving a merge is three vocabulary look-ups; large files split that over two threads
+  // (read-only), then insert in rank order. The first bad merge is reported either way.
+  const size_t n = parts->merges.size();
+  std::vector<std::pair<uint64_t, int32_t>> resolved(n);
+  std::vector<absl::Status> errors(2);
+  const auto resolve = [&](size_t lo, size_t hi, absl::Status* error) {
+    std::string joined;
+    for (size_t i = lo; i < hi; ++i) {
+      absl::Status s = m->ResolveMerge(*parts, i, &joined, &resolved[i]);
+      if (!s.ok()) {
+        *error = Err(where, std::string(s.message()));
+        return;
+      }
     }
-    const std::string_view a(parts->arena.data() + e.a, e.a_len);
-    const std::string_view b(parts->arena.data() + e.b, e.b_len);
-    const int32_t ia = m->TokenToId(a), ib = m->TokenToId(b);
-    if (ia < 0 || ib < 0) {
-      return Err(where, absl::StrCat(".merges[", i, "]: token ", Quote(ia < 0 ? a : b),
-                                     " is not in model.vocab"));
-    }
-    joined.assign(a);
-    if (!m->prefix_.empty() && b.substr(0, m->prefix_.size()) == m->prefix_) {
-      joined.append(b.substr(m->prefix_.size()));
-    } else {
-      joined.append(b);
-    }
-    const int32_t ij = m->TokenToId(joined);
-    if (ij < 0) {
-      return Err(where, absl::StrCat(".merges[", i, "]: merged token ", Quote(joined),
-                                     " is not in model.vocab"));
-    }
-    m->merges_.insert_or_assign(PairKey(ia, ib), Merge{static_cast<int32_t>(i), ij});
+  };
+  if (n >= 65536) {
+    std::thread second(resolve, n / 2, n, &errors[1]);
+    resolve(0, n / 2, &errors[0]);
+    second.join();
+  } else {
+    resolve(0, n, &errors[0]);
+  }
+  for (const absl::Status& e : errors) {
+    if (!e.ok()) return e;
+  }
+  m->merges_.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    m->merges_.insert_or_assign(resolved[i].first,
+                                Merge{static_cast<int32_t>(i), resolved[i].second});
   }
   return m;
+}
+
+absl::Status BpeModel::ResolveMerge(const BpeParts& parts, size_t i, std::string* joined,
+                                    std::pair<uint64_t, int32_t>* out) const {
+  const BpeParts::Merge& e = parts.merges[i];
+  if (e.a_len == BpeParts::kBadMerge) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(".merges[", i, "]: expected \"a b\" or [a, b], got ", parts.bad_merges[e.a]));
+  }
+  const std::string_view a(parts.arena.data() + e.a, e.a_len);
+  const std::string_view b(parts.arena.data() + e.b, e.b_len);
+  const int32_t ia = TokenToId(a), ib = TokenToId(b);
+  if (ia < 0 || ib < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(".merges[", i, "]: token ", Quote(ia < 0 ? a : b), " is not in model.vocab"));
+  }
+  joined->assign(a);
+  if (!prefix_.empty() && b.substr(0, prefix_.size()) == prefix_) {
+    joined->append(b.substr(prefix_.size()));
+  } else {
+    joined->append(b);
+  }
+  const int32_t ij = TokenToId(*joined);
+  if (ij < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(".merges[", i, "]: merged token ", Quote(*joined), " is not in model.vocab"));
+  }
+  *out = {PairKey(ia, ib), ij};
+  return absl::OkStatus();
 }
 
 int32_t BpeModel::TokenToId(std::string_view token) const {

@@ -1,13 +1,14 @@
 // The BPE model of a Hugging Face tokenizer.json ("model": {"type": "BPE", ...}): vocab, ranked
 // merges ("a b" strings or ["a", "b"] pairs), ignore_merges, byte_fallback (<0xNN> tokens),
 // unk_token with fuse_unk, continuing_subword_prefix and end_of_word_suffix. dropout must be
-// null (or 0/1 as no-op values are not accepted either: anything but null is refused).
+// null (anything else, even 0, is refused).
 //
 // Owns the vocabulary, the merge table and a word cache. Thread-safe: the tables are immutable
 // after FromJson; the cache is split into mutex-guarded shards and stops growing at a fixed
-// number of entries. FromJson fails with InvalidArgument naming `where` and the JSON path
-// (e.g. "tokenizer.json: model.merges[17]: token \"xy\" is not in model.vocab"); Tokenize never
-// fails (a character with no token, no byte fallback and no unk_token is dropped, as upstream).
+// number of entries. FromJson may resolve merges on a second thread. FromJson fails with
+// InvalidArgument naming `where` and the JSON path (e.g. "tokenizer.json: model.merges[17]: token
+// \"xy\" is not in model.vocab"); Tokenize never fails (a character with no token, no byte fallback
+// and no unk_token is dropped, as upstream).
 #ifndef FLATSTATE_ENGINE_TOKENIZER_HF_BPE_MODEL_H_
 #define FLATSTATE_ENGINE_TOKENIZER_HF_BPE_MODEL_H_
 
@@ -58,6 +59,9 @@ class BpeModel {
 
   BpeModel() = default;
   void MergeWord(std::string_view piece, std::vector<int32_t>* ids) const;
+  // Merge i of `parts` as (pair key, merged id); errors start with ".merges[i]".
+  absl::Status ResolveMerge(const BpeParts& parts, size_t i, std::string* joined,
+                            std::pair<uint64_t, int32_t>* out) const;
 
   absl::flat_hash_map<absl::string_view, int32_t> vocab_;  // keys point into id_to_token_
   std::vector<std::string> id_to_token_;

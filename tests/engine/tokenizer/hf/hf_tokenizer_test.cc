@@ -281,7 +281,8 @@ TEST(HfPostProcessor, TemplateAndConfig) {
 TEST(HfTokenizerConfig, ParsesTemplatesAndTokens) {
   auto c = hf::TokenizerConfig::Parse(
       R"({"bos_token": {"content": "<s>"}, "eos_token": "</s>", "add_bos_token": true,
-          "chat_template": [{"name": "default", "template": "T"}, {"name": "tool_use", "template": "U"}]})",
+          "chat_template": [{"name": "default", "template": "T"},
+                            {"name": "tool_use", "template": "U"}]})",
       "tokenizer_config.json");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->bos_token, "<s>");
