@@ -43,7 +43,7 @@ class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
 
-  // "bytes" or "ids-only": what the /v1/models listing and errors call it.
+  // "bytes", "ids-only", "hf-bpe" or "rwkv-world": what the /v1/models listing and errors call it.
   virtual std::string_view kind() const = 0;
   // Token ids are [0, vocab_size()).
   virtual int vocab_size() const = 0;
