@@ -11,6 +11,7 @@ cd "$(dirname "$0")/.."
 echo "== setup =="
 bash scripts/setup.sh
 echo "== ctest =="
+export FLATSTATE_REQUIRE_ORACLES=1
 ctest --test-dir build --output-on-failure -j 2 --timeout 900
 echo "== sanitizers (ASan + UBSan) =="
 nice bash scripts/sanitize.sh

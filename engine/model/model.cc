@@ -1,12 +1,14 @@
 #include "engine/model/model.h"
 
 #include <array>
+#include <filesystem>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "engine/arch/architecture.h"
 #include "engine/model/weight_files.h"
 #include "engine/tokenizer/byte_tokenizer.h"
+#include "engine/tokenizer/hf/hf_tokenizer.h"
 #include "engine/tokenizer/ids_only_tokenizer.h"
 #include "engine/util/read_file.h"
 #include "engine/util/sha256.h"
@@ -56,13 +58,28 @@ absl::Status ReadGenerationConfig(const std::string& path, ModelConfig* c) {
   return absl::OkStatus();
 }
 
-// The tokenizer of a model: flatstate's own format is byte-level; the Hugging Face families know
-// their vocabulary and special ids but no text yet (tokenizer.json: issue 28).
-std::unique_ptr<Tokenizer> MakeTokenizer(const std::string& name, const ModelConfig& c) {
+// The tokenizer of a model: flatstate's own format is byte-level; a Hugging Face folder with a
+// tokenizer.json gets HfTokenizer (its vocabulary must fit the model's), one without knows its
+// vocabulary size and special ids but no text (IdsOnlyTokenizer).
+absl::StatusOr<std::unique_ptr<Tokenizer>> MakeTokenizer(const std::string& name,
+                                                         const std::string& prefix,
+                                                         const ModelConfig& c) {
   if (c.architecture == "flatstate") {
     return std::make_unique<ByteTokenizer>(c.bos_token_id, c.eos_token_ids);
   }
-  return std::make_unique<IdsOnlyTokenizer>(name, c.vocab_size, c.bos_token_id, c.eos_token_ids);
+  const std::string path = prefix + "tokenizer.json";
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    return std::make_unique<IdsOnlyTokenizer>(name, c.vocab_size, c.bos_token_id, c.eos_token_ids);
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<HfTokenizer> t, HfTokenizer::FromFile(path));
+  if (t->vocab_size() > c.vocab_size) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": vocabulary has ", t->vocab_size(),
+                                                   " tokens but config.json vocab_size is ",
+                                                   c.vocab_size));
+  }
+  t->OverrideSpecialIds(c.bos_token_id, c.eos_token_ids);
+  return std::unique_ptr<Tokenizer>(std::move(t));
 }
 
 }  // namespace
@@ -85,21 +102,19 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir) {
   const std::string config_path = prefix + "config.json";
 
   ASSIGN_OR_RETURN(const std::string config_text, ReadWholeFile(config_path));
-  const nlohmann::json j =
-      nlohmann::json::parse(config_text, nullptr, /*allow_exceptions=*/false);
+  const nlohmann::json j = nlohmann::json::parse(config_text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
     return absl::InvalidArgumentError(absl::StrCat(config_path, ": not valid JSON"));
   }
   ASSIGN_OR_RETURN(const Architecture* arch, SelectArchitecture(j, config_path));
-  ASSIGN_OR_RETURN(m->config_,
-                   arch->ParseConfig(config_text, j, config_path, &m->ignored_keys_));
+  ASSIGN_OR_RETURN(m->config_, arch->ParseConfig(config_text, j, config_path, &m->ignored_keys_));
   if (m->config_.architecture != "flatstate") {
     RETURN_IF_ERROR(ReadGenerationConfig(prefix + "generation_config.json", &m->config_));
   }
   ASSIGN_OR_RETURN(m->files_, WeightFiles::Open(prefix));
   RETURN_IF_ERROR(arch->BindWeights(&m->config_, *m->files_, &m->store_, &m->weights_));
   for (const WeightFiles::Found& f : m->files_->All()) m->weight_bytes_ += f.tensor->size_bytes;
-  m->tokenizer_ = MakeTokenizer(m->name_, m->config_);
+  ASSIGN_OR_RETURN(m->tokenizer_, MakeTokenizer(m->name_, prefix, m->config_));
 
   Sha256 h;
   h.Update(config_text.data(), config_text.size());

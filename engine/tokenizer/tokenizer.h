@@ -1,7 +1,7 @@
 // Tokenizer: how a model turns text into token ids and token ids back into text. A Model owns
 // one (engine/model/model.h: Model::tokenizer()), chosen by its architecture: flatstate's own
-// byte-level models get ByteTokenizer (byte_tokenizer.h); a Hugging Face folder gets
-// IdsOnlyTokenizer (ids_only_tokenizer.h) until tokenizer.json is read (issue 28).
+// byte-level models get ByteTokenizer (byte_tokenizer.h); a Hugging Face folder gets HfTokenizer
+// (hf/hf_tokenizer.h) when it has a tokenizer.json, else IdsOnlyTokenizer (ids_only_tokenizer.h).
 //
 // Incremental decoding keeps its whole state in an opaque byte string (at most
 // kMaxDecoderStateBytes), so a session checkpoint stores it as it is (SessionState::text_tail,
@@ -33,11 +33,17 @@ namespace flatstate {
 // The most bytes of decoder state a session checkpoint carries (its text_tail field).
 inline constexpr size_t kMaxDecoderStateBytes = 3;
 
+// How EncodeWithOptions treats the text.
+struct EncodeOptions {
+  bool add_special = false;    // the model's BOS/EOS/template ids around the text
+  bool parse_special = false;  // special-token text (e.g. "<|im_end|>") becomes its id; else text
+};
+
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
 
-  // "bytes" or "ids-only": what the /v1/models listing and errors call it.
+  // "bytes", "ids-only", "hf-bpe" or "rwkv-world": what the /v1/models listing and errors call it.
   virtual std::string_view kind() const = 0;
   // Token ids are [0, vocab_size()).
   virtual int vocab_size() const = 0;
@@ -50,6 +56,11 @@ class Tokenizer {
   // `text` as token ids; with `add_special`, the BOS id first (when the model has one).
   virtual absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text,
                                                       bool add_special) const = 0;
+  // Encode with options; tokenizers without special tokens ignore parse_special.
+  virtual absl::StatusOr<std::vector<int32_t>> EncodeWithOptions(
+      std::string_view text, const EncodeOptions& options) const {
+    return Encode(text, options.add_special);
+  }
   // The raw bytes one token stands for (not necessarily valid UTF-8: a byte token may be half a
   // character); "" for an id outside the vocabulary or a tokenizer without text.
   virtual std::string TokenBytes(int32_t id) const = 0;

@@ -1,0 +1,281 @@
+#include "engine/tokenizer/hf/bpe_model.h"
+
+#include <queue>
+#include <thread>
+
+#include "absl/hash/hash.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "engine/tokenizer/hf/text_util.h"
+
+namespace flatstate::hf {
+namespace {
+
+uint64_t PairKey(int32_t a, int32_t b) {
+  return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
+}
+
+absl::Status Err(const std::string& where, const std::string& msg) {
+  return absl::InvalidArgumentError(absl::StrCat(where, msg));
+}
+
+std::string Quote(std::string_view s) { return nlohmann::json(std::string(s)).dump(); }
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::json& j,
+                                                             const std::string& where,
+                                                             BpeParts* parts) {
+  std::unique_ptr<BpeModel> m(new BpeModel());
+  if (auto it = j.find("dropout"); it != j.end() && !it->is_null()) {
+    return Err(where, absl::StrCat(".dropout: only null is supported, got ", it->dump()));
+  }
+  const auto get_bool = [&](const char* key) {
+    auto it = j.find(key);
+    return it != j.end() && it->is_boolean() && it->get<bool>();
+  };
+  const auto get_str = [&](const char* key) {
+    auto it = j.find(key);
+    return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  m->byte_fallback_ = get_bool("byte_fallback");
+  m->ignore_merges_ = get_bool("ignore_merges");
+  m->fuse_unk_ = get_bool("fuse_unk");
+  m->prefix_ = get_str("continuing_subword_prefix");
+  m->suffix_ = get_str("end_of_word_suffix");
+
+  if (!parts->vocab_captured) {
+    auto vit = j.find("vocab");
+    if (vit == j.end() || !vit->is_object()) return Err(where, ".vocab: missing or not an object");
+    for (auto it = vit->begin(); it != vit->end(); ++it) parts->vocab.emplace_back(it.key(), *it);
+  }
+  int32_t max_id = -1;
+  for (auto& [key, value] : parts->vocab) {
+    if (!value.is_number_integer() || value.get<int64_t>() < 0 ||
+        value.get<int64_t>() >= (int64_t{1} << 24)) {
+      return Err(where, absl::StrCat(".vocab[", Quote(key), "]: id ", value.dump(),
+                                     " is not an integer in [0, 16777216)"));
+    }
+    max_id = std::max(max_id, value.get<int32_t>());
+  }
+  if (max_id >= static_cast<int32_t>(parts->vocab.size()) + (1 << 20)) {
+    return Err(where, absl::StrCat(".vocab: ids must be dense; the largest is ", max_id, " for ",
+                                   parts->vocab.size(), " tokens"));
+  }
+  m->id_to_token_.resize(max_id + 1);
+  m->has_token_.assign(max_id + 1, 0);
+  for (auto& [key, value] : parts->vocab) {
+    const int32_t id = value.get<int32_t>();
+    if (m->has_token_[id]) {
+      if (m->id_to_token_[id] == key) continue;  // a repeated key
+      return Err(where, absl::StrCat(".vocab[", Quote(key), "]: id ", id, " is used twice"));
+    }
+    m->id_to_token_[id] = std::move(key);
+    m->has_token_[id] = 1;
+  }
+  m->vocab_.reserve(parts->vocab.size());
+  for (int32_t id = 0; id <= max_id; ++id) {
+    if (m->has_token_[id]) m->vocab_.insert_or_assign(m->id_to_token_[id], id);
+  }
+  parts->vocab.clear();
+  if (auto it = j.find("unk_token"); it != j.end() && it->is_string()) {
+    m->unk_id_ = m->TokenToId(it->get<std::string>());
+  }
+  for (int b = 0; b < 256; ++b) {
+    m->byte_ids_[b] = m->byte_fallback_ ? m->TokenToId(absl::StrFormat("<0x%02X>", b)) : -1;
+  }
+
+  if (!parts->merges_captured) {
+    if (j.contains("merges")) return Err(where, ".merges: not a list");
+    return m;
+  }
+  // Resolving a merge is three vocabulary look-ups; large files split that over two threads
+  // (read-only), then insert in rank order. The first bad merge is reported either way.
+  const size_t n = parts->merges.size();
+  std::vector<std::pair<uint64_t, int32_t>> resolved(n);
+  std::vector<absl::Status> errors(2);
+  const auto resolve = [&](size_t lo, size_t hi, absl::Status* error) {
+    std::string joined;
+    for (size_t i = lo; i < hi; ++i) {
+      absl::Status s = m->ResolveMerge(*parts, i, &joined, &resolved[i]);
+      if (!s.ok()) {
+        *error = Err(where, std::string(s.message()));
+        return;
+      }
+    }
+  };
+  if (n >= 65536) {
+    std::thread second(resolve, n / 2, n, &errors[1]);
+    resolve(0, n / 2, &errors[0]);
+    second.join();
+  } else {
+    resolve(0, n, &errors[0]);
+  }
+  for (const absl::Status& e : errors) {
+    if (!e.ok()) return e;
+  }
+  m->merges_.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    m->merges_.insert_or_assign(resolved[i].first,
+                                Merge{static_cast<int32_t>(i), resolved[i].second});
+  }
+  return m;
+}
+
+absl::Status BpeModel::ResolveMerge(const BpeParts& parts, size_t i, std::string* joined,
+                                    std::pair<uint64_t, int32_t>* out) const {
+  const BpeParts::Merge& e = parts.merges[i];
+  if (e.a_len == BpeParts::kBadMerge) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(".merges[", i, "]: expected \"a b\" or [a, b], got ", parts.bad_merges[e.a]));
+  }
+  const std::string_view a(parts.arena.data() + e.a, e.a_len);
+  const std::string_view b(parts.arena.data() + e.b, e.b_len);
+  const int32_t ia = TokenToId(a), ib = TokenToId(b);
+  if (ia < 0 || ib < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(".merges[", i, "]: token ", Quote(ia < 0 ? a : b), " is not in model.vocab"));
+  }
+  joined->assign(a);
+  if (!prefix_.empty() && b.substr(0, prefix_.size()) == prefix_) {
+    joined->append(b.substr(prefix_.size()));
+  } else {
+    joined->append(b);
+  }
+  const int32_t ij = TokenToId(*joined);
+  if (ij < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(".merges[", i, "]: merged token ", Quote(*joined), " is not in model.vocab"));
+  }
+  *out = {PairKey(ia, ib), ij};
+  return absl::OkStatus();
+}
+
+int32_t BpeModel::TokenToId(std::string_view token) const {
+  auto it = vocab_.find(absl::string_view(token.data(), token.size()));
+  return it == vocab_.end() ? -1 : it->second;
+}
+
+const std::string* BpeModel::IdToToken(int32_t id) const {
+  if (id < 0 || id >= id_end() || !has_token_[id]) return nullptr;
+  return &id_to_token_[id];
+}
+
+void BpeModel::Tokenize(std::string_view piece, std::vector<int32_t>* ids) const {
+  if (piece.empty()) return;
+  if (ignore_merges_) {
+    if (const int32_t id = TokenToId(piece); id >= 0) {
+      ids->push_back(id);
+      return;
+    }
+  }
+  if (piece.size() > kMaxCachedPiece) {
+    MergeWord(piece, ids);
+    return;
+  }
+  const absl::string_view key(piece.data(), piece.size());
+  Shard& shard = cache_[absl::HashOf(key) % kShards];
+  {
+    std::lock_guard<std::mutex> lock(shard.mu);
+    auto it = shard.map.find(key);
+    if (it != shard.map.end()) {
+      ids->insert(ids->end(), it->second.begin(), it->second.end());
+      return;
+    }
+  }
+  std::vector<int32_t> word;
+  MergeWord(piece, &word);
+  ids->insert(ids->end(), word.begin(), word.end());
+  std::lock_guard<std::mutex> lock(shard.mu);
+  if (shard.map.size() < kCachePerShard) shard.map.emplace(std::string(piece), std::move(word));
+}
+
+void BpeModel::MergeWord(std::string_view piece, std::vector<int32_t>* ids) const {
+  struct Symbol {
+    int32_t id;
+    int32_t prev, next;
+    bool alive;
+  };
+  std::vector<Symbol> sym;
+  sym.reserve(piece.size());
+  int32_t unk_pending = -1;  // a fused unk run not yet pushed
+  const auto add = [&](int32_t id) {
+    const int32_t n = static_cast<int32_t>(sym.size());
+    sym.push_back({id, n - 1, n + 1, true});
+  };
+  std::string buf;
+  for (size_t i = 0; i < piece.size();) {
+    char32_t cp;
+    const size_t n = DecodeUtf8(piece, i, &cp);
+    std::string_view ch = piece.substr(i, n);
+    const bool first = i == 0, last = i + n == piece.size();
+    i += n;
+    int32_t id;
+    if ((first || prefix_.empty()) && (!last || suffix_.empty())) {
+      id = TokenToId(ch);
+    } else {
+      buf.clear();
+      if (!first) buf += prefix_;
+      buf += ch;
+      if (last) buf += suffix_;
+      id = TokenToId(buf);
+    }
+    if (id >= 0) {
+      if (unk_pending >= 0) add(unk_pending), unk_pending = -1;
+      add(id);
+      continue;
+    }
+    if (byte_fallback_) {
+      bool all = true;
+      for (char c : ch) all &= byte_ids_[static_cast<uint8_t>(c)] >= 0;
+      if (all) {
+        if (unk_pending >= 0) add(unk_pending), unk_pending = -1;
+        for (char c : ch) add(byte_ids_[static_cast<uint8_t>(c)]);
+        continue;
+      }
+    }
+    if (unk_id_ >= 0) {
+      if (!fuse_unk_) {
+        if (unk_pending >= 0) add(unk_pending);
+        unk_pending = -1;
+        add(unk_id_);
+      } else {
+        unk_pending = unk_id_;
+      }
+    }
+  }
+  if (unk_pending >= 0) add(unk_pending);
+  if (sym.empty()) return;
+  sym.back().next = -1;
+
+  // Lowest rank first, leftmost on ties: a min-heap of (rank, position).
+  using Item = std::pair<int64_t, int32_t>;  // (rank << 32 | new_id, pos)
+  std::priority_queue<Item, std::vector<Item>, std::greater<Item>> queue;
+  const auto push_pair = [&](int32_t pos) {
+    const int32_t nx = sym[pos].next;
+    if (nx < 0) return;
+    auto it = merges_.find(PairKey(sym[pos].id, sym[nx].id));
+    if (it == merges_.end()) return;
+    queue.emplace((static_cast<int64_t>(it->second.rank) << 32) | it->second.new_id, pos);
+  };
+  for (int32_t p = 0; p + 1 < static_cast<int32_t>(sym.size()); ++p) push_pair(p);
+  while (!queue.empty()) {
+    const auto [key, pos] = queue.top();
+    queue.pop();
+    Symbol& left = sym[pos];
+    if (!left.alive || left.next < 0) continue;
+    Symbol& right = sym[left.next];
+    auto it = merges_.find(PairKey(left.id, right.id));
+    const int32_t new_id = static_cast<int32_t>(key & 0xFFFFFFFF);
+    if (it == merges_.end() || it->second.new_id != new_id) continue;
+    left.id = new_id;
+    right.alive = false;
+    left.next = right.next;
+    if (left.next >= 0) sym[left.next].prev = pos;
+    if (left.prev >= 0) push_pair(left.prev);
+    push_pair(pos);
+  }
+  for (int32_t p = 0; p >= 0; p = sym[p].next) ids->push_back(sym[p].id);
+}
+
+}  // namespace flatstate::hf

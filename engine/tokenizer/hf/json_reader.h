@@ -1,0 +1,46 @@
+// A JSON reader for tokenizer.json, written for load time: the bulk of the file (model.vocab and
+// model.merges, hundreds of thousands of entries) is read straight into flat vectors instead of
+// an nlohmann DOM (whose objects are std::maps), everything else into nlohmann::json. Strict
+// RFC 8259 (no comments, no trailing commas), strings must be valid UTF-8 with paired \u
+// surrogates; nesting deeper than 256 levels is refused.
+//
+// Stateless functions; thread-safe. Fails with InvalidArgument "<file>: not valid JSON at byte N:
+// <reason>".
+#ifndef FLATSTATE_ENGINE_TOKENIZER_HF_JSON_READER_H_
+#define FLATSTATE_ENGINE_TOKENIZER_HF_JSON_READER_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+
+namespace flatstate::hf {
+
+// model.vocab and model.merges as read; `captured` false when they were absent or not an object /
+// a list (then the DOM holds whatever was there).
+struct BpeParts {
+  bool vocab_captured = false;
+  std::vector<std::pair<std::string, nlohmann::json>> vocab;  // in file order
+  bool merges_captured = false;
+  // One per merge: its two halves as offsets into `arena`; a malformed entry has a_len ==
+  // kBadMerge and `a` indexes bad_merges (its JSON text, for the error).
+  static constexpr uint32_t kBadMerge = 0xFFFFFFFF;
+  struct Merge {
+    uint32_t a, a_len, b, b_len;
+  };
+  std::vector<Merge> merges;
+  std::string arena;
+  std::vector<std::string> bad_merges;
+};
+
+// The document without model.vocab / model.merges when they were captured into *parts.
+absl::StatusOr<nlohmann::json> ReadTokenizerJson(std::string_view text, const std::string& file,
+                                                 BpeParts* parts);
+
+}  // namespace flatstate::hf
+
+#endif  // FLATSTATE_ENGINE_TOKENIZER_HF_JSON_READER_H_
