@@ -1,0 +1,484 @@
+// Jinja2 filters (with transformers' tojson override) and tests.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "engine/template/builtins.h"
+#include "engine/template/interpreter.h"
+#include "engine/template/status_macros.h"
+
+namespace flatstate::tmpl {
+namespace {
+
+absl::Status Err(std::string_view msg) { return absl::InvalidArgumentError(std::string(msg)); }
+
+const std::set<std::string_view>& FilterNames() {
+  static const auto* s = new std::set<std::string_view>{
+      "abs", "attr", "capitalize", "count", "d", "default", "dictsort", "e", "escape", "first",
+      "float", "indent", "int", "items", "join", "last", "length", "list", "lower", "map",
+      "reject", "rejectattr", "replace", "reverse", "round", "safe", "select", "selectattr",
+      "sort", "string", "sum", "title", "tojson", "trim", "unique", "upper"};
+  return *s;
+}
+const std::set<std::string_view>& TestNames() {
+  static const auto* s = new std::set<std::string_view>{
+      "boolean", "callable", "defined", "divisibleby", "eq", "equalto", "==", "escaped", "even",
+      "false", "filter", "float", "ge", "gt", "greaterthan", "in", "integer", "iterable", "le",
+      "lower", "lt", "lessthan", "mapping", "ne", "!=", "none", "number", "odd", "sameas",
+      "sequence", "string", "test", "true", "undefined", "upper", ">", ">=", "<", "<="};
+  return *s;
+}
+
+// jinja2's make_attrgetter: dotted path, integer parts index lists.
+Value GetPath(const Value& v, const std::string& path) {
+  Value cur = v;
+  size_t b = 0;
+  while (b <= path.size()) {
+    size_t e = path.find('.', b);
+    if (e == std::string::npos) e = path.size();
+    std::string part = path.substr(b, e - b);
+    if (cur.is_dict() || cur.is_namespace()) {
+      const Value* x = cur.dict().Find(part);
+      cur = x ? *x : Value();
+    } else if (cur.is_list() && !part.empty() &&
+               part.find_first_not_of("0123456789") == std::string::npos) {
+      size_t i = std::strtoul(part.c_str(), nullptr, 10);
+      cur = i < cur.list().size() ? cur.list()[i] : Value();
+    } else {
+      return Value();
+    }
+    b = e + 1;
+  }
+  return cur;
+}
+
+Value SortKey(const Value& v, bool case_sensitive) {
+  if (!case_sensitive && v.is_string()) return Value::Str(PyLower(v.str()));
+  return v;
+}
+
+absl::StatusOr<Value> ToJson(const Value& v, const CallArgs& a) {
+  JsonDumpOptions o;
+  TPL_ASSIGN_OR_RETURN(Value ascii, ArgOr(a, 0, "ensure_ascii", Value::Bool(false)));
+  TPL_ASSIGN_OR_RETURN(Value indent, ArgOr(a, 1, "indent", Value::None()));
+  TPL_ASSIGN_OR_RETURN(Value seps, ArgOr(a, 2, "separators", Value::None()));
+  TPL_ASSIGN_OR_RETURN(Value sort, ArgOr(a, 3, "sort_keys", Value::Bool(false)));
+  if (ascii.Truthy()) return Err("tojson: ensure_ascii=True is not supported");
+  if (indent.is_int()) {
+    o.indent = static_cast<int>(std::clamp<int64_t>(indent.as_int(), 0, 64));
+  } else if (indent.is_string()) {
+    o.indent = 0;
+    o.indent_str = indent.str();
+    if (o.indent_str.empty()) o.indent = 0;
+  } else if (!indent.is_none()) {
+    return Err("tojson: indent must be an int, a string or None");
+  }
+  if (seps.is_list()) {
+    if (seps.list().size() != 2 || !seps.list()[0].is_string() || !seps.list()[1].is_string()) {
+      return Err("tojson: separators must be a pair of strings");
+    }
+    o.has_separators = true;
+    o.item_sep = seps.list()[0].str();
+    o.key_sep = seps.list()[1].str();
+  }
+  o.sort_keys = sort.Truthy();
+  std::string out;
+  TPL_RETURN_IF_ERROR(JsonDump(v, o, &out));
+  return Value::Str(std::move(out));
+}
+
+std::string Indent(const std::string& in, const Value& width, bool first, bool blank) {
+  std::string ind = width.is_string() ? width.str()
+                                      : std::string(static_cast<size_t>(std::clamp<int64_t>(
+                                                        width.as_int(), 0, 256)), ' ');
+  std::string s = in + "\n";
+  std::vector<std::string> lines;
+  size_t b = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
+    if (c == '\n' || c == '\r' || c == '\v' || c == '\f' || (c >= '\x1c' && c <= '\x1e')) {
+      lines.push_back(s.substr(b, i - b));
+      if (c == '\r' && i + 1 < s.size() && s[i + 1] == '\n') ++i;
+      b = i + 1;
+    }
+  }
+  if (b < s.size()) lines.push_back(s.substr(b));
+  std::string rv;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (i) rv += "\n";
+    if (i && (blank || !lines[i].empty())) rv += ind;
+    rv += lines[i];
+  }
+  if (first) rv = ind + rv;
+  return rv;
+}
+
+std::string JinjaTitle(const std::string& s) {
+  std::string r;
+  bool word_start = true;
+  for (char c : s) {
+    bool sep = c == '-' || c == '(' || c == '{' || c == '[' || c == '<' || IsPySpace(c);
+    if (sep) {
+      r.push_back(c);
+      word_start = true;
+    } else {
+      r += word_start ? PyUpper(std::string(1, c)) : PyLower(std::string(1, c));
+      word_start = false;
+    }
+  }
+  return r;
+}
+
+absl::StatusOr<Value> SelectOrReject(Interpreter& in, const Value& v, const CallArgs& a,
+                                     bool select, bool by_attr) {
+  TPL_ASSIGN_OR_RETURN(List items, Iterate(v));
+  size_t k = 0;
+  std::string attr;
+  if (by_attr) {
+    if (a.positional.empty() || !a.positional[0].is_string()) return Err("missing attribute");
+    attr = a.positional[k++].str();
+  }
+  std::string test;
+  if (k < a.positional.size()) {
+    if (!a.positional[k].is_string()) return Err("test name must be a string");
+    test = a.positional[k++].str();
+    if (!IsKnownTest(test)) return Err(absl::StrCat("no test named '", test, "'"));
+  }
+  CallArgs targs;
+  targs.positional.assign(a.positional.begin() + static_cast<std::ptrdiff_t>(k), a.positional.end());
+  List out;
+  TPL_RETURN_IF_ERROR(in.Step(static_cast<int64_t>(items.size())));
+  for (Value& item : items) {
+    Value x = by_attr ? GetPath(item, attr) : item;
+    bool r = x.Truthy();
+    if (!test.empty()) {
+      TPL_ASSIGN_OR_RETURN(r, ApplyTest(in, test, x, targs));
+    }
+    if (r == select) out.push_back(std::move(item));
+  }
+  return Value::MakeList(std::move(out));
+}
+
+absl::StatusOr<Value> Map(Interpreter& in, const Value& v, const CallArgs& a) {
+  TPL_ASSIGN_OR_RETURN(List items, Iterate(v));
+  TPL_RETURN_IF_ERROR(in.Step(static_cast<int64_t>(items.size())));
+  List out;
+  if (const Value* attr = a.Keyword("attribute")) {
+    const Value* dflt = a.Keyword("default");
+    for (const Value& item : items) {
+      Value x = GetPath(item, attr->ToString());
+      out.push_back(x.is_undefined() && dflt ? *dflt : x);
+    }
+    return Value::MakeList(std::move(out));
+  }
+  if (a.positional.empty() || !a.positional[0].is_string()) return Err("map: missing filter name");
+  std::string name = a.positional[0].str();
+  if (!IsKnownFilter(name)) return Err(absl::StrCat("no filter named '", name, "'"));
+  CallArgs fargs;
+  fargs.positional.assign(a.positional.begin() + 1, a.positional.end());
+  fargs.keyword = a.keyword;
+  for (const Value& item : items) {
+    TPL_ASSIGN_OR_RETURN(Value x, ApplyFilter(in, name, item, fargs));
+    out.push_back(std::move(x));
+  }
+  return Value::MakeList(std::move(out));
+}
+
+absl::StatusOr<Value> Sort(Interpreter& in, const Value& v, const CallArgs& a, bool unique) {
+  TPL_ASSIGN_OR_RETURN(List items, Iterate(v));
+  TPL_RETURN_IF_ERROR(in.Step(static_cast<int64_t>(items.size() * 4)));
+  size_t base = unique ? 0 : 1;
+  TPL_ASSIGN_OR_RETURN(Value reverse, unique ? absl::StatusOr<Value>(Value::Bool(false))
+                                             : ArgOr(a, 0, "reverse", Value::Bool(false)));
+  TPL_ASSIGN_OR_RETURN(Value cs, ArgOr(a, base, "case_sensitive", Value::Bool(false)));
+  TPL_ASSIGN_OR_RETURN(Value attr, ArgOr(a, base + 1, "attribute", Value::None()));
+  auto key = [&](const Value& x) {
+    return SortKey(attr.is_string() ? GetPath(x, attr.str()) : x, cs.Truthy());
+  };
+  if (unique) {
+    List out, seen;
+    for (const Value& x : items) {
+      Value k = key(x);
+      bool dup = false;
+      for (const Value& s : seen) dup = dup || ValuesEqual(s, k);
+      if (dup) continue;
+      seen.push_back(k);
+      out.push_back(x);
+    }
+    return Value::MakeList(std::move(out));
+  }
+  absl::Status st;
+  std::stable_sort(items.begin(), items.end(), [&](const Value& x, const Value& y) {
+    auto c = CompareValues(key(x), key(y));
+    if (!c.ok()) {
+      st = c.status();
+      return false;
+    }
+    return reverse.Truthy() ? *c > 0 : *c < 0;
+  });
+  TPL_RETURN_IF_ERROR(st);
+  return Value::MakeList(std::move(items));
+}
+
+absl::StatusOr<Value> ToInt(const Value& v, const CallArgs& a) {
+  TPL_ASSIGN_OR_RETURN(Value dflt, ArgOr(a, 0, "default", Value::Int(0)));
+  if (v.is_int() || v.is_bool()) return Value::Int(v.as_int());
+  if (v.is_float()) {
+    if (!std::isfinite(v.as_double()) || std::fabs(v.as_double()) > 9e18) return dflt;
+    return Value::Int(static_cast<int64_t>(v.as_double()));
+  }
+  if (v.is_string()) {
+    std::string s = PyStrip(v.str(), nullptr, true, true);
+    std::string t;
+    for (char c : s) {
+      if (c != '_') t.push_back(c);
+    }
+    if (t.empty()) return dflt;
+    char* end = nullptr;
+    errno = 0;
+    long long i = std::strtoll(t.c_str(), &end, 10);
+    if (*end == 0 && errno == 0) return Value::Int(i);
+    double d = std::strtod(t.c_str(), &end);
+    if (*end == 0 && std::isfinite(d) && std::fabs(d) < 9e18) return Value::Int(static_cast<int64_t>(d));
+  }
+  return dflt;
+}
+
+absl::StatusOr<Value> ToFloat(const Value& v, const CallArgs& a) {
+  TPL_ASSIGN_OR_RETURN(Value dflt, ArgOr(a, 0, "default", Value::Float(0.0)));
+  if (v.is_number()) return Value::Float(v.as_double());
+  if (v.is_string()) {
+    std::string s = PyStrip(v.str(), nullptr, true, true);
+    char* end = nullptr;
+    double d = std::strtod(s.c_str(), &end);
+    if (!s.empty() && *end == 0 && s.find_first_of("xXpP") == std::string::npos) {
+      return Value::Float(d);
+    }
+  }
+  return dflt;
+}
+
+absl::StatusOr<Value> Round(const Value& v, const CallArgs& a) {
+  TPL_ASSIGN_OR_RETURN(Value prec, ArgOr(a, 0, "precision", Value::Int(0)));
+  TPL_ASSIGN_OR_RETURN(Value method, ArgOr(a, 1, "method", Value::Str("common")));
+  if (!v.is_number()) return Err("round: value must be a number");
+  int p = static_cast<int>(std::clamp<int64_t>(prec.as_int(), -300, 300));
+  const std::string m = method.ToString();
+  if (m == "common") {
+    if (!v.is_float()) return Value::Int(v.as_int());
+    if (p < 0 || p > 300) return Err("round: unsupported precision");
+    char buf[512];
+    std::snprintf(buf, sizeof(buf), "%.*f", p, v.as_double());
+    return Value::Float(std::strtod(buf, nullptr));
+  }
+  if (m != "ceil" && m != "floor") return Err("method must be common, ceil or floor");
+  double scale = std::pow(10.0, p);
+  double x = v.as_double() * scale;
+  return Value::Float((m == "ceil" ? std::ceil(x) : std::floor(x)) / scale);
+}
+
+}  // namespace
+
+bool IsKnownFilter(std::string_view name) { return FilterNames().count(name) > 0; }
+bool IsKnownTest(std::string_view name) { return TestNames().count(name) > 0; }
+
+absl::StatusOr<Value> ApplyFilter(Interpreter& in, std::string_view f, const Value& v,
+                                  CallArgs& a) {
+  if (f == "tojson") return ToJson(v, a);
+  if (f == "trim") return Value::Str(PyStrip(v.ToString(), a.positional.empty() ? a.Keyword("chars") : &a.positional[0], true, true));
+  if (f == "length" || f == "count") {
+    TPL_ASSIGN_OR_RETURN(int64_t n, Length(v));
+    return Value::Int(n);
+  }
+  if (f == "string") return Value::Str(v.ToString());
+  if (f == "safe") return v;
+  if (f == "upper") return Value::Str(PyUpper(v.ToString()));
+  if (f == "lower") return Value::Str(PyLower(v.ToString()));
+  if (f == "title") return Value::Str(JinjaTitle(v.ToString()));
+  if (f == "capitalize") {
+    std::string r = PyLower(v.ToString());
+    if (!r.empty()) r = PyUpper(r.substr(0, 1)) + r.substr(1);
+    return Value::Str(std::move(r));
+  }
+  if (f == "default" || f == "d") {
+    TPL_ASSIGN_OR_RETURN(Value dflt, ArgOr(a, 0, "default_value", Value::Str("")));
+    TPL_ASSIGN_OR_RETURN(Value boolean, ArgOr(a, 1, "boolean", Value::Bool(false)));
+    if (v.is_undefined() || (boolean.Truthy() && !v.Truthy())) return dflt;
+    return v;
+  }
+  if (f == "items") {
+    if (v.is_undefined()) return Value::MakeList({});
+    if (!v.is_dict()) return Err("items: value must be a mapping");
+    return CallMethod(in, v, "items", a);
+  }
+  if (f == "join") {
+    TPL_ASSIGN_OR_RETURN(Value sep, ArgOr(a, 0, "d", Value::Str("")));
+    TPL_ASSIGN_OR_RETURN(Value attr, ArgOr(a, 1, "attribute", Value::None()));
+    TPL_ASSIGN_OR_RETURN(List items, Iterate(v));
+    std::string r;
+    const std::string s = sep.ToString();
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (i) r += s;
+      (attr.is_none() ? items[i] : GetPath(items[i], attr.ToString())).AppendString(&r);
+      TPL_RETURN_IF_ERROR(in.CheckSize(r.size()));
+    }
+    return Value::Str(std::move(r));
+  }
+  if (f == "first" || f == "last") {
+    TPL_ASSIGN_OR_RETURN(List items, Iterate(v));
+    if (items.empty()) return Value();
+    return f == "first" ? items.front() : items.back();
+  }
+  if (f == "list") {
+    TPL_ASSIGN_OR_RETURN(List items, Iterate(v));
+    return Value::MakeList(std::move(items));
+  }
+  if (f == "reverse") {
+    TPL_ASSIGN_OR_RETURN(List items, Iterate(v));
+    std::reverse(items.begin(), items.end());
+    if (!v.is_string()) return Value::MakeList(std::move(items));
+    std::string r;
+    for (const Value& c : items) r += c.str();
+    return Value::Str(std::move(r));
+  }
+  if (f == "map") return Map(in, v, a);
+  if (f == "select" || f == "reject") return SelectOrReject(in, v, a, f == "select", false);
+  if (f == "selectattr" || f == "rejectattr") {
+    return SelectOrReject(in, v, a, f == "selectattr", true);
+  }
+  if (f == "sort") return Sort(in, v, a, false);
+  if (f == "unique") return Sort(in, v, a, true);
+  if (f == "dictsort") {
+    if (!v.is_dict()) return Err("dictsort: value must be a mapping");
+    TPL_ASSIGN_OR_RETURN(Value cs, ArgOr(a, 0, "case_sensitive", Value::Bool(false)));
+    TPL_ASSIGN_OR_RETURN(Value by, ArgOr(a, 1, "by", Value::Str("key")));
+    TPL_ASSIGN_OR_RETURN(Value rev, ArgOr(a, 2, "reverse", Value::Bool(false)));
+    CallArgs none;
+    TPL_ASSIGN_OR_RETURN(Value items, CallMethod(in, v, "items", none));
+    List l = items.list();
+    size_t idx = by.ToString() == "value" ? 1 : 0;
+    absl::Status st;
+    std::stable_sort(l.begin(), l.end(), [&](const Value& x, const Value& y) {
+      auto c = CompareValues(SortKey(x.list()[idx], cs.Truthy()), SortKey(y.list()[idx], cs.Truthy()));
+      if (!c.ok()) st = c.status();
+      return c.ok() && (rev.Truthy() ? *c > 0 : *c < 0);
+    });
+    TPL_RETURN_IF_ERROR(st);
+    return Value::MakeList(std::move(l));
+  }
+  if (f == "replace") {
+    if (!v.is_string()) {
+      Value s = Value::Str(v.ToString());
+      return CallMethod(in, s, "replace", a);
+    }
+    return CallMethod(in, v, "replace", a);
+  }
+  if (f == "int") return ToInt(v, a);
+  if (f == "float") return ToFloat(v, a);
+  if (f == "round") return Round(v, a);
+  if (f == "abs") {
+    if (v.is_float()) return Value::Float(std::fabs(v.as_double()));
+    if (v.is_int() || v.is_bool()) {
+      if (v.as_int() == INT64_MIN) return Err("integer overflow");
+      return Value::Int(v.as_int() < 0 ? -v.as_int() : v.as_int());
+    }
+    return Err(absl::StrCat("bad operand type for abs(): '", std::string(v.TypeName()), "'"));
+  }
+  if (f == "indent") {
+    TPL_ASSIGN_OR_RETURN(Value width, ArgOr(a, 0, "width", Value::Int(4)));
+    TPL_ASSIGN_OR_RETURN(Value first, ArgOr(a, 1, "first", Value::Bool(false)));
+    TPL_ASSIGN_OR_RETURN(Value blank, ArgOr(a, 2, "blank", Value::Bool(false)));
+    if (!width.is_string() && !width.is_int()) return Err("indent: width must be int or str");
+    std::string r = Indent(v.ToString(), width, first.Truthy(), blank.Truthy());
+    TPL_RETURN_IF_ERROR(in.CheckSize(r.size()));
+    return Value::Str(std::move(r));
+  }
+  if (f == "escape" || f == "e") {
+    std::string r;
+    for (char c : v.ToString()) {
+      switch (c) {
+        case '&': r += "&amp;"; break;
+        case '<': r += "&lt;"; break;
+        case '>': r += "&gt;"; break;
+        case '"': r += "&#34;"; break;
+        case '\'': r += "&#39;"; break;
+        default: r.push_back(c);
+      }
+    }
+    return Value::Str(std::move(r));
+  }
+  if (f == "sum") {
+    TPL_ASSIGN_OR_RETURN(Value attr, ArgOr(a, 0, "attribute", Value::None()));
+    TPL_ASSIGN_OR_RETURN(Value acc, ArgOr(a, 1, "start", Value::Int(0)));
+    TPL_ASSIGN_OR_RETURN(List items, Iterate(v));
+    for (const Value& x : items) {
+      TPL_ASSIGN_OR_RETURN(acc, BinaryOp(in, "+", acc, attr.is_none() ? x : GetPath(x, attr.ToString())));
+    }
+    return acc;
+  }
+  if (f == "attr") {
+    TPL_ASSIGN_OR_RETURN(Value name, ArgOr(a, 0, "name", Value()));
+    if (!v.is_namespace() && !v.is_dict()) return Value();
+    return v.is_namespace() ? GetPath(v, name.ToString()) : Value();
+  }
+  return Err(absl::StrCat("no filter named '", std::string(f), "'"));
+}
+
+absl::StatusOr<bool> ApplyTest(Interpreter& in, std::string_view t, const Value& v, CallArgs& a) {
+  (void)in;
+  const Value arg = a.positional.empty() ? Value() : a.positional[0];
+  if (t == "defined") return !v.is_undefined();
+  if (t == "undefined") return v.is_undefined();
+  if (t == "none") return v.is_none();
+  if (t == "boolean") return v.is_bool();
+  if (t == "true") return v.is_bool() && v.as_bool();
+  if (t == "false") return v.is_bool() && !v.as_bool();
+  if (t == "integer") return v.is_int();
+  if (t == "float") return v.is_float();
+  if (t == "number") return v.is_number();
+  if (t == "string") return v.is_string();
+  if (t == "mapping") return v.is_dict();
+  if (t == "iterable") return v.is_list() || v.is_dict() || v.is_string() || v.is_undefined();
+  if (t == "sequence") return v.is_list() || v.is_dict() || v.is_string() || v.is_undefined();
+  if (t == "callable") return v.is_callable();
+  if (t == "escaped") return false;
+  if (t == "sameas") {
+    if (v.is_none() || v.is_bool() || v.is_undefined() || v.is_int()) {
+      return v.kind() == arg.kind() && ValuesEqual(v, arg);
+    }
+    return false;
+  }
+  if (t == "eq" || t == "equalto" || t == "==") return ValuesEqual(v, arg);
+  if (t == "ne" || t == "!=") return !ValuesEqual(v, arg);
+  if (t == "in") return Contains(arg, v);
+  if (t == "lower" || t == "upper") {
+    std::string s = v.ToString();
+    return t == "lower" ? PyLower(s) == s : PyUpper(s) == s;
+  }
+  if (t == "filter") return arg.is_string() && IsKnownFilter(arg.str());
+  if (t == "test") return arg.is_string() && IsKnownTest(arg.str());
+  if (t == "odd" || t == "even" || t == "divisibleby") {
+    if (!v.is_number() || (t == "divisibleby" && !arg.is_number())) return Err("not a number");
+    if (v.is_float() || arg.is_float()) {
+      double m = std::fmod(v.as_double(), t == "divisibleby" ? arg.as_double() : 2.0);
+      if (t == "divisibleby") return m == 0;
+      return (m != 0) == (t == "odd");
+    }
+    int64_t d = t == "divisibleby" ? arg.as_int() : 2;
+    if (d == 0) return Err("integer division or modulo by zero");
+    int64_t m = d == -1 ? 0 : v.as_int() % d;
+    if (t == "divisibleby") return m == 0;
+    return (m != 0) == (t == "odd");
+  }
+  TPL_ASSIGN_OR_RETURN(int c, CompareValues(v, arg));
+  if (t == "lt" || t == "<" || t == "lessthan") return c < 0;
+  if (t == "le" || t == "<=") return c <= 0;
+  if (t == "gt" || t == ">" || t == "greaterthan") return c > 0;
+  if (t == "ge" || t == ">=") return c >= 0;
+  return Err(absl::StrCat("no test named '", std::string(t), "'"));
+}
+
+}  // namespace flatstate::tmpl
