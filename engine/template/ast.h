@@ -44,18 +44,18 @@ struct Expr {
 };
 
 enum class StmtKind {
-  kText,        // text
-  kOutput,      // {{ expr }}
-  kIf,          // conds[i] -> bodies[i]; bodies.back() is the else body when size > conds
-  kFor,         // targets in expr [if cond]: body, else_body
-  kSet,         // targets = expr, or attr_owner.name = expr (attr_target)
-  kSetBlock,    // targets[0] = rendered body, filtered through filters
-  kMacro,       // name(params with defaults): body
-  kCallBlock,   // expr (the macro call) with caller(params): body
-  kFilterBlock, // body rendered then passed through filters
+  kText,         // text
+  kOutput,       // {{ expr }}
+  kIf,           // conds[i] -> bodies[i]; bodies.back() is the else body when size > conds
+  kFor,          // targets in expr [if cond]: body, else_body
+  kSet,          // targets = expr, or attr_owner.name = expr (attr_target)
+  kSetBlock,     // targets[0] = rendered body, filtered through filters
+  kMacro,        // name(params with defaults): body
+  kCallBlock,    // expr (the macro call) with caller(params): body
+  kFilterBlock,  // body rendered then passed through filters
   kBreak,
   kContinue,
-  kScope,       // body rendered in place ({% generation %})
+  kScope,  // body rendered in place ({% generation %})
 };
 
 struct Stmt;

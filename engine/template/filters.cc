@@ -1,4 +1,4 @@
-// Jinja2 filters (with transformers' tojson override) and tests.
+// Jinja2 filters, with transformers' tojson override (tests are in jinja_tests.cc).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -17,21 +17,13 @@ absl::Status Err(std::string_view msg) { return absl::InvalidArgumentError(std::
 
 const std::set<std::string_view>& FilterNames() {
   static const auto* s = new std::set<std::string_view>{
-      "abs", "attr", "capitalize", "count", "d", "default", "dictsort", "e", "escape", "first",
-      "float", "indent", "int", "items", "join", "last", "length", "list", "lower", "map",
-      "reject", "rejectattr", "replace", "reverse", "round", "safe", "select", "selectattr",
-      "sort", "string", "sum", "title", "tojson", "trim", "unique", "upper"};
+      "abs",    "attr",  "capitalize", "count",      "d",      "default",    "dictsort", "e",
+      "escape", "first", "float",      "indent",     "int",    "items",      "join",     "last",
+      "length", "list",  "lower",      "map",        "reject", "rejectattr", "replace",  "reverse",
+      "round",  "safe",  "select",     "selectattr", "sort",   "string",     "sum",      "title",
+      "tojson", "trim",  "unique",     "upper"};
   return *s;
 }
-const std::set<std::string_view>& TestNames() {
-  static const auto* s = new std::set<std::string_view>{
-      "boolean", "callable", "defined", "divisibleby", "eq", "equalto", "==", "escaped", "even",
-      "false", "filter", "float", "ge", "gt", "greaterthan", "in", "integer", "iterable", "le",
-      "lower", "lt", "lessthan", "mapping", "ne", "!=", "none", "number", "odd", "sameas",
-      "sequence", "string", "test", "true", "undefined", "upper", ">", ">=", "<", "<="};
-  return *s;
-}
-
 // jinja2's make_attrgetter: dotted path, integer parts index lists.
 Value GetPath(const Value& v, const std::string& path) {
   Value cur = v;
@@ -91,9 +83,10 @@ absl::StatusOr<Value> ToJson(const Value& v, const CallArgs& a) {
 }
 
 std::string Indent(const std::string& in, const Value& width, bool first, bool blank) {
-  std::string ind = width.is_string() ? width.str()
-                                      : std::string(static_cast<size_t>(std::clamp<int64_t>(
-                                                        width.as_int(), 0, 256)), ' ');
+  std::string ind =
+      width.is_string()
+          ? width.str()
+          : std::string(static_cast<size_t>(std::clamp<int64_t>(width.as_int(), 0, 256)), ' ');
   std::string s = in + "\n";
   std::vector<std::string> lines;
   size_t b = 0;
@@ -148,7 +141,8 @@ absl::StatusOr<Value> SelectOrReject(Interpreter& in, const Value& v, const Call
     if (!IsKnownTest(test)) return Err(absl::StrCat("no test named '", test, "'"));
   }
   CallArgs targs;
-  targs.positional.assign(a.positional.begin() + static_cast<std::ptrdiff_t>(k), a.positional.end());
+  targs.positional.assign(a.positional.begin() + static_cast<std::ptrdiff_t>(k),
+                          a.positional.end());
   List out;
   TPL_RETURN_IF_ERROR(in.Step(static_cast<int64_t>(items.size())));
   for (Value& item : items) {
@@ -242,7 +236,8 @@ absl::StatusOr<Value> ToInt(const Value& v, const CallArgs& a) {
     long long i = std::strtoll(t.c_str(), &end, 10);
     if (*end == 0 && errno == 0) return Value::Int(i);
     double d = std::strtod(t.c_str(), &end);
-    if (*end == 0 && std::isfinite(d) && std::fabs(d) < 9e18) return Value::Int(static_cast<int64_t>(d));
+    if (*end == 0 && std::isfinite(d) && std::fabs(d) < 9e18)
+      return Value::Int(static_cast<int64_t>(d));
   }
   return dflt;
 }
@@ -283,12 +278,13 @@ absl::StatusOr<Value> Round(const Value& v, const CallArgs& a) {
 }  // namespace
 
 bool IsKnownFilter(std::string_view name) { return FilterNames().count(name) > 0; }
-bool IsKnownTest(std::string_view name) { return TestNames().count(name) > 0; }
 
 absl::StatusOr<Value> ApplyFilter(Interpreter& in, std::string_view f, const Value& v,
                                   CallArgs& a) {
   if (f == "tojson") return ToJson(v, a);
-  if (f == "trim") return Value::Str(PyStrip(v.ToString(), a.positional.empty() ? a.Keyword("chars") : &a.positional[0], true, true));
+  if (f == "trim")
+    return Value::Str(PyStrip(
+        v.ToString(), a.positional.empty() ? a.Keyword("chars") : &a.positional[0], true, true));
   if (f == "length" || f == "count") {
     TPL_ASSIGN_OR_RETURN(int64_t n, Length(v));
     return Value::Int(n);
@@ -362,7 +358,8 @@ absl::StatusOr<Value> ApplyFilter(Interpreter& in, std::string_view f, const Val
     size_t idx = by.ToString() == "value" ? 1 : 0;
     absl::Status st;
     std::stable_sort(l.begin(), l.end(), [&](const Value& x, const Value& y) {
-      auto c = CompareValues(SortKey(x.list()[idx], cs.Truthy()), SortKey(y.list()[idx], cs.Truthy()));
+      auto c =
+          CompareValues(SortKey(x.list()[idx], cs.Truthy()), SortKey(y.list()[idx], cs.Truthy()));
       if (!c.ok()) st = c.status();
       return c.ok() && (rev.Truthy() ? *c > 0 : *c < 0);
     });
@@ -400,12 +397,23 @@ absl::StatusOr<Value> ApplyFilter(Interpreter& in, std::string_view f, const Val
     std::string r;
     for (char c : v.ToString()) {
       switch (c) {
-        case '&': r += "&amp;"; break;
-        case '<': r += "&lt;"; break;
-        case '>': r += "&gt;"; break;
-        case '"': r += "&#34;"; break;
-        case '\'': r += "&#39;"; break;
-        default: r.push_back(c);
+        case '&':
+          r += "&amp;";
+          break;
+        case '<':
+          r += "&lt;";
+          break;
+        case '>':
+          r += "&gt;";
+          break;
+        case '"':
+          r += "&#34;";
+          break;
+        case '\'':
+          r += "&#39;";
+          break;
+        default:
+          r.push_back(c);
       }
     }
     return Value::Str(std::move(r));
@@ -415,7 +423,8 @@ absl::StatusOr<Value> ApplyFilter(Interpreter& in, std::string_view f, const Val
     TPL_ASSIGN_OR_RETURN(Value acc, ArgOr(a, 1, "start", Value::Int(0)));
     TPL_ASSIGN_OR_RETURN(List items, Iterate(v));
     for (const Value& x : items) {
-      TPL_ASSIGN_OR_RETURN(acc, BinaryOp(in, "+", acc, attr.is_none() ? x : GetPath(x, attr.ToString())));
+      TPL_ASSIGN_OR_RETURN(
+          acc, BinaryOp(in, "+", acc, attr.is_none() ? x : GetPath(x, attr.ToString())));
     }
     return acc;
   }
@@ -425,60 +434,6 @@ absl::StatusOr<Value> ApplyFilter(Interpreter& in, std::string_view f, const Val
     return v.is_namespace() ? GetPath(v, name.ToString()) : Value();
   }
   return Err(absl::StrCat("no filter named '", std::string(f), "'"));
-}
-
-absl::StatusOr<bool> ApplyTest(Interpreter& in, std::string_view t, const Value& v, CallArgs& a) {
-  (void)in;
-  const Value arg = a.positional.empty() ? Value() : a.positional[0];
-  if (t == "defined") return !v.is_undefined();
-  if (t == "undefined") return v.is_undefined();
-  if (t == "none") return v.is_none();
-  if (t == "boolean") return v.is_bool();
-  if (t == "true") return v.is_bool() && v.as_bool();
-  if (t == "false") return v.is_bool() && !v.as_bool();
-  if (t == "integer") return v.is_int();
-  if (t == "float") return v.is_float();
-  if (t == "number") return v.is_number();
-  if (t == "string") return v.is_string();
-  if (t == "mapping") return v.is_dict();
-  if (t == "iterable") return v.is_list() || v.is_dict() || v.is_string() || v.is_undefined();
-  if (t == "sequence") return v.is_list() || v.is_dict() || v.is_string() || v.is_undefined();
-  if (t == "callable") return v.is_callable();
-  if (t == "escaped") return false;
-  if (t == "sameas") {
-    if (v.is_none() || v.is_bool() || v.is_undefined() || v.is_int()) {
-      return v.kind() == arg.kind() && ValuesEqual(v, arg);
-    }
-    return false;
-  }
-  if (t == "eq" || t == "equalto" || t == "==") return ValuesEqual(v, arg);
-  if (t == "ne" || t == "!=") return !ValuesEqual(v, arg);
-  if (t == "in") return Contains(arg, v);
-  if (t == "lower" || t == "upper") {
-    std::string s = v.ToString();
-    return t == "lower" ? PyLower(s) == s : PyUpper(s) == s;
-  }
-  if (t == "filter") return arg.is_string() && IsKnownFilter(arg.str());
-  if (t == "test") return arg.is_string() && IsKnownTest(arg.str());
-  if (t == "odd" || t == "even" || t == "divisibleby") {
-    if (!v.is_number() || (t == "divisibleby" && !arg.is_number())) return Err("not a number");
-    if (v.is_float() || arg.is_float()) {
-      double m = std::fmod(v.as_double(), t == "divisibleby" ? arg.as_double() : 2.0);
-      if (t == "divisibleby") return m == 0;
-      return (m != 0) == (t == "odd");
-    }
-    int64_t d = t == "divisibleby" ? arg.as_int() : 2;
-    if (d == 0) return Err("integer division or modulo by zero");
-    int64_t m = d == -1 ? 0 : v.as_int() % d;
-    if (t == "divisibleby") return m == 0;
-    return (m != 0) == (t == "odd");
-  }
-  TPL_ASSIGN_OR_RETURN(int c, CompareValues(v, arg));
-  if (t == "lt" || t == "<" || t == "lessthan") return c < 0;
-  if (t == "le" || t == "<=") return c <= 0;
-  if (t == "gt" || t == ">" || t == "greaterthan") return c > 0;
-  if (t == "ge" || t == ">=") return c >= 0;
-  return Err(absl::StrCat("no test named '", std::string(t), "'"));
 }
 
 }  // namespace flatstate::tmpl

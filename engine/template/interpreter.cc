@@ -32,8 +32,8 @@ absl::Status Interpreter::Step(int64_t n) {
 
 absl::Status Interpreter::CheckSize(size_t bytes) const {
   if (bytes > limits_.max_output_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "line ", line_, ": output limit of ", limits_.max_output_bytes, " bytes exceeded"));
+    return absl::InvalidArgumentError(absl::StrCat("line ", line_, ": output limit of ",
+                                                   limits_.max_output_bytes, " bytes exceeded"));
   }
   return absl::OkStatus();
 }
@@ -207,7 +207,8 @@ absl::Status Interpreter::ExecFor(const Stmt& s) {
   const int64_t n = static_cast<int64_t>(items.size());
   auto cycle_index = std::make_shared<int64_t>(0);
   Value cycle = Value::MakeCallable("cycle", [cycle_index](Interpreter& in, CallArgs& args) {
-    if (args.positional.empty()) return absl::StatusOr<Value>(in.Error("no items for cycling given"));
+    if (args.positional.empty())
+      return absl::StatusOr<Value>(in.Error("no items for cycling given"));
     return absl::StatusOr<Value>(
         args.positional[static_cast<size_t>(*cycle_index) % args.positional.size()]);
   });
@@ -250,8 +251,8 @@ absl::StatusOr<Value> Interpreter::CallMacro(const Stmt& macro, CallArgs& args) 
     return Error(absl::StrCat("recursion limit of ", limits_.max_recursion_depth, " exceeded"));
   }
   if (args.positional.size() > macro.params.size()) {
-    return Error(absl::StrCat("macro '", macro.name, "' takes not more than ",
-                              macro.params.size(), " argument(s)"));
+    return Error(absl::StrCat("macro '", macro.name, "' takes not more than ", macro.params.size(),
+                              " argument(s)"));
   }
   const size_t saved_floor = floor_;
   const Flow saved_flow = flow_;
@@ -282,7 +283,8 @@ absl::StatusOr<Value> Interpreter::CallMacro(const Stmt& macro, CallArgs& args) 
       Assign(pname, Value());
     }
   }
-  if (const Value* caller = args.Keyword("caller"); caller && status.ok()) Assign("caller", *caller);
+  if (const Value* caller = args.Keyword("caller"); caller && status.ok())
+    Assign("caller", *caller);
   absl::StatusOr<std::string> text = status.ok() ? Capture(macro.body) : status;
   --depth_;
   frames_.pop_back();

@@ -14,9 +14,9 @@ absl::Status Err(std::string_view msg) { return absl::InvalidArgumentError(std::
 
 const std::set<std::string_view>& StrMethods() {
   static const auto* m = new std::set<std::string_view>{
-      "startswith", "endswith", "split",  "rsplit",  "strip",   "lstrip",  "rstrip",
-      "replace",    "upper",    "lower",  "title",   "capitalize", "find", "rfind",
-      "count",      "join",     "format", "isdigit", "isalpha", "isalnum", "isspace",
+      "startswith", "endswith", "split",      "rsplit",       "strip",       "lstrip",  "rstrip",
+      "replace",    "upper",    "lower",      "title",        "capitalize",  "find",    "rfind",
+      "count",      "join",     "format",     "isdigit",      "isalpha",     "isalnum", "isspace",
       "islower",    "isupper",  "splitlines", "removeprefix", "removesuffix"};
   return *m;
 }
@@ -189,10 +189,12 @@ absl::StatusOr<Value> StrMethod(Interpreter& in, const std::string& s, std::stri
     TPL_ASSIGN_OR_RETURN(Value p, ArgOr(a, 0, "prefix", Value()));
     List options = p.is_list() ? p.list() : List{p};
     for (const Value& o : options) {
-      if (!o.is_string()) return Err(absl::StrCat(std::string(m), " first arg must be str or a tuple of str"));
+      if (!o.is_string())
+        return Err(absl::StrCat(std::string(m), " first arg must be str or a tuple of str"));
       const std::string& x = o.str();
-      bool hit = m == "startswith" ? s.compare(0, x.size(), x) == 0
-                                   : s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
+      bool hit = m == "startswith"
+                     ? s.compare(0, x.size(), x) == 0
+                     : s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
       if (hit) return Value::Bool(true);
     }
     return Value::Bool(false);
@@ -240,7 +242,8 @@ absl::StatusOr<Value> StrMethod(Interpreter& in, const std::string& s, std::stri
   if (m == "isdigit") return AllChars(s, [](unsigned char c) { return c >= '0' && c <= '9'; });
   if (m == "isalpha") return AllChars(s, [](unsigned char c) { return std::isalpha(c) != 0; });
   if (m == "isalnum") return AllChars(s, [](unsigned char c) { return std::isalnum(c) != 0; });
-  if (m == "isspace") return AllChars(s, [](unsigned char c) { return IsPySpace(static_cast<char>(c)); });
+  if (m == "isspace")
+    return AllChars(s, [](unsigned char c) { return IsPySpace(static_cast<char>(c)); });
   if (m == "islower" || m == "isupper") {
     bool cased = false;
     for (char c : s) {
@@ -252,8 +255,10 @@ absl::StatusOr<Value> StrMethod(Interpreter& in, const std::string& s, std::stri
   }
   if (m == "removeprefix" || m == "removesuffix") {
     TPL_ASSIGN_OR_RETURN(std::string x, StrArg(a, 0, "prefix"));
-    if (m == "removeprefix" && s.compare(0, x.size(), x) == 0) return Value::Str(s.substr(x.size()));
-    if (m == "removesuffix" && s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0) {
+    if (m == "removeprefix" && s.compare(0, x.size(), x) == 0)
+      return Value::Str(s.substr(x.size()));
+    if (m == "removesuffix" && s.size() >= x.size() &&
+        s.compare(s.size() - x.size(), x.size(), x) == 0) {
       return Value::Str(s.substr(0, s.size() - x.size()));
     }
     return Value::Str(s);
@@ -292,7 +297,8 @@ absl::StatusOr<Value> CallMethod(Interpreter& in, const Value& obj, std::string_
     if (name == "items") {
       List items;
       items.reserve(d.entries.size());
-      for (const auto& [k, v] : d.entries) items.push_back(Value::MakeList({Value::Str(k), v}, true));
+      for (const auto& [k, v] : d.entries)
+        items.push_back(Value::MakeList({Value::Str(k), v}, true));
       return Value::MakeList(std::move(items));
     }
     if (name == "keys" || name == "values") {
@@ -345,7 +351,8 @@ Value GlobalFunction(std::string_view name) {
       __int128 count = p[2] > 0 ? (static_cast<__int128>(p[1]) - p[0] + p[2] - 1) / p[2]
                                 : (static_cast<__int128>(p[0]) - p[1] - p[2] - 1) / -p[2];
       if (count < 0) count = 0;
-      TPL_RETURN_IF_ERROR(in.Step(count > (1 << 30) ? (int64_t{1} << 62) : static_cast<int64_t>(count)));
+      TPL_RETURN_IF_ERROR(
+          in.Step(count > (1 << 30) ? (int64_t{1} << 62) : static_cast<int64_t>(count)));
       List items;
       items.reserve(static_cast<size_t>(count));
       for (int64_t i = 0, v = p[0]; i < count; ++i, v += p[2]) items.push_back(Value::Int(v));
@@ -354,32 +361,36 @@ Value GlobalFunction(std::string_view name) {
   }
   if (name == "namespace" || name == "dict") {
     bool ns = name == "namespace";
-    return Value::MakeCallable(std::string(name), [ns](Interpreter&, CallArgs& a) -> absl::StatusOr<Value> {
-      Dict d;
-      for (const Value& p : a.positional) {
-        if (!p.is_dict()) return Err("namespace/dict positional argument must be a dict");
-        for (const auto& [k, v] : p.dict().entries) d.Set(k, v);
-      }
-      for (const auto& [k, v] : a.keyword) d.Set(k, v);
-      return ns ? Value::MakeNamespace(std::move(d)) : Value::MakeDict(std::move(d));
-    });
+    return Value::MakeCallable(
+        std::string(name), [ns](Interpreter&, CallArgs& a) -> absl::StatusOr<Value> {
+          Dict d;
+          for (const Value& p : a.positional) {
+            if (!p.is_dict()) return Err("namespace/dict positional argument must be a dict");
+            for (const auto& [k, v] : p.dict().entries) d.Set(k, v);
+          }
+          for (const auto& [k, v] : a.keyword) d.Set(k, v);
+          return ns ? Value::MakeNamespace(std::move(d)) : Value::MakeDict(std::move(d));
+        });
   }
   if (name == "raise_exception") {
-    return Value::MakeCallable("raise_exception", [](Interpreter&, CallArgs& a) -> absl::StatusOr<Value> {
-      std::string msg = a.positional.empty() ? "" : a.positional[0].ToString();
-      return Err(absl::StrCat("raise_exception: ", msg));
-    });
+    return Value::MakeCallable(
+        "raise_exception", [](Interpreter&, CallArgs& a) -> absl::StatusOr<Value> {
+          std::string msg = a.positional.empty() ? "" : a.positional[0].ToString();
+          return Err(absl::StrCat("raise_exception: ", msg));
+        });
   }
   if (name == "strftime_now") {
-    return Value::MakeCallable("strftime_now", [](Interpreter&, CallArgs& a) -> absl::StatusOr<Value> {
-      if (a.positional.empty() || !a.positional[0].is_string()) return Err("strftime_now(format)");
-      std::time_t t = std::time(nullptr);
-      std::tm tm{};
-      localtime_r(&t, &tm);
-      char buf[512];
-      size_t n = std::strftime(buf, sizeof(buf), a.positional[0].str().c_str(), &tm);
-      return Value::Str(std::string(buf, n));
-    });
+    return Value::MakeCallable(
+        "strftime_now", [](Interpreter&, CallArgs& a) -> absl::StatusOr<Value> {
+          if (a.positional.empty() || !a.positional[0].is_string())
+            return Err("strftime_now(format)");
+          std::time_t t = std::time(nullptr);
+          std::tm tm{};
+          localtime_r(&t, &tm);
+          char buf[512];
+          size_t n = std::strftime(buf, sizeof(buf), a.positional[0].str().c_str(), &tm);
+          return Value::Str(std::string(buf, n));
+        });
   }
   return Value();
 }

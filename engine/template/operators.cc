@@ -14,9 +14,9 @@ absl::Status TypeError(std::string_view op, const Value& a, const Value& b) {
   if (a.is_undefined() || b.is_undefined()) {
     return absl::InvalidArgumentError("undefined value used in an expression");
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unsupported operand type(s) for ", std::string(op), ": '", std::string(a.TypeName()),
-      "' and '", std::string(b.TypeName()), "'"));
+  return absl::InvalidArgumentError(absl::StrCat("unsupported operand type(s) for ",
+                                                 std::string(op), ": '", std::string(a.TypeName()),
+                                                 "' and '", std::string(b.TypeName()), "'"));
 }
 
 bool IsIntLike(const Value& v) { return v.is_int() || v.is_bool(); }
@@ -155,7 +155,8 @@ absl::StatusOr<bool> Contains(const Value& container, const Value& item) {
   switch (container.kind()) {
     case Value::Kind::kString:
       if (!item.is_string()) {
-        return absl::InvalidArgumentError(absl::StrCat("'in <string>' requires string as left operand, not ", std::string(item.TypeName())));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "'in <string>' requires string as left operand, not ", std::string(item.TypeName())));
       }
       return container.str().find(item.str()) != std::string::npos;
     case Value::Kind::kList:

@@ -2,7 +2,7 @@
 // grammar and operator precedence for the statements and expressions chat templates use.
 //
 // Stateless function; thread-safe. Fails with InvalidArgument "line N: ..." on a syntax error, an
-// unknown tag, an unclosed block or nesting deeper than kMaxParseDepth.
+// unknown tag, an unclosed block or nesting deeper than 200 levels.
 #ifndef FLATSTATE_ENGINE_TEMPLATE_PARSER_H_
 #define FLATSTATE_ENGINE_TEMPLATE_PARSER_H_
 
@@ -13,8 +13,6 @@
 #include "engine/template/lexer.h"
 
 namespace flatstate::tmpl {
-
-inline constexpr int kMaxParseDepth = 200;
 
 absl::StatusOr<Body> Parse(std::vector<Token> tokens);
 

@@ -11,9 +11,9 @@
 #define TPL_CONCAT_INNER_(a, b) a##b
 #define TPL_CONCAT_(a, b) TPL_CONCAT_INNER_(a, b)
 
-#define TPL_RETURN_IF_ERROR(expr)            \
-  do {                                       \
-    ::absl::Status tpl_status_ = (expr);     \
+#define TPL_RETURN_IF_ERROR(expr)              \
+  do {                                         \
+    ::absl::Status tpl_status_ = (expr);       \
     if (!tpl_status_.ok()) return tpl_status_; \
   } while (0)
 

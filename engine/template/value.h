@@ -51,15 +51,40 @@ struct Callable {
 class Value {
  public:
   enum class Kind : uint8_t {
-    kUndefined, kNone, kBool, kInt, kFloat, kString, kList, kDict, kNamespace, kCallable
+    kUndefined,
+    kNone,
+    kBool,
+    kInt,
+    kFloat,
+    kString,
+    kList,
+    kDict,
+    kNamespace,
+    kCallable
   };
 
   Value() = default;
   static Value None() { return Value(Kind::kNone); }
-  static Value Bool(bool b) { Value v(Kind::kBool); v.i_ = b; return v; }
-  static Value Int(int64_t i) { Value v(Kind::kInt); v.i_ = i; return v; }
-  static Value Float(double f) { Value v(Kind::kFloat); v.f_ = f; return v; }
-  static Value Str(std::string s) { Value v(Kind::kString); v.s_ = std::move(s); return v; }
+  static Value Bool(bool b) {
+    Value v(Kind::kBool);
+    v.i_ = b;
+    return v;
+  }
+  static Value Int(int64_t i) {
+    Value v(Kind::kInt);
+    v.i_ = i;
+    return v;
+  }
+  static Value Float(double f) {
+    Value v(Kind::kFloat);
+    v.f_ = f;
+    return v;
+  }
+  static Value Str(std::string s) {
+    Value v(Kind::kString);
+    v.s_ = std::move(s);
+    return v;
+  }
   static Value MakeList(List items, bool tuple = false);
   static Value MakeDict(Dict dict);
   static Value MakeNamespace(Dict dict);

@@ -43,9 +43,8 @@ absl::StatusOr<std::vector<OracleResult>> RunOracle(const std::vector<OracleCase
   nlohmann::ordered_json in;
   in["cases"] = nlohmann::ordered_json::array();
   for (const OracleCase& c : cases) {
-    in["cases"].push_back({{"template", c.template_source},
-                           {"context", c.context},
-                           {"options", c.options}});
+    in["cases"].push_back(
+        {{"template", c.template_source}, {"context", c.context}, {"options", c.options}});
   }
   const std::string in_path = TempPath("in.json"), out_path = TempPath("out.json");
   {
@@ -76,8 +75,8 @@ absl::StatusOr<std::vector<OracleResult>> RunOracle(const std::vector<OracleCase
   return results;
 }
 
-std::vector<std::string> CompareWithOracle(const std::vector<OracleCase>& cases,
-                                           int* compared_ok, int* compared_error) {
+std::vector<std::string> CompareWithOracle(const std::vector<OracleCase>& cases, int* compared_ok,
+                                           int* compared_error) {
   std::vector<std::string> failures;
   auto expected = RunOracle(cases);
   if (!expected.ok()) return {std::string(expected.status().message())};
@@ -101,9 +100,12 @@ std::vector<std::string> CompareWithOracle(const std::vector<OracleCase>& cases,
     }
     failures.push_back(absl::StrCat(
         "case ", c.label, "\n  template: ", c.template_source.substr(0, 300),
-        "\n  python: ", want.ok ? "" : "ERROR ", nlohmann::json(want.output).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
-        "\n  c++:    ", got.ok() ? nlohmann::json(*got).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
-                                 : "ERROR " + std::string(got.status().message())));
+        "\n  python: ", want.ok ? "" : "ERROR ",
+        nlohmann::json(want.output).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+        "\n  c++:    ",
+        got.ok()
+            ? nlohmann::json(*got).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+            : "ERROR " + std::string(got.status().message())));
   }
   return failures;
 }

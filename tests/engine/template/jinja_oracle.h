@@ -41,13 +41,13 @@ std::vector<std::string> CompareWithOracle(const std::vector<OracleCase>& cases,
 }  // namespace flatstate::tmpl::testing
 
 // Skips (or fails, under FLATSTATE_REQUIRE_ORACLES=1) the current test without an oracle.
-#define REQUIRE_JINJA_ORACLE()                                                        \
-  do {                                                                                \
-    std::string reason = ::flatstate::tmpl::testing::OracleMissingReason();           \
-    if (!reason.empty()) {                                                            \
-      if (::flatstate::tmpl::testing::OraclesRequired()) FAIL() << reason;            \
-      GTEST_SKIP() << reason;                                                         \
-    }                                                                                 \
+#define REQUIRE_JINJA_ORACLE()                                              \
+  do {                                                                      \
+    std::string reason = ::flatstate::tmpl::testing::OracleMissingReason(); \
+    if (!reason.empty()) {                                                  \
+      if (::flatstate::tmpl::testing::OraclesRequired()) FAIL() << reason;  \
+      GTEST_SKIP() << reason;                                               \
+    }                                                                       \
   } while (0)
 
 #endif  // FLATSTATE_TESTS_ENGINE_TEMPLATE_JINJA_ORACLE_H_

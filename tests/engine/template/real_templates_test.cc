@@ -59,8 +59,8 @@ std::vector<NamedTemplate> PublishedTemplates() {
       out.push_back({pkg, ct.get<std::string>(), bos, eos});
     } else if (ct.is_array()) {
       for (const Json& v : ct) {
-        out.push_back({pkg + ":" + v["name"].get<std::string>(), v["template"].get<std::string>(),
-                       bos, eos});
+        out.push_back(
+            {pkg + ":" + v["name"].get<std::string>(), v["template"].get<std::string>(), bos, eos});
       }
     }
   }

@@ -149,8 +149,8 @@ class TemplateFeaturesTest : public ::testing::Test {
       oc.template_source = c.source;
       oc.context = nlohmann::ordered_json::parse(c.context);
       if (group == "ws_opts") {
-        oc.options = {{"trim_blocks", false}, {"lstrip_blocks", false},
-                      {"keep_trailing_newline", true}};
+        oc.options = {
+            {"trim_blocks", false}, {"lstrip_blocks", false}, {"keep_trailing_newline", true}};
       }
       cases.push_back(std::move(oc));
     }
