@@ -69,6 +69,7 @@ class ExpressionParser {
   std::vector<Token> t_;
   size_t pos_ = 0;
   int depth_ = 0;
+  int loop_depth_ = 0;  // for loops around the statement being parsed
 
  private:
   bool AtTupleEnd() const;

@@ -25,10 +25,15 @@ const std::set<std::string_view>& FilterNames() {
   return *s;
 }
 // jinja2's make_attrgetter: dotted path, integer parts index lists.
-Value GetPath(const Value& v, const std::string& path) {
+// *failed is set when a part is looked up on an undefined value (jinja2 raises there).
+Value GetPath(const Value& v, const std::string& path, bool* failed = nullptr) {
   Value cur = v;
   size_t b = 0;
   while (b <= path.size()) {
+    if (cur.is_undefined() && b > 0) {
+      if (failed) *failed = true;
+      return cur;
+    }
     size_t e = path.find('.', b);
     if (e == std::string::npos) e = path.size();
     std::string part = path.substr(b, e - b);
@@ -54,6 +59,12 @@ Value SortKey(const Value& v, bool case_sensitive) {
 
 absl::StatusOr<Value> ToJson(const Value& v, const CallArgs& a) {
   JsonDumpOptions o;
+  if (a.positional.size() > 4) return Err("tojson() takes at most 5 arguments");
+  for (const auto& [k, unused] : a.keyword) {
+    if (k != "ensure_ascii" && k != "indent" && k != "separators" && k != "sort_keys") {
+      return Err(absl::StrCat("tojson() got an unexpected keyword argument '", k, "'"));
+    }
+  }
   TPL_ASSIGN_OR_RETURN(Value ascii, ArgOr(a, 0, "ensure_ascii", Value::Bool(false)));
   TPL_ASSIGN_OR_RETURN(Value indent, ArgOr(a, 1, "indent", Value::None()));
   TPL_ASSIGN_OR_RETURN(Value seps, ArgOr(a, 2, "separators", Value::None()));
@@ -146,7 +157,9 @@ absl::StatusOr<Value> SelectOrReject(Interpreter& in, const Value& v, const Call
   List out;
   TPL_RETURN_IF_ERROR(in.Step(static_cast<int64_t>(items.size())));
   for (Value& item : items) {
-    Value x = by_attr ? GetPath(item, attr) : item;
+    bool failed = false;
+    Value x = by_attr ? GetPath(item, attr, &failed) : item;
+    if (failed) return Err(absl::StrCat("undefined value has no attribute (", attr, ")"));
     bool r = x.Truthy();
     if (!test.empty()) {
       TPL_ASSIGN_OR_RETURN(r, ApplyTest(in, test, x, targs));
@@ -163,7 +176,9 @@ absl::StatusOr<Value> Map(Interpreter& in, const Value& v, const CallArgs& a) {
   if (const Value* attr = a.Keyword("attribute")) {
     const Value* dflt = a.Keyword("default");
     for (const Value& item : items) {
-      Value x = GetPath(item, attr->ToString());
+      bool failed = false;
+      Value x = GetPath(item, attr->ToString(), &failed);
+      if (failed) return Err("undefined value has no attribute (" + attr->ToString() + ")");
       out.push_back(x.is_undefined() && dflt ? *dflt : x);
     }
     return Value::MakeList(std::move(out));

@@ -132,9 +132,11 @@ absl::Status Interpreter::Exec(const Stmt& s) {
     }
     case StmtKind::kMacro: {
       const Stmt* macro = &s;
-      Assign(s.name, Value::MakeCallable(s.name, [macro](Interpreter& in, CallArgs& args) {
-               return in.CallMacro(*macro, args);
-             }));
+      Assign(s.name,
+             Value::MakeCallable(
+                 s.name,
+                 [macro](Interpreter& in, CallArgs& args) { return in.CallMacro(*macro, args); },
+                 /*is_macro=*/true));
       return absl::OkStatus();
     }
     case StmtKind::kCallBlock: {

@@ -29,6 +29,14 @@ bool IsKnownTest(std::string_view name) { return TestNames().count(name) > 0; }
 absl::StatusOr<bool> ApplyTest(Interpreter& in, std::string_view t, const Value& v, CallArgs& a) {
   (void)in;
   const Value arg = a.positional.empty() ? Value() : a.positional[0];
+  static const auto* no_arg = new std::set<std::string_view>{
+      "boolean",  "callable", "defined", "escaped",   "even", "false",  "float",
+      "integer",  "iterable", "lower",   "mapping",   "none", "number", "odd",
+      "sequence", "string",   "true",    "undefined", "upper"};
+  const size_t nargs = a.positional.size() + a.keyword.size();
+  if (no_arg->count(t) > 0 ? nargs != 0 : nargs != 1) {
+    return Err(absl::StrCat("test '", std::string(t), "' got the wrong number of arguments"));
+  }
   if (t == "defined") return !v.is_undefined();
   if (t == "undefined") return v.is_undefined();
   if (t == "none") return v.is_none();

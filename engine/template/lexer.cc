@@ -156,6 +156,7 @@ class Lexer {
         pos = *r;
       } else if (kind == '#') {
         size_t q = src_.find("#}", after);
+        if (q == std::string::npos && after >= n) break;  // jinja2 accepts a bare "{#" at the end
         if (q == std::string::npos) return Error(line_, "missing end of comment tag");
         line_ += Newlines(start, q);
         pos = q + 2;
@@ -364,6 +365,40 @@ class Lexer {
       if (q < src_.size() && IsDigit(src_[q])) {
         p = ScanDigits(q);
         is_float = true;
+      }
+    }
+    if (!is_float && src_[pos] == '0') {
+      // jinja2's integer_re: 0b/0o/0x literals, else only "0(_?0)*" (no leading zeros).
+      char base = pos + 1 < src_.size() ? static_cast<char>(src_[pos + 1] | 0x20) : 0;
+      int radix = base == 'b' ? 2 : base == 'o' ? 8 : base == 'x' ? 16 : 0;
+      if (radix != 0) {
+        size_t q = pos + 2;
+        uint64_t v = 0;
+        bool any = false, overflow = false;
+        while (q < src_.size()) {
+          char c = src_[q];
+          if (c == '_' && any && q + 1 < src_.size() && src_[q + 1] != '_') {
+            ++q;
+            continue;
+          }
+          int d = IsDigit(c)                               ? c - '0'
+                  : (c | 0x20) >= 'a' && (c | 0x20) <= 'f' ? (c | 0x20) - 'a' + 10
+                                                           : 99;
+          if (d >= radix) break;
+          overflow = overflow || v > (UINT64_MAX >> 4);
+          v = v * static_cast<uint64_t>(radix) + static_cast<uint64_t>(d);
+          any = true;
+          ++q;
+        }
+        if (any) {
+          Emit(TokenType::kInt, overflow ? "99999999999999999999" : std::to_string(v), line_);
+          return q;
+        }
+      }
+      p = pos + 1;
+      while (p < src_.size() &&
+             (src_[p] == '0' || (src_[p] == '_' && p + 1 < src_.size() && src_[p + 1] == '0'))) {
+        ++p;
       }
     }
     std::string text;

@@ -112,7 +112,11 @@ class Parser : public ExpressionParser {
       }
       if (IsName("recursive")) return Fail("recursive loops are not supported");
       TPL_RETURN_IF_ERROR(ExpectBlockEnd());
-      TPL_ASSIGN_OR_RETURN(s->body, ParseBody({"endfor", "else"}, &end));
+      ++loop_depth_;
+      auto body = ParseBody({"endfor", "else"}, &end);
+      --loop_depth_;
+      if (!body.ok()) return body.status();
+      s->body = *std::move(body);
       TPL_RETURN_IF_ERROR(ExpectBlockEnd());
       if (end == "else") {
         TPL_ASSIGN_OR_RETURN(s->else_body, ParseUntil("endfor"));
@@ -140,20 +144,31 @@ class Parser : public ExpressionParser {
       TPL_ASSIGN_OR_RETURN(s->name, ExpectName());
       TPL_RETURN_IF_ERROR(ParseParams(s.get()));
       TPL_RETURN_IF_ERROR(ExpectBlockEnd());
-      TPL_ASSIGN_OR_RETURN(s->body, ParseUntil("endmacro"));
+      const int saved_loops = loop_depth_;
+      loop_depth_ = 0;  // a macro body is a function of its own: no loop to break out of
+      auto body = ParseUntil("endmacro");
+      loop_depth_ = saved_loops;
+      if (!body.ok()) return body.status();
+      s->body = *std::move(body);
     } else if (word == "call") {
       s->kind = StmtKind::kCallBlock;
       if (IsOp("(")) TPL_RETURN_IF_ERROR(ParseParams(s.get()));
       TPL_ASSIGN_OR_RETURN(s->expr, ParseExpression(true));
       if (s->expr->kind != ExprKind::kCall) return Fail("expected call");
       TPL_RETURN_IF_ERROR(ExpectBlockEnd());
-      TPL_ASSIGN_OR_RETURN(s->body, ParseUntil("endcall"));
+      const int saved_loops = loop_depth_;
+      loop_depth_ = 0;  // a macro body is a function of its own: no loop to break out of
+      auto body = ParseUntil("endcall");
+      loop_depth_ = saved_loops;
+      if (!body.ok()) return body.status();
+      s->body = *std::move(body);
     } else if (word == "filter") {
       s->kind = StmtKind::kFilterBlock;
       TPL_RETURN_IF_ERROR(ParseFilterChain(s.get(), /*leading_pipe=*/false));
       TPL_RETURN_IF_ERROR(ExpectBlockEnd());
       TPL_ASSIGN_OR_RETURN(s->body, ParseUntil("endfilter"));
     } else if (word == "break" || word == "continue") {
+      if (loop_depth_ == 0) return Fail(absl::StrCat("'", word, "' outside loop"));
       s->kind = word == "break" ? StmtKind::kBreak : StmtKind::kContinue;
       TPL_RETURN_IF_ERROR(ExpectBlockEnd());
     } else if (word == "generation") {

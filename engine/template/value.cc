@@ -54,9 +54,10 @@ Value Value::MakeNamespace(Dict dict) {
 }
 
 Value Value::MakeCallable(std::string name,
-                          std::function<absl::StatusOr<Value>(Interpreter&, CallArgs&)> fn) {
+                          std::function<absl::StatusOr<Value>(Interpreter&, CallArgs&)> fn,
+                          bool is_macro) {
   Value v(Kind::kCallable);
-  v.fn_ = std::make_shared<const Callable>(Callable{std::move(name), std::move(fn)});
+  v.fn_ = std::make_shared<const Callable>(Callable{std::move(name), std::move(fn), is_macro});
   return v;
 }
 
@@ -243,6 +244,7 @@ void AppendStrRepr(std::string_view s, std::string* out) {
 void Value::AppendRepr(std::string* out) const {
   switch (kind_) {
     case Kind::kUndefined:
+      out->append("Undefined");
       return;
     case Kind::kNone:
       out->append("None");
@@ -286,7 +288,11 @@ void Value::AppendRepr(std::string* out) const {
       out->append("<Namespace>");
       return;
     case Kind::kCallable:
-      absl::StrAppend(out, "<function ", fn_->name, ">");
+      if (fn_->is_macro) {
+        absl::StrAppend(out, "<Macro '", fn_->name, "'>");
+      } else {
+        absl::StrAppend(out, "<function ", fn_->name, ">");
+      }
       return;
   }
 }

@@ -46,6 +46,7 @@ struct CallArgs {
 struct Callable {
   std::string name;
   std::function<absl::StatusOr<Value>(Interpreter&, CallArgs&)> fn;
+  bool is_macro = false;  // printed as <Macro 'name'>
 };
 
 class Value {
@@ -89,7 +90,8 @@ class Value {
   static Value MakeDict(Dict dict);
   static Value MakeNamespace(Dict dict);
   static Value MakeCallable(std::string name,
-                            std::function<absl::StatusOr<Value>(Interpreter&, CallArgs&)> fn);
+                            std::function<absl::StatusOr<Value>(Interpreter&, CallArgs&)> fn,
+                            bool is_macro = false);
   // Converts parsed JSON (objects keep their key order).
   static Value FromJson(const nlohmann::ordered_json& j);
 

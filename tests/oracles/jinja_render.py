@@ -14,6 +14,7 @@ CASES.json: {"cases": [{"template": str, "context": {...}, "options": {...}?}, .
 OUT.json: [{"ok": true, "output": str} | {"ok": false, "error": str}, ...] in case order.
 """
 import json
+import signal
 import sys
 from datetime import datetime
 
@@ -67,16 +68,28 @@ def environment(options):
     return _ENVS[key]
 
 
+class RenderTimeout(Exception):
+    pass
+
+
+def _timeout(signum, frame):
+    raise RenderTimeout("render took longer than 5 s")
+
+
 def main():
+    signal.signal(signal.SIGALRM, _timeout)
     with open(sys.argv[1], encoding="utf-8") as f:
         cases = json.load(f)["cases"]
     results = []
     for case in cases:
+        signal.alarm(5)  # fuzz-corpus inputs may loop for very long; the C++ side has limits
         try:
             template = environment(case.get("options", {})).from_string(case["template"])
             results.append({"ok": True, "output": template.render(**case["context"])})
         except Exception as e:  # every failure is an expected outcome to compare
             results.append({"ok": False, "error": f"{type(e).__name__}: {e}"})
+        finally:
+            signal.alarm(0)
     with open(sys.argv[2], "w", encoding="utf-8") as f:
         json.dump(results, f, ensure_ascii=False)
 
