@@ -189,6 +189,8 @@ absl::StatusOr<Value> Interpreter::GetAttr(const Value& obj, const std::string& 
   switch (obj.kind()) {
     case Value::Kind::kUndefined:
       return Error(absl::StrCat("undefined value has no attribute '", name, "'"));
+    case Value::Kind::kLoop:
+      return LoopAttr(obj, name);
     case Value::Kind::kDict:
     case Value::Kind::kNamespace:
       if (obj.is_dict() && HasMethod(obj, name)) break;
@@ -204,6 +206,33 @@ absl::StatusOr<Value> Interpreter::GetAttr(const Value& obj, const std::string& 
   return Value::MakeCallable(name, [self, method](Interpreter& in, CallArgs& args) {
     return CallMethod(in, self, method, args);
   });
+}
+
+Value Interpreter::LoopAttr(const Value& loop, std::string_view name) {
+  const LoopState& st = loop.loop();
+  const int64_t i = st.index0, n = static_cast<int64_t>(st.items.size());
+  if (name == "index0") return Value::Int(i);
+  if (name == "index") return Value::Int(i + 1);
+  if (name == "first") return Value::Bool(i == 0);
+  if (name == "last") return Value::Bool(i == n - 1);
+  if (name == "length") return Value::Int(n);
+  if (name == "revindex") return Value::Int(n - i);
+  if (name == "revindex0") return Value::Int(n - i - 1);
+  if (name == "previtem") return i > 0 ? st.items[i - 1] : Value();
+  if (name == "nextitem") return i + 1 < n ? st.items[i + 1] : Value();
+  if (name == "depth") return Value::Int(1);
+  if (name == "depth0") return Value::Int(0);
+  if (name == "cycle") {
+    std::shared_ptr<LoopState> ptr = loop.loop_ptr();
+    return Value::MakeCallable("cycle", [ptr](Interpreter& in, CallArgs& args) {
+      if (args.positional.empty()) {
+        return absl::StatusOr<Value>(in.Error("no items for cycling given"));
+      }
+      return absl::StatusOr<Value>(
+          args.positional[static_cast<size_t>(ptr->index0) % args.positional.size()]);
+    });
+  }
+  return Value();
 }
 
 absl::StatusOr<Value> Interpreter::GetItem(const Value& obj, const Value& key) {

@@ -8,6 +8,10 @@
 
 namespace flatstate::tmpl {
 
+Interpreter::~Interpreter() {
+  for (Value& ns : namespaces_) ns.mutable_namespace().entries.clear();
+}
+
 void Interpreter::SetGlobal(std::string name, Value value) {
   frames_[0].emplace_back(std::move(name), std::move(value));
 }
@@ -207,35 +211,17 @@ absl::Status Interpreter::ExecFor(const Stmt& s) {
     items = std::move(kept);
   }
   const int64_t n = static_cast<int64_t>(items.size());
-  auto cycle_index = std::make_shared<int64_t>(0);
-  Value cycle = Value::MakeCallable("cycle", [cycle_index](Interpreter& in, CallArgs& args) {
-    if (args.positional.empty())
-      return absl::StatusOr<Value>(in.Error("no items for cycling given"));
-    return absl::StatusOr<Value>(
-        args.positional[static_cast<size_t>(*cycle_index) % args.positional.size()]);
-  });
+  auto state = std::make_shared<LoopState>();
+  state->items = std::move(items);
+  const Value loop = Value::MakeLoop(state);
   absl::Status status;
   for (int64_t i = 0; i < n; ++i) {
     status = Step();
     if (!status.ok()) break;
-    *cycle_index = i;
+    state->index0 = i;
     frames_.back().clear();
-    Dict loop;
-    loop.entries.reserve(12);
-    loop.entries.emplace_back("index", Value::Int(i + 1));
-    loop.entries.emplace_back("index0", Value::Int(i));
-    loop.entries.emplace_back("revindex", Value::Int(n - i));
-    loop.entries.emplace_back("revindex0", Value::Int(n - i - 1));
-    loop.entries.emplace_back("first", Value::Bool(i == 0));
-    loop.entries.emplace_back("last", Value::Bool(i == n - 1));
-    loop.entries.emplace_back("length", Value::Int(n));
-    loop.entries.emplace_back("depth", Value::Int(1));
-    loop.entries.emplace_back("depth0", Value::Int(0));
-    if (i > 0) loop.entries.emplace_back("previtem", items[i - 1]);
-    if (i + 1 < n) loop.entries.emplace_back("nextitem", items[i + 1]);
-    loop.entries.emplace_back("cycle", cycle);
-    frames_.back().emplace_back("loop", Value::MakeDict(std::move(loop)));
-    status = BindTargets(s, items[i]);
+    frames_.back().emplace_back("loop", loop);
+    status = BindTargets(s, state->items[i]);
     if (status.ok()) status = RenderBody(s.body);
     if (!status.ok()) break;
     Flow f = flow_;

@@ -29,6 +29,11 @@ struct Limits {
 class Interpreter {
  public:
   Interpreter(const Limits& limits, std::string* out) : limits_(limits), out_(out) {}
+  // Empties every namespace made during the render, breaking reference cycles through them
+  // (`{% set ns.self = [ns] %}`), the only mutable objects a template can build.
+  ~Interpreter();
+  Interpreter(const Interpreter&) = delete;
+  Interpreter& operator=(const Interpreter&) = delete;
 
   // Binds a top-level variable (the render context: messages, tools, bos_token, ...).
   void SetGlobal(std::string name, Value value);
@@ -42,6 +47,7 @@ class Interpreter {
   // Adds "line N: " to a builtin's error unless it already names a line.
   absl::Status Located(const absl::Status& s) const;
   int line() const { return line_; }
+  void TrackNamespace(const Value& ns) { namespaces_.push_back(ns); }
 
  private:
   enum class Flow { kNormal, kBreak, kContinue };
@@ -65,6 +71,7 @@ class Interpreter {
   absl::StatusOr<Value> EvalBinary(const Expr& e);
   absl::StatusOr<Value> EvalCompare(const Expr& e);
   absl::StatusOr<Value> GetAttr(const Value& obj, const std::string& name);
+  Value LoopAttr(const Value& loop, std::string_view name);
   absl::StatusOr<Value> GetItem(const Value& obj, const Value& key);
   absl::StatusOr<Value> Slice(const Value& obj, const Expr& e);
   absl::StatusOr<Value> Global(std::string_view name);
@@ -74,6 +81,7 @@ class Interpreter {
   std::vector<Frame> frames_{Frame()};
   size_t floor_ = 0;  // lookups see frames_[floor_..] and frames_[0]
   Flow flow_ = Flow::kNormal;
+  std::vector<Value> namespaces_;
   int64_t steps_ = 0;
   int depth_ = 0;
   int line_ = 0;

@@ -362,14 +362,17 @@ Value GlobalFunction(std::string_view name) {
   if (name == "namespace" || name == "dict") {
     bool ns = name == "namespace";
     return Value::MakeCallable(
-        std::string(name), [ns](Interpreter&, CallArgs& a) -> absl::StatusOr<Value> {
+        std::string(name), [ns](Interpreter& in, CallArgs& a) -> absl::StatusOr<Value> {
           Dict d;
           for (const Value& p : a.positional) {
             if (!p.is_dict()) return Err("namespace/dict positional argument must be a dict");
             for (const auto& [k, v] : p.dict().entries) d.Set(k, v);
           }
           for (const auto& [k, v] : a.keyword) d.Set(k, v);
-          return ns ? Value::MakeNamespace(std::move(d)) : Value::MakeDict(std::move(d));
+          if (!ns) return Value::MakeDict(std::move(d));
+          Value v = Value::MakeNamespace(std::move(d));
+          in.TrackNamespace(v);
+          return v;
         });
   }
   if (name == "raise_exception") {

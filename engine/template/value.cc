@@ -37,19 +37,19 @@ const Value* CallArgs::Keyword(std::string_view name) const {
 Value Value::MakeList(List items, bool tuple) {
   Value v(Kind::kList);
   v.tuple_ = tuple;
-  v.list_ = std::make_shared<const List>(std::move(items));
+  v.obj_ = std::make_shared<List>(std::move(items));
   return v;
 }
 
 Value Value::MakeDict(Dict dict) {
   Value v(Kind::kDict);
-  v.dict_ = std::make_shared<Dict>(std::move(dict));
+  v.obj_ = std::make_shared<Dict>(std::move(dict));
   return v;
 }
 
 Value Value::MakeNamespace(Dict dict) {
   Value v(Kind::kNamespace);
-  v.dict_ = std::make_shared<Dict>(std::move(dict));
+  v.obj_ = std::make_shared<Dict>(std::move(dict));
   return v;
 }
 
@@ -57,7 +57,13 @@ Value Value::MakeCallable(std::string name,
                           std::function<absl::StatusOr<Value>(Interpreter&, CallArgs&)> fn,
                           bool is_macro) {
   Value v(Kind::kCallable);
-  v.fn_ = std::make_shared<const Callable>(Callable{std::move(name), std::move(fn), is_macro});
+  v.obj_ = std::make_shared<Callable>(Callable{std::move(name), std::move(fn), is_macro});
+  return v;
+}
+
+Value Value::MakeLoop(std::shared_ptr<LoopState> state) {
+  Value v(Kind::kLoop);
+  v.obj_ = std::move(state);
   return v;
 }
 
@@ -105,9 +111,9 @@ bool Value::Truthy() const {
     case Kind::kString:
       return !s_.empty();
     case Kind::kList:
-      return !list_->empty();
+      return !list().empty();
     case Kind::kDict:
-      return !dict_->entries.empty();
+      return !dict().entries.empty();
     default:
       return true;
   }
@@ -135,6 +141,8 @@ std::string_view Value::TypeName() const {
       return "Namespace";
     case Kind::kCallable:
       return "function";
+    case Kind::kLoop:
+      return "LoopContext";
   }
   return "object";
 }
@@ -263,18 +271,18 @@ void Value::AppendRepr(std::string* out) const {
       return;
     case Kind::kList: {
       out->push_back(tuple_ ? '(' : '[');
-      for (size_t i = 0; i < list_->size(); ++i) {
+      for (size_t i = 0; i < list().size(); ++i) {
         if (i) out->append(", ");
-        (*list_)[i].AppendRepr(out);
+        list()[i].AppendRepr(out);
       }
-      if (tuple_ && list_->size() == 1) out->push_back(',');
+      if (tuple_ && list().size() == 1) out->push_back(',');
       out->push_back(tuple_ ? ')' : ']');
       return;
     }
     case Kind::kDict: {
       out->push_back('{');
       bool first = true;
-      for (const auto& [k, v] : dict_->entries) {
+      for (const auto& [k, v] : dict().entries) {
         if (!first) out->append(", ");
         first = false;
         AppendStrRepr(k, out);
@@ -287,11 +295,14 @@ void Value::AppendRepr(std::string* out) const {
     case Kind::kNamespace:
       out->append("<Namespace>");
       return;
+    case Kind::kLoop:
+      absl::StrAppend(out, "<LoopContext ", loop().index0 + 1, "/", loop().items.size(), ">");
+      return;
     case Kind::kCallable:
-      if (fn_->is_macro) {
-        absl::StrAppend(out, "<Macro '", fn_->name, "'>");
+      if (callable().is_macro) {
+        absl::StrAppend(out, "<Macro '", callable().name, "'>");
       } else {
-        absl::StrAppend(out, "<function ", fn_->name, ">");
+        absl::StrAppend(out, "<function ", callable().name, ">");
       }
       return;
   }

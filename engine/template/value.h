@@ -42,6 +42,12 @@ struct CallArgs {
   const Value* Keyword(std::string_view name) const;
 };
 
+// The `loop` object of a for loop: one per loop, advanced in place (as jinja2's LoopContext).
+struct LoopState {
+  List items;
+  int64_t index0 = 0;
+};
+
 // A macro, a builtin global (range, namespace, raise_exception, ...) or a bound helper.
 struct Callable {
   std::string name;
@@ -61,7 +67,8 @@ class Value {
     kList,
     kDict,
     kNamespace,
-    kCallable
+    kCallable,
+    kLoop
   };
 
   Value() = default;
@@ -92,6 +99,7 @@ class Value {
   static Value MakeCallable(std::string name,
                             std::function<absl::StatusOr<Value>(Interpreter&, CallArgs&)> fn,
                             bool is_macro = false);
+  static Value MakeLoop(std::shared_ptr<LoopState> state);
   // Converts parsed JSON (objects keep their key order).
   static Value FromJson(const nlohmann::ordered_json& j);
 
@@ -108,15 +116,18 @@ class Value {
   bool is_dict() const { return kind_ == Kind::kDict; }
   bool is_namespace() const { return kind_ == Kind::kNamespace; }
   bool is_callable() const { return kind_ == Kind::kCallable; }
+  bool is_loop() const { return kind_ == Kind::kLoop; }
 
   bool as_bool() const { return i_ != 0; }
   int64_t as_int() const { return i_; }
   double as_double() const { return kind_ == Kind::kFloat ? f_ : static_cast<double>(i_); }
   const std::string& str() const { return s_; }
-  const List& list() const { return *list_; }
-  const Dict& dict() const { return *dict_; }
-  Dict& mutable_namespace() const { return *dict_; }
-  const Callable& callable() const { return *fn_; }
+  const List& list() const { return *static_cast<const List*>(obj_.get()); }
+  const Dict& dict() const { return *static_cast<const Dict*>(obj_.get()); }
+  Dict& mutable_namespace() const { return *static_cast<Dict*>(obj_.get()); }
+  const Callable& callable() const { return *static_cast<const Callable*>(obj_.get()); }
+  LoopState& loop() const { return *static_cast<LoopState*>(obj_.get()); }
+  std::shared_ptr<LoopState> loop_ptr() const { return std::static_pointer_cast<LoopState>(obj_); }
 
   // Python truthiness.
   bool Truthy() const;
@@ -132,12 +143,12 @@ class Value {
   explicit Value(Kind k) : kind_(k) {}
   Kind kind_ = Kind::kUndefined;
   bool tuple_ = false;
-  int64_t i_ = 0;
-  double f_ = 0;
+  union {
+    int64_t i_ = 0;
+    double f_;
+  };
   std::string s_;
-  std::shared_ptr<const List> list_;
-  std::shared_ptr<Dict> dict_;
-  std::shared_ptr<const Callable> fn_;
+  std::shared_ptr<void> obj_;  // the List, Dict (dict or namespace) or Callable, by kind_
 };
 
 // Python == between two values (1 == 1.0 == True; different types are unequal).

@@ -97,6 +97,16 @@ TEST(ChatTemplateTest, ContextMustBeAnObjectAndPlainJsonWorks) {
   EXPECT_EQ(*(*t)->Render(ordered), "1{\"z\": 1, \"y\": 2}");
 }
 
+// A namespace holding itself is a reference cycle; the render must free it (checked under
+// LeakSanitizer, scripts/sanitize.sh and the fuzzer, which found it).
+TEST(ChatTemplateTest, NamespaceCyclesAreReleased) {
+  auto r = Render(
+      "{% set ns = namespace(n=0) %}{% set ns.n = ns, 1 %}{% for x in [ns] %}"
+      "{% set ns.l = loop %}{% endfor %}{{ ns.n[1] }}");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(*r, "1");
+}
+
 TEST(ChatTemplateTest, ConcurrentRendersShareOneTemplate) {
   auto t = ChatTemplate::Parse(
       "t",
