@@ -41,7 +41,8 @@ TEST(ChatTemplateTest, RaiseExceptionNamesLine) {
       "{% endif %}",
       {{"messages", {{{"role", "user"}}}}});
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().ToString(), "INVALID_ARGUMENT: chat template \"t\" line 3: raise_exception: bad role");
+  EXPECT_EQ(r.status().ToString(),
+            "INVALID_ARGUMENT: chat template \"t\" line 3: raise_exception: bad role");
 }
 
 TEST(ChatTemplateTest, RuntimeErrorsNameLine) {
