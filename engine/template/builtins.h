@@ -27,6 +27,9 @@ absl::StatusOr<Value> ApplyFilter(Interpreter& in, std::string_view name, const 
 absl::StatusOr<bool> ApplyTest(Interpreter& in, std::string_view name, const Value& v,
                                CallArgs& args);
 
+// filter_args.cc: fails when `args` do not fit the Python signature of filter `name`.
+absl::Status CheckFilterArgs(std::string_view name, const CallArgs& args);
+
 // methods.cc
 bool HasMethod(const Value& obj, std::string_view name);
 absl::StatusOr<Value> CallMethod(Interpreter& in, const Value& obj, std::string_view name,
@@ -50,6 +53,8 @@ std::string PyStrip(std::string_view s, const Value* chars, bool left, bool righ
 std::string PyLower(std::string_view s);
 std::string PyUpper(std::string_view s);
 std::string PyTitle(std::string_view s);
+std::string JinjaTitle(const std::string& s);  // jinja2's title filter (words split at -({[<)
+std::string Indent(const std::string& in, const Value& width, bool first, bool blank);
 absl::StatusOr<Value> ArgOr(const CallArgs& args, size_t pos, std::string_view name,
                             Value fallback);
 

@@ -93,49 +93,6 @@ absl::StatusOr<Value> ToJson(const Value& v, const CallArgs& a) {
   return Value::Str(std::move(out));
 }
 
-std::string Indent(const std::string& in, const Value& width, bool first, bool blank) {
-  std::string ind =
-      width.is_string()
-          ? width.str()
-          : std::string(static_cast<size_t>(std::clamp<int64_t>(width.as_int(), 0, 256)), ' ');
-  std::string s = in + "\n";
-  std::vector<std::string> lines;
-  size_t b = 0;
-  for (size_t i = 0; i < s.size(); ++i) {
-    char c = s[i];
-    if (c == '\n' || c == '\r' || c == '\v' || c == '\f' || (c >= '\x1c' && c <= '\x1e')) {
-      lines.push_back(s.substr(b, i - b));
-      if (c == '\r' && i + 1 < s.size() && s[i + 1] == '\n') ++i;
-      b = i + 1;
-    }
-  }
-  if (b < s.size()) lines.push_back(s.substr(b));
-  std::string rv;
-  for (size_t i = 0; i < lines.size(); ++i) {
-    if (i) rv += "\n";
-    if (i && (blank || !lines[i].empty())) rv += ind;
-    rv += lines[i];
-  }
-  if (first) rv = ind + rv;
-  return rv;
-}
-
-std::string JinjaTitle(const std::string& s) {
-  std::string r;
-  bool word_start = true;
-  for (char c : s) {
-    bool sep = c == '-' || c == '(' || c == '{' || c == '[' || c == '<' || IsPySpace(c);
-    if (sep) {
-      r.push_back(c);
-      word_start = true;
-    } else {
-      r += word_start ? PyUpper(std::string(1, c)) : PyLower(std::string(1, c));
-      word_start = false;
-    }
-  }
-  return r;
-}
-
 absl::StatusOr<Value> SelectOrReject(Interpreter& in, const Value& v, const CallArgs& a,
                                      bool select, bool by_attr) {
   TPL_ASSIGN_OR_RETURN(List items, Iterate(v));
@@ -204,6 +161,7 @@ absl::StatusOr<Value> Sort(Interpreter& in, const Value& v, const CallArgs& a, b
                                              : ArgOr(a, 0, "reverse", Value::Bool(false)));
   TPL_ASSIGN_OR_RETURN(Value cs, ArgOr(a, base, "case_sensitive", Value::Bool(false)));
   TPL_ASSIGN_OR_RETURN(Value attr, ArgOr(a, base + 1, "attribute", Value::None()));
+  if (reverse.is_undefined() || cs.is_undefined()) return Err("undefined value used as a flag");
   auto key = [&](const Value& x) {
     return SortKey(attr.is_string() ? GetPath(x, attr.str()) : x, cs.Truthy());
   };
@@ -296,6 +254,10 @@ bool IsKnownFilter(std::string_view name) { return FilterNames().count(name) > 0
 
 absl::StatusOr<Value> ApplyFilter(Interpreter& in, std::string_view f, const Value& v,
                                   CallArgs& a) {
+  TPL_RETURN_IF_ERROR(CheckFilterArgs(f, a));
+  if ((f == "int" || f == "float") && v.is_undefined()) {
+    return Err("undefined value cannot be converted to a number");
+  }
   if (f == "tojson") return ToJson(v, a);
   if (f == "trim")
     return Value::Str(PyStrip(
@@ -403,7 +365,9 @@ absl::StatusOr<Value> ApplyFilter(Interpreter& in, std::string_view f, const Val
     TPL_ASSIGN_OR_RETURN(Value width, ArgOr(a, 0, "width", Value::Int(4)));
     TPL_ASSIGN_OR_RETURN(Value first, ArgOr(a, 1, "first", Value::Bool(false)));
     TPL_ASSIGN_OR_RETURN(Value blank, ArgOr(a, 2, "blank", Value::Bool(false)));
-    if (!width.is_string() && !width.is_int()) return Err("indent: width must be int or str");
+    if (!width.is_string() && !width.is_int() && !width.is_bool()) {
+      return Err("indent: width must be int or str");
+    }
     std::string r = Indent(v.ToString(), width, first.Truthy(), blank.Truthy());
     TPL_RETURN_IF_ERROR(in.CheckSize(r.size()));
     return Value::Str(std::move(r));

@@ -41,7 +41,8 @@ int HexValue(char c) {
 }
 
 // Decodes Python "unicode-escape" sequences, as jinja2 does for string literals.
-std::string DecodeEscapes(std::string_view s) {
+// *bad is set on an escape Python rejects (truncated \x, \u, \U; \N{...}, unsupported here).
+std::string DecodeEscapes(std::string_view s, bool* bad) {
   std::string out;
   out.reserve(s.size());
   for (size_t i = 0; i < s.size(); ++i) {
@@ -84,6 +85,9 @@ std::string DecodeEscapes(std::string_view s) {
         break;
       case '\n':
         break;
+      case 'N':  // \N{NAME}: not supported; malformed ones are errors in Python too
+        *bad = true;
+        break;
       case 'x':
       case 'u':
       case 'U': {
@@ -96,6 +100,7 @@ std::string DecodeEscapes(std::string_view s) {
           cp = cp * 16 + static_cast<uint32_t>(h);
         }
         if (!ok || cp > 0x10FFFF) {
+          *bad = true;
           out.push_back('\\');
           out.push_back(e);
         } else {
@@ -313,8 +318,11 @@ class Lexer {
         size_t p = pos + 1;
         while (p < n && src_[p] != c) p += src_[p] == '\\' ? 2 : 1;
         if (p >= n) return Error(line_, "unexpected end of string");
-        Emit(TokenType::kString, DecodeEscapes(std::string_view(src_).substr(pos + 1, p - pos - 1)),
-             line_);
+        bool bad = false;
+        std::string value =
+            DecodeEscapes(std::string_view(src_).substr(pos + 1, p - pos - 1), &bad);
+        if (bad) return Error(line_, "invalid escape sequence in string");
+        Emit(TokenType::kString, std::move(value), line_);
         line_ += Newlines(pos, p);
         pos = p + 1;
       } else if (IsDigit(c)) {

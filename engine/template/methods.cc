@@ -185,6 +185,12 @@ Value AllChars(const std::string& s, Pred p) {
 
 absl::StatusOr<Value> StrMethod(Interpreter& in, const std::string& s, std::string_view m,
                                 const CallArgs& a) {
+  static const auto* no_args =
+      new std::set<std::string_view>{"upper",   "lower",   "title",   "capitalize", "isdigit",
+                                     "isalpha", "isalnum", "isspace", "islower",    "isupper"};
+  if (no_args->count(m) > 0 && (!a.positional.empty() || !a.keyword.empty())) {
+    return Err(absl::StrCat("str.", std::string(m), "() takes no arguments"));
+  }
   if (m == "startswith" || m == "endswith") {
     TPL_ASSIGN_OR_RETURN(Value p, ArgOr(a, 0, "prefix", Value()));
     List options = p.is_list() ? p.list() : List{p};
@@ -294,6 +300,10 @@ absl::StatusOr<Value> CallMethod(Interpreter& in, const Value& obj, std::string_
   if (obj.is_string()) return StrMethod(in, obj.str(), name, args);
   if (obj.is_dict()) {
     const Dict& d = obj.dict();
+    if ((name == "items" || name == "keys" || name == "values" || name == "copy") &&
+        (!args.positional.empty() || !args.keyword.empty())) {
+      return Err(absl::StrCat("dict.", std::string(name), "() takes no arguments"));
+    }
     if (name == "items") {
       List items;
       items.reserve(d.entries.size());

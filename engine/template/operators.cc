@@ -278,6 +278,49 @@ std::string PyTitle(std::string_view s) {
   return r;
 }
 
+std::string Indent(const std::string& in, const Value& width, bool first, bool blank) {
+  std::string ind =
+      width.is_string()
+          ? width.str()
+          : std::string(static_cast<size_t>(std::clamp<int64_t>(width.as_int(), 0, 256)), ' ');
+  std::string s = in + "\n";
+  std::vector<std::string> lines;
+  size_t b = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
+    if (c == '\n' || c == '\r' || c == '\v' || c == '\f' || (c >= '\x1c' && c <= '\x1e')) {
+      lines.push_back(s.substr(b, i - b));
+      if (c == '\r' && i + 1 < s.size() && s[i + 1] == '\n') ++i;
+      b = i + 1;
+    }
+  }
+  if (b < s.size()) lines.push_back(s.substr(b));
+  std::string rv;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (i) rv += "\n";
+    if (i && (blank || !lines[i].empty())) rv += ind;
+    rv += lines[i];
+  }
+  if (first) rv = ind + rv;
+  return rv;
+}
+
+std::string JinjaTitle(const std::string& s) {
+  std::string r;
+  bool word_start = true;
+  for (char c : s) {
+    bool sep = c == '-' || c == '(' || c == '{' || c == '[' || c == '<' || IsPySpace(c);
+    if (sep) {
+      r.push_back(c);
+      word_start = true;
+    } else {
+      r += word_start ? PyUpper(std::string(1, c)) : PyLower(std::string(1, c));
+      word_start = false;
+    }
+  }
+  return r;
+}
+
 absl::StatusOr<Value> ArgOr(const CallArgs& args, size_t pos, std::string_view name,
                             Value fallback) {
   if (pos < args.positional.size()) {

@@ -127,6 +127,20 @@ const FeatureCase kCases[] = {
   {"methods", "{{ s.nosuchmethod() }}", kCtx},
   {"methods", "{{ msgs[3].content[0].text }}{{ msgs[2].tool_calls[0].function.arguments|tojson }}{% for p in msgs[3].content %}{{ p.type }}{% endfor %}", kCtx},
   {"globals", "{{ range(3)|list }}{{ range(1, 7, 2)|list }}{{ range(5, 0, -2)|list }}{% for i in range(2) %}{{ i }}{% endfor %}|{{ dict(a=1, b='x') }}|{{ namespace(a=1).a }}", kCtx},
+  // Found by the fuzzer's differential run.
+  {"edge", "{{ 0x1F }}{{ 0b101 }}{{ 0o17 }}{{ 0 }}{{ 0_0 }}{{ 1_0 }}", "{}"},
+  {"edge", "{{ 05 }}", "{}"},
+  {"edge", "{{ undefined_v|int }}", "{}"},
+  {"edge", "{{ 'x'|float(1, 2) }}", "{}"},
+  {"edge", "{{ l|sort(nokey=1) }}", kCtx},
+  {"edge", "{{ l|sort(undefined_v) }}", kCtx},
+  {"edge", "{{ 'ab'.upper(1) }}", kCtx},
+  {"edge", "{{ '\\x4' }}", kCtx},
+  {"edge", "{% macro m() %}{% break %}{% endmacro %}", kCtx},
+  {"edge", "{{ (undefined_v, 1) }}|{{ [undefined_v] }}", kCtx},
+  {"edge", "a{#", kCtx},
+  {"edge", "{% set ns = namespace(a=[]) %}{{ ns.a|length }}{{ msgs|map(attribute='nope.deeper')|list }}", kCtx},
+  {"edge", "{{ strftime_now('%Y')|length }}{{ 'x'|indent(false) }}", kCtx},
   // Syntax errors.
   {"syntax", "{% if x %}unterminated", kCtx},
   {"syntax", "{{ 1 + }}", kCtx},
@@ -177,6 +191,7 @@ TEST_F(TemplateFeaturesTest, Tests) { CheckGroup("tests"); }
 TEST_F(TemplateFeaturesTest, Methods) { CheckGroup("methods"); }
 TEST_F(TemplateFeaturesTest, Globals) { CheckGroup("globals"); }
 TEST_F(TemplateFeaturesTest, SyntaxErrors) { CheckGroup("syntax"); }
+TEST_F(TemplateFeaturesTest, EdgeCasesFoundByFuzzing) { CheckGroup("edge"); }
 
 }  // namespace
 }  // namespace flatstate::tmpl
