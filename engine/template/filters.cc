@@ -69,7 +69,7 @@ absl::StatusOr<Value> ToJson(const Value& v, const CallArgs& a) {
   TPL_ASSIGN_OR_RETURN(Value indent, ArgOr(a, 1, "indent", Value::None()));
   TPL_ASSIGN_OR_RETURN(Value seps, ArgOr(a, 2, "separators", Value::None()));
   TPL_ASSIGN_OR_RETURN(Value sort, ArgOr(a, 3, "sort_keys", Value::Bool(false)));
-  if (ascii.Truthy()) return Err("tojson: ensure_ascii=True is not supported");
+  o.ensure_ascii = ascii.Truthy();
   if (indent.is_int()) {
     o.indent = static_cast<int>(std::clamp<int64_t>(indent.as_int(), 0, 64));
   } else if (indent.is_string()) {

@@ -11,9 +11,37 @@ namespace flatstate::tmpl {
 
 namespace {
 
-void AppendJsonString(std::string_view s, std::string* out) {
+void AppendEscaped(uint32_t cp, std::string* out) {
+  char buf[16];
+  if (cp >= 0x10000) {
+    cp -= 0x10000;
+    std::snprintf(buf, sizeof(buf), "\\u%04x\\u%04x", 0xD800 + (cp >> 10), 0xDC00 + (cp & 0x3FF));
+  } else {
+    std::snprintf(buf, sizeof(buf), "\\u%04x", cp);
+  }
+  out->append(buf);
+}
+
+// Decodes the UTF-8 sequence at s[*i] (advancing *i past it); a stray byte decodes as itself.
+uint32_t NextCodePoint(std::string_view s, size_t* i) {
+  unsigned char c = static_cast<unsigned char>(s[*i]);
+  int len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+  if (*i + static_cast<size_t>(len) > s.size()) len = 1;
+  uint32_t cp = len == 1 ? c : c & (0x3F >> (len - 1));
+  for (int k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[*i + k]) & 0x3F);
+  *i += static_cast<size_t>(len);
+  return cp;
+}
+
+void AppendJsonString(std::string_view s, bool ascii, std::string* out) {
   out->push_back('"');
-  for (unsigned char c : s) {
+  for (size_t i = 0; i < s.size();) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (ascii && c >= 0x7F) {
+      AppendEscaped(NextCodePoint(s, &i), out);
+      continue;
+    }
+    ++i;
     switch (c) {
       case '"':
         out->append("\\\"");
@@ -86,7 +114,7 @@ absl::Status Dump(const Value& v, const JsonDumpOptions& o, int depth, std::stri
       return absl::OkStatus();
     }
     case Value::Kind::kString:
-      AppendJsonString(v.str(), out);
+      AppendJsonString(v.str(), o.ensure_ascii, out);
       return absl::OkStatus();
     case Value::Kind::kList: {
       if (v.list().empty()) {
@@ -123,7 +151,7 @@ absl::Status Dump(const Value& v, const JsonDumpOptions& o, int depth, std::stri
         if (!first) out->append(item_sep);
         first = false;
         if (pretty) newline(depth + 1);
-        AppendJsonString(e->first, out);
+        AppendJsonString(e->first, o.ensure_ascii, out);
         out->append(key_sep);
         absl::Status s = Dump(e->second, o, depth + 1, out);
         if (!s.ok()) return s;

@@ -165,6 +165,7 @@ struct JsonDumpOptions {
   std::string key_sep;
   bool has_separators = false;
   bool sort_keys = false;
+  bool ensure_ascii = false;  // escape every non-ASCII character as \uXXXX (surrogate pairs)
 };
 absl::Status JsonDump(const Value& v, const JsonDumpOptions& options, std::string* out);
 

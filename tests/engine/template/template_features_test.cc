@@ -112,6 +112,7 @@ const FeatureCase kCases[] = {
   {"tojson", "{{ msgs[2]|tojson }}|{{ d|tojson(indent=2) }}|{{ d|tojson(indent=4, sort_keys=true) }}|{{ d|tojson(separators=(',', ':')) }}|{{ e|tojson(indent=2) }}|{{ {}|tojson(indent=2) }}", kCtx},
   {"tojson", "{{ '<>&\\'\\x01\\x7f'|tojson }}|{{ (1, 2)|tojson }}|{{ d|tojson(indent='\\t') }}", kCtx},
   {"tojson", "{{ undefined_v|tojson }}", kCtx},
+  {"tojson", "{{ u|tojson(ensure_ascii=true) }}|{{ '\\x7f😀é'|tojson(true) }}|{{ d|tojson(2) }}|{{ {'ü': u}|tojson(ensure_ascii=1, sort_keys=true) }}", kCtx},
   // Tests.
   {"tests", "{{ s is string }}{{ n is string }}{{ n is number }}{{ f is number }}{{ t is number }}{{ n is integer }}{{ f is float }}{{ t is boolean }}{{ n is boolean }}", kCtx},
   {"tests", "{{ d is mapping }}{{ l is mapping }}{{ l is iterable }}{{ s is iterable }}{{ n is iterable }}{{ l is sequence }}{{ s is sequence }}{{ z is none }}{{ undefined_v is none }}", kCtx},
