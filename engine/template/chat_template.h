@@ -5,10 +5,9 @@
 //
 // A compiled template owns its syntax tree and is immutable: Render is const and thread-safe, so
 // one instance may serve all sessions. Parse fails with InvalidArgument
-// `chat template "<name>" line N: <why>` on a syntax error or an unknown tag;
-// Render fails the same way on a runtime error (raise_exception, an unknown filter or test,
-// calling an undefined value, a
-// type error) or when a limit is hit, and never returns partial output. See
+// `chat template "<name>" line N: <why>` on a syntax error or an unknown tag; Render fails the
+// same way on a runtime error (raise_exception, an unknown filter or test, calling an undefined
+// value, a type error) or when a limit is hit, and never returns partial output. See
 // docs/chat-templates.md for the supported syntax.
 #ifndef FLATSTATE_ENGINE_TEMPLATE_CHAT_TEMPLATE_H_
 #define FLATSTATE_ENGINE_TEMPLATE_CHAT_TEMPLATE_H_
