@@ -115,6 +115,21 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir) {
   RETURN_IF_ERROR(arch->BindWeights(&m->config_, *m->files_, &m->store_, &m->weights_));
   for (const WeightFiles::Found& f : m->files_->All()) m->weight_bytes_ += f.tensor->size_bytes;
   ASSIGN_OR_RETURN(m->tokenizer_, MakeTokenizer(m->name_, prefix, m->config_));
+  m->chat_prompt_status_ = absl::NotFoundError(
+      absl::StrCat("model '", m->name_, "' has no chat template (no chat_template in ",
+                   "tokenizer_config.json, no chat_template.jinja)"));
+  if (const auto* hf = dynamic_cast<const HfTokenizer*>(m->tokenizer_.get());
+      hf != nullptr && !hf->config().chat_template.empty()) {
+    const hf::TokenizerConfig& tc = hf->config();
+    absl::StatusOr<std::unique_ptr<ChatPrompt>> p =
+        ChatPrompt::Create(m->name_, tc.chat_template, tc.bos_token, tc.eos_token, hf);
+    if (p.ok()) {
+      m->chat_prompt_ = std::move(*p);
+      m->chat_prompt_status_ = absl::OkStatus();
+    } else {
+      m->chat_prompt_status_ = p.status();
+    }
+  }
 
   Sha256 h;
   h.Update(config_text.data(), config_text.size());

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/chat/chat_prompt.h"
 #include "engine/model/config.h"
 #include "engine/model/weights.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -53,6 +54,12 @@ class Model {
   size_t weight_bytes() const { return weight_bytes_; }
   // Text <-> token ids for this model (vocab_size and special ids from its config).
   const Tokenizer& tokenizer() const { return *tokenizer_; }
+  // The chat template (Hugging Face folders whose tokenizer_config.json or chat_template.jinja has
+  // one); null otherwise, and then chat_prompt_status() says why: NotFound naming the model when
+  // the folder ships no template, the template's parse error when it does not compile (the model
+  // still serves completions).
+  const ChatPrompt* chat_prompt() const { return chat_prompt_.get(); }
+  const absl::Status& chat_prompt_status() const { return chat_prompt_status_; }
   // config.json keys the architecture does not know and ignored (they do not change the math);
   // the server lists them once when it loads the model.
   const std::vector<std::string>& ignored_config_keys() const { return ignored_keys_; }
@@ -65,6 +72,8 @@ class Model {
   size_t weight_bytes_ = 0;
   std::vector<std::string> ignored_keys_;
   std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<ChatPrompt> chat_prompt_;
+  absl::Status chat_prompt_status_;
   std::unique_ptr<WeightFiles> files_;
   TensorStore store_;
 };

@@ -66,7 +66,7 @@ void HttpApiServer::Completion(const httplib::Request& req, httplib::Response& r
         chat);
   }
   absl::StatusOr<GenerateJob> job =
-      ToGenerateJob(*r, model->config().chat_template, loop_->models(), options_);
+      ToGenerateJobFor(*r, model->engine->model(), loop_->models(), options_);
   if (!job.ok()) return ReplyError(res, route, job.status(), chat);
 
   CompletionMeta meta = NewCompletionMeta(chat);

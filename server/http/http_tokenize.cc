@@ -51,8 +51,9 @@ void HttpApiServer::ApplyTemplate(const httplib::Request& req, httplib::Response
   if (!r.ok()) return ReplyError(res, kRoute, r.status(), /*chat=*/true);
   absl::StatusOr<const LoadedModel*> m = FindModel(r->model);
   if (!m.ok()) return ReplyError(res, kRoute, m.status());
-  const std::string prompt = RenderChat((*m)->config().chat_template, r->messages);
-  Reply(res, kRoute, 200, Dump(nlohmann::json{{"prompt", prompt}}));
+  absl::StatusOr<std::string> prompt = ChatPromptText(*r, (*m)->engine->model());
+  if (!prompt.ok()) return ReplyError(res, kRoute, prompt.status(), /*chat=*/true);
+  Reply(res, kRoute, 200, Dump(nlohmann::json{{"prompt", *prompt}}));
 }
 
 }  // namespace flatstate::server

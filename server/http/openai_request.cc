@@ -118,7 +118,8 @@ absl::StatusOr<std::string> ReadContent(const json& m, const std::string& field)
   return out;
 }
 
-absl::Status ReadMessages(const json& j, std::vector<ChatMessage>* out) {
+absl::Status ReadMessages(const json& j, std::vector<ChatMessage>* out,
+                          std::string* config_template_error) {
   const json* v = Field(j, "messages");
   if (v == nullptr) return Bad("messages", "is required");
   if (!v->is_array()) return Bad("messages", "must be an array");
@@ -132,9 +133,12 @@ absl::Status ReadMessages(const json& j, std::vector<ChatMessage>* out) {
     }
     ChatMessage msg;
     if (!ParseChatRole(role->get<std::string>(), &msg.role)) {
-      return Bad(absl::StrCat(field, ".role"),
-                 absl::StrCat("'", role->get<std::string>(),
-                              "' is not supported (system, developer, user, assistant)"));
+      if (config_template_error->empty()) {
+        *config_template_error = absl::StrCat(
+            field, ".role: '", role->get<std::string>(),
+            "' is not supported by this model's chat format (system, developer, user, assistant)");
+      }
+      continue;
     }
     absl::StatusOr<std::string> content = ReadContent(m, absl::StrCat(field, ".content"));
     if (!content.ok()) return content.status();
@@ -186,6 +190,31 @@ std::optional<SamplingRequest> ToSamplingRequest(const OpenAiRequest& r) {
   return p;
 }
 
+// The chat fields a Jinja chat template reads, as sent (ordered_json keeps tool schemas' key
+// order, as transformers' Python dicts do).
+absl::Status ReadChatTemplateFields(absl::string_view body, const json& j, OpenAiRequest* r) {
+  const nlohmann::ordered_json o = nlohmann::ordered_json::parse(body, nullptr, false);
+  if (o.is_discarded() || !o.is_object()) return Bad("body", "is not a JSON object");
+  r->chat_messages = o.at("messages");  // ReadMessages checked it is an array
+  if (auto t = o.find("tools"); t != o.end() && !t->is_null()) {
+    if (!t->is_array()) return Bad("tools", "must be an array");
+    for (size_t i = 0; i < t->size(); ++i) {
+      if (!(*t)[i].is_object()) return Bad(absl::StrCat("tools[", i, "]"), "must be an object");
+    }
+    r->tools = *t;
+  }
+  if (const json* tc = Field(j, "tool_choice"); tc != nullptr) {
+    if (!tc->is_string() || (*tc != "auto" && *tc != "none")) {
+      return Bad("tool_choice", "only \"auto\" and \"none\" are supported");
+    }
+  }
+  if (auto k = o.find("chat_template_kwargs"); k != o.end() && !k->is_null()) {
+    if (!k->is_object()) return Bad("chat_template_kwargs", "must be an object");
+    r->chat_template_kwargs = *k;
+  }
+  return ReadBool(j, "add_generation_prompt", &r->add_generation_prompt);
+}
+
 }  // namespace
 
 absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(absl::string_view body, bool chat) {
@@ -197,7 +226,8 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(absl::string_view body, bool ch
   if (absl::Status s = ReadString(j, "model", &r.model); !s.ok()) return s;
   if (absl::Status s = ReadString(j, "session_id", &r.session_id); !s.ok()) return s;
   if (chat) {
-    if (absl::Status s = ReadMessages(j, &r.messages); !s.ok()) return s;
+    if (absl::Status s = ReadMessages(j, &r.messages, &r.config_template_error); !s.ok()) return s;
+    if (absl::Status s = ReadChatTemplateFields(body, j, &r); !s.ok()) return s;
   } else {
     if (absl::Status s = ReadPrompt(j, &r); !s.ok()) return s;
     bool echo = false;
@@ -211,9 +241,8 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(absl::string_view body, bool ch
   std::optional<int64_t> n;
   if (absl::Status s = ReadInt(j, "n", &n); !s.ok()) return s;
   if (n.value_or(1) != 1) return Bad("n", "only n = 1 is supported");
-  if (Field(j, "tools") != nullptr || Field(j, "functions") != nullptr) {
-    return Bad("tools", "tool calling is not supported");
-  }
+  if (Field(j, "functions") != nullptr) return Bad("functions", "is not supported (use tools)");
+  if (!chat && Field(j, "tools") != nullptr) return Bad("tools", "needs /v1/chat/completions");
   if (absl::Status s = ReadBool(j, "stream", &r.stream); !s.ok()) return s;
   if (const json* so = Field(j, "stream_options"); so != nullptr) {
     if (!so->is_object()) return Bad("stream_options", "must be an object");
@@ -263,11 +292,61 @@ absl::StatusOr<GenerateJob> ToGenerateJob(const OpenAiRequest& req, const ChatTe
   g.sampling = ToSamplingRequest(req);
   g.stop = req.stop;
   g.ignore_eos = req.ignore_eos;
-  if (req.chat) g.stop.insert(g.stop.end(), tmpl.stop.begin(), tmpl.stop.end());
+  // A chat prompt already in tokens was rendered by the model's own template: its EOS ends it.
+  if (req.chat && !req.prompt_is_tokens)
+    g.stop.insert(g.stop.end(), tmpl.stop.begin(), tmpl.stop.end());
   absl::StatusOr<GenerateJob> job = ValidateGenerate(g, models, options);
   if (!job.ok()) return job.status();
   job->logprobs = req.logprobs;
   return job;
+}
+
+absl::StatusOr<const ChatPrompt*> ChatPromptFor(const OpenAiRequest& req, const Model& model) {
+  if (const ChatPrompt* prompt = model.chat_prompt(); prompt != nullptr) return prompt;
+  if (model.config().architecture != "flatstate") {
+    return Bad("messages", model.chat_prompt_status().message());
+  }
+  if (!req.config_template_error.empty()) {
+    return absl::InvalidArgumentError(req.config_template_error);
+  }
+  if (!req.tools.is_null()) {
+    return Bad("tools", absl::StrCat("model '", model.name(),
+                                     "' has no chat template to describe tools with"));
+  }
+  return nullptr;
+}
+
+Conversation ConversationOf(const OpenAiRequest& req) {
+  Conversation c;
+  c.messages = req.chat_messages;
+  c.tools = req.tools;
+  c.kwargs = req.chat_template_kwargs;
+  c.add_generation_prompt = req.add_generation_prompt;
+  return c;
+}
+
+absl::StatusOr<GenerateJob> ToGenerateJobFor(const OpenAiRequest& req, const Model& model,
+                                             const ModelRegistry& models,
+                                             const ServerOptions& options) {
+  if (!req.chat) return ToGenerateJob(req, model.config().chat_template, models, options);
+  absl::StatusOr<const ChatPrompt*> prompt = ChatPromptFor(req, model);
+  if (!prompt.ok()) return prompt.status();
+  if (*prompt == nullptr) return ToGenerateJob(req, model.config().chat_template, models, options);
+  absl::StatusOr<std::vector<int32_t>> ids = (*prompt)->Encode(ConversationOf(req));
+  if (!ids.ok()) return Bad("messages", ids.status().message());
+  OpenAiRequest rendered = req;
+  rendered.prompt_tokens = std::move(*ids);
+  rendered.prompt_is_tokens = true;
+  return ToGenerateJob(rendered, model.config().chat_template, models, options);
+}
+
+absl::StatusOr<std::string> ChatPromptText(const OpenAiRequest& req, const Model& model) {
+  absl::StatusOr<const ChatPrompt*> prompt = ChatPromptFor(req, model);
+  if (!prompt.ok()) return prompt.status();
+  if (*prompt == nullptr) return RenderChat(model.config().chat_template, req.messages);
+  absl::StatusOr<std::string> text = (*prompt)->Render(ConversationOf(req));
+  if (!text.ok()) return Bad("messages", text.status().message());
+  return text;
 }
 
 absl::StatusOr<SessionRequest> ParseSessionRequest(absl::string_view body) {

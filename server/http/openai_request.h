@@ -17,6 +17,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "engine/model/model.h"
+#include "nlohmann/json.hpp"
 #include "server/core/loop_types.h"
 #include "server/core/model_registry.h"
 #include "server/core/options.h"
@@ -36,7 +38,18 @@ struct OpenAiRequest {
   // prompt_is_tokens and `prompt` is empty.
   std::vector<int32_t> prompt_tokens;
   bool prompt_is_tokens = false;
-  std::vector<ChatMessage> messages;  // chat
+  std::vector<ChatMessage> messages;  // chat, for a model's ChatTemplate config (chat_format.h)
+  // The first message a ChatTemplate config cannot render (a role other than system, developer,
+  // user, assistant): "messages[i].role: ..."; empty when there is none. A model with a Jinja chat
+  // template renders every role its template knows.
+  std::string config_template_error;
+  // chat, as sent (object key order kept), for a model's Jinja chat template (engine/chat/
+  // chat_prompt.h): the messages, `tools` (null: none), `chat_template_kwargs` ({}: none) and
+  // add_generation_prompt (vLLM's extension; default true).
+  nlohmann::ordered_json chat_messages;
+  nlohmann::ordered_json tools;
+  nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
+  bool add_generation_prompt = true;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   std::optional<int64_t> max_tokens;
@@ -54,7 +67,9 @@ struct OpenAiRequest {
 
 // Parses the body; unknown fields (and `user`) are ignored as OpenAI does. A completions `prompt`
 // is a string, an array of one string, an array of token ids or an array of one such array.
-// `n` other than 1, `echo`, `suffix`, `best_of` > 1, tools are refused naming the field.
+// `n` other than 1, `echo`, `suffix`, `best_of` > 1, `functions` and a `tool_choice` other than
+// "auto" / "none" are refused naming the field (tools are passed to the model's chat template;
+// tool-call parsing of the output is not done here).
 absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(absl::string_view body, bool chat);
 
 // The prompt text (completions: as sent; chat: the messages rendered with `tmpl`) and the job,
@@ -63,6 +78,22 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(absl::string_view body, bool ch
 absl::StatusOr<GenerateJob> ToGenerateJob(const OpenAiRequest& req, const ChatTemplate& tmpl,
                                           const ModelRegistry& models,
                                           const ServerOptions& options);
+
+// The job for `model`: a chat request is rendered with the model's Jinja chat template into
+// prompt token ids when it has one (no stop strings added: the model's end-of-sequence ids end the
+// reply); flatstate's own models use their ChatTemplate config (ToGenerateJob above); any other
+// model refuses chat with InvalidArgument "messages: model '...' has no chat template ...", as it
+// refuses a template that does not compile or render (its error, with the template line).
+absl::StatusOr<GenerateJob> ToGenerateJobFor(const OpenAiRequest& req, const Model& model,
+                                             const ModelRegistry& models,
+                                             const ServerOptions& options);
+
+// The prompt text a chat request becomes for `model` (POST /apply-template): its Jinja chat
+// template's rendering, or its ChatTemplate config's; errors as ToGenerateJobFor.
+absl::StatusOr<std::string> ChatPromptText(const OpenAiRequest& req, const Model& model);
+// Which chat path `model` takes: its ChatPrompt, or nullptr for its ChatTemplate config (the
+// request's roles and tools checked for it); errors as ToGenerateJobFor.
+absl::StatusOr<const ChatPrompt*> ChatPromptFor(const OpenAiRequest& req, const Model& model);
 
 // The OpenAI name of a field the shared validation names ("max_new_tokens" -> "max_tokens",
 // "sampling.temperature" -> "temperature", "stop[0]" -> "stop", ...); others unchanged.

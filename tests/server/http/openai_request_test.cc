@@ -102,17 +102,38 @@ TEST(ParseOpenAiRequestTest, ChatMessagesAndTheirErrors) {
   EXPECT_EQ(r->messages[0].role, ChatRole::kSystem);
   EXPECT_EQ(r->messages[1].content, "ab");
   EXPECT_EQ(r->logprobs, 3);
+  EXPECT_TRUE(r->config_template_error.empty());
+  EXPECT_EQ(r->chat_messages.size(), 2u);
+
+  // A role a model's Jinja template may know (tool) parses; a ChatTemplate config refuses it
+  // later, naming the message (ChatPromptFor).
+  absl::StatusOr<OpenAiRequest> tool = ParseOpenAiRequest(
+      R"({"messages": [{"role": "user"}, {"role": "tool", "content": "x", "tool_call_id": "c"}],
+          "tools": [{"type": "function", "function": {"name": "f", "parameters": {"z": 1, "a": 2}}}],
+          "chat_template_kwargs": {"enable_thinking": false}, "add_generation_prompt": false})",
+      true);
+  ASSERT_TRUE(tool.ok()) << tool.status();
+  EXPECT_NE(tool->config_template_error.find("messages[1].role: 'tool'"), std::string::npos)
+      << tool->config_template_error;
+  EXPECT_EQ(tool->chat_messages[1]["tool_call_id"], "c");
+  EXPECT_EQ(tool->tools[0]["function"]["parameters"].dump(), R"({"z":1,"a":2})");  // as sent
+  EXPECT_EQ(tool->chat_template_kwargs["enable_thinking"], false);
+  EXPECT_FALSE(tool->add_generation_prompt);
 
   const std::pair<const char*, const char*> cases[] = {
       {R"({})", "messages"},
       {R"({"messages": {}})", "messages"},
       {R"({"messages": [1]})", "messages[0]"},
       {R"({"messages": [{"content": "x"}]})", "messages[0].role"},
-      {R"({"messages": [{"role": "user"}, {"role": "tool", "content": "x"}]})", "messages[1].role"},
       {R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
        "messages[0].content"},
       {R"({"messages": [], "top_logprobs": 2})", "top_logprobs"},
       {R"({"messages": [], "logprobs": true, "top_logprobs": 21})", "top_logprobs"},
+      {R"({"messages": [], "tools": {}})", "tools"},
+      {R"({"messages": [], "tools": [1]})", "tools[0]"},
+      {R"({"messages": [], "tool_choice": "required"})", "tool_choice"},
+      {R"({"messages": [], "functions": []})", "functions"},
+      {R"({"messages": [], "chat_template_kwargs": 1})", "chat_template_kwargs"},
   };
   for (const auto& [body, field] : cases) {
     EXPECT_EQ(FieldOf(ParseError(body, /*chat=*/true)), field) << body;

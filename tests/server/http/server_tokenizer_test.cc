@@ -127,7 +127,7 @@ TEST_F(TokenizerApiTest, LlamaRefusesTextPromptsNamingTheField) {
   ExpectError(r, 400, "prompt", "send token ids");
   r = Post("/v1/chat/completions",
            {{"model", kLlama}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}});
-  ExpectError(r, 400, "messages", "has no tokenizer flatstate can read yet");
+  ExpectError(r, 400, "messages", "model 'tiny-llama' has no chat template");
   r = Post("/v1/completions", {{"model", kLlama}, {"prompt", {1, 5}}, {"stop", "x"}});
   ExpectError(r, 400, "stop", "decodes no text");
   r = Post("/v1/completions", {{"model", kLlama}, {"prompt", {1, 512}}});

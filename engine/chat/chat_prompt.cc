@@ -1,0 +1,68 @@
+#include "engine/chat/chat_prompt.h"
+
+#include <utility>
+
+#include "engine/util/status_macros.h"
+
+namespace flatstate {
+namespace {
+
+// A content given as text parts becomes their text; everything else stays as sent.
+nlohmann::ordered_json NormaliseMessages(const nlohmann::ordered_json& messages) {
+  nlohmann::ordered_json out = messages;
+  if (!out.is_array()) return out;
+  for (nlohmann::ordered_json& m : out) {
+    if (!m.is_object()) continue;
+    auto c = m.find("content");
+    if (c == m.end() || !c->is_array()) continue;
+    std::string text;
+    bool all_text = true;
+    for (const nlohmann::ordered_json& part : *c) {
+      auto t = part.is_object() ? part.find("text") : part.end();
+      if (!part.is_object() || part.value("type", "") != "text" || t == part.end() ||
+          !t->is_string()) {
+        all_text = false;
+        break;
+      }
+      text += t->get<std::string>();
+    }
+    if (all_text) *c = text;
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ChatPrompt>> ChatPrompt::Create(const std::string& model,
+                                                               std::string_view source,
+                                                               std::string bos_token,
+                                                               std::string eos_token,
+                                                               const Tokenizer* tokenizer) {
+  auto p = std::unique_ptr<ChatPrompt>(new ChatPrompt());
+  ASSIGN_OR_RETURN(p->template_, tmpl::ChatTemplate::Parse(model, source));
+  p->bos_token_ = std::move(bos_token);
+  p->eos_token_ = std::move(eos_token);
+  p->tokenizer_ = tokenizer;
+  return p;
+}
+
+absl::StatusOr<std::string> ChatPrompt::Render(const Conversation& c) const {
+  nlohmann::ordered_json ctx = nlohmann::ordered_json::object();
+  // kwargs first, so that the variables below cannot be overridden by them.
+  if (c.kwargs.is_object()) {
+    for (auto it = c.kwargs.begin(); it != c.kwargs.end(); ++it) ctx[it.key()] = it.value();
+  }
+  ctx["messages"] = NormaliseMessages(c.messages);
+  if (!c.tools.is_null()) ctx["tools"] = c.tools;
+  ctx["add_generation_prompt"] = c.add_generation_prompt;
+  ctx["bos_token"] = bos_token_;
+  ctx["eos_token"] = eos_token_;
+  return template_->Render(ctx);
+}
+
+absl::StatusOr<std::vector<int32_t>> ChatPrompt::Encode(const Conversation& c) const {
+  ASSIGN_OR_RETURN(std::string text, Render(c));
+  return tokenizer_->EncodeWithOptions(text, {.add_special = false, .parse_special = true});
+}
+
+}  // namespace flatstate
