@@ -46,33 +46,14 @@ absl::Status CheckGatedDeltaShape(int key_heads, int value_heads, int key_dim, i
 // Floats of scratch one (sequence, head) needs for T tokens.
 size_t GatedDeltaScratch(int key_dim, int value_dim, int64_t T, int chunk);
 
-// Every (sequence, value head) of one layer. Row r, key head j: q at q + r*qk_stride + j*key_dim
-// (k likewise); value head h: v at v + r*v_stride + h*value_dim, output at
-// out + r*out_stride + h*value_dim, g and beta at g[r*gb_stride + h], beta[r*gb_stride + h].
-// Sequences are LinearSeq descriptors (kernels/linear_attention.h): their state's layer slice at
-// state + layer_offset, S of head h at + s_off + h * key_dim * value_dim.
-struct GatedDeltaBatch {
-  int key_heads = 0, value_heads = 0;
-  int key_dim = 0, value_dim = 0;
-  float scale = 1.f;  // q's scale (key_dim^-0.5 upstream)
+// Every (sequence, value head) of one layer (GroupedHeadBatch, kernels/linear_attention.h); value
+// head h's g and beta at g[r * gb_stride + h], beta[r * gb_stride + h]. scale: key_dim^-0.5
+// upstream.
+struct GatedDeltaBatch : GroupedHeadBatch {
   bool l2norm_qk = true;
-  const float* q = nullptr;
-  const float* k = nullptr;
-  int64_t qk_stride = 0;
-  const float* v = nullptr;
-  int64_t v_stride = 0;
   const float* g = nullptr;     // log decay (<= 0); null: no decay (DeltaNet)
   const float* beta = nullptr;  // in [0, 1] upstream (a sigmoid)
   int64_t gb_stride = 0;
-  float* out = nullptr;
-  int64_t out_stride = 0;
-  int64_t layer_offset = 0;
-  int64_t s_off = 0;
-  int chunk = 64;
-  const LinearSeq* decode = nullptr;  // T == 1
-  int num_decode = 0;
-  const LinearSeq* prefill = nullptr;  // T > 1
-  int num_prefill = 0;
 };
 
 template <Device D>

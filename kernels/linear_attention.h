@@ -35,12 +35,12 @@ inline constexpr int kMaxHeadDim = 1024;
 
 struct LinearHead {
   FeatureMap map = FeatureMap::kEluPlusOne;
-  int head_dim = 0;               // q, k, v length
-  int feature_dim = 0;            // F: hd, 2*hd (cosformer) or favor_num_features
+  int head_dim = 0;     // q, k, v length
+  int feature_dim = 0;  // F: hd, 2*hd (cosformer) or favor_num_features
   float eps = 1e-6f;
-  bool use_den = true;            // false for cosine
-  double cosformer_step = 0;      // pi / (2 * horizon)
-  double cosine_exponent = 0;     // sigmoid(m_h): values scaled by t^-exponent, t = pos + 1
+  bool use_den = true;                  // false for cosine
+  double cosformer_step = 0;            // pi / (2 * horizon)
+  double cosine_exponent = 0;           // sigmoid(m_h): values scaled by t^-exponent, t = pos + 1
   const float* feature_proj = nullptr;  // favor: [F, hd]; gated: [F/2, hd]; device memory
   float rfa_scale = 1.f;                // gated: exp(feature_log_scale[h])
   float gate_bias = 0.f;                // gated: gate.bias[h]
@@ -87,6 +87,33 @@ struct LinearSeq {
   int64_t head_scratch = 0;  // floats per head: LinearAttentionScratch(head, T, chunk)
 };
 
+// The part of a batched call every grouped-head recurrence shares (GatedDeltaBatch,
+// GatedLinearBatch): every (sequence, value head) of one layer. Row r, key head j: q at
+// q + r*qk_stride + j*key_dim (k likewise); value head h (reading key head h / (value_heads /
+// key_heads)): v at v + r*v_stride + h*value_dim, output at out + r*out_stride + h*value_dim.
+// Sequences are LinearSeq descriptors: their state's layer slice at state + layer_offset, S of
+// head h [key_dim][value_dim] at + s_off + h * key_dim * value_dim. All pointers are in the op's
+// device memory.
+struct GroupedHeadBatch {
+  int key_heads = 0, value_heads = 0;
+  int key_dim = 0, value_dim = 0;
+  float scale = 1.f;  // q's scale
+  const float* q = nullptr;
+  const float* k = nullptr;
+  int64_t qk_stride = 0;
+  const float* v = nullptr;
+  int64_t v_stride = 0;
+  float* out = nullptr;
+  int64_t out_stride = 0;
+  int64_t layer_offset = 0;
+  int64_t s_off = 0;
+  int chunk = 64;
+  const LinearSeq* decode = nullptr;  // T == 1
+  int num_decode = 0;
+  const LinearSeq* prefill = nullptr;  // T > 1
+  int num_prefill = 0;
+};
+
 // Every (sequence, head) of one layer. All pointers, the descriptor arrays included, are in the
 // op's device memory.
 struct LinearBatch {
@@ -101,7 +128,7 @@ struct LinearBatch {
   int64_t in_stride = 0;
   float* out = nullptr;
   int64_t out_stride = 0;
-  int64_t layer_offset = 0;  // floats from LinearSeq::state to this layer's slice
+  int64_t layer_offset = 0;                 // floats from LinearSeq::state to this layer's slice
   int64_t s_off = 0, z_off = 0, m_off = 0;  // S [H][F][hd], z [H][F], M [H] inside the slice
   // GatedAttention only: row r's gate logit of head h (before gate_bias) at gate + r*in_stride
   // + h.

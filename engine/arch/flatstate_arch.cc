@@ -69,21 +69,51 @@ std::vector<Expected> ExpectedTensors(const ModelConfig& c, ModelWeights* w) {
     const float** dest = nullptr;
     GemmTensor* gemm = nullptr;
     switch (t.role) {
-      case R::kEmbed: dest = &w->embed; break;
-      case R::kAttnNorm: dest = &l->attn_norm; break;
-      case R::kConv: dest = &l->conv; break;
-      case R::kWqkv: gemm = &l->wqkv; break;
-      case R::kWo: gemm = &l->wo; break;
-      case R::kDecayLogit: dest = &l->decay_logit; break;
-      case R::kFeatureProj: dest = &l->feature_proj; break;
-      case R::kFeatureLogScale: dest = &l->feature_log_scale; break;
-      case R::kGateWeight: dest = &l->gate_weight; break;
-      case R::kGateBias: dest = &l->gate_bias; break;
-      case R::kMlpNorm: dest = &l->mlp_norm; break;
-      case R::kW1: gemm = &l->w1; break;
-      case R::kW2: gemm = &l->w2; break;
-      case R::kNorm: dest = &w->norm; break;
-      case R::kLmHead: dest = &w->lm_head; break;
+      case R::kEmbed:
+        dest = &w->embed;
+        break;
+      case R::kAttnNorm:
+        dest = &l->attn_norm;
+        break;
+      case R::kConv:
+        dest = &l->conv;
+        break;
+      case R::kWqkv:
+        gemm = &l->wqkv;
+        break;
+      case R::kWo:
+        gemm = &l->wo;
+        break;
+      case R::kDecayLogit:
+        dest = &l->decay_logit;
+        break;
+      case R::kFeatureProj:
+        dest = &l->feature_proj;
+        break;
+      case R::kFeatureLogScale:
+        dest = &l->feature_log_scale;
+        break;
+      case R::kGateWeight:
+        dest = &l->gate_weight;
+        break;
+      case R::kGateBias:
+        dest = &l->gate_bias;
+        break;
+      case R::kMlpNorm:
+        dest = &l->mlp_norm;
+        break;
+      case R::kW1:
+        gemm = &l->w1;
+        break;
+      case R::kW2:
+        gemm = &l->w2;
+        break;
+      case R::kNorm:
+        dest = &w->norm;
+        break;
+      case R::kLmHead:
+        dest = &w->lm_head;
+        break;
     }
     if (gemm != nullptr) {
       AddGemm(&e, d, t.name, t.shape[0], t.shape[1], gemm);
@@ -212,12 +242,11 @@ absl::StatusOr<ModelConfig> FlatstateArchitecture::ParseConfig(
 }
 
 absl::Status FlatstateArchitecture::BindWeights(ModelConfig* config, const WeightFiles& files,
-                                                TensorStore* /*store*/,
-                                                ModelWeights* w) const {
+                                                TensorStore* /*store*/, ModelWeights* w) const {
   const ModelConfig& c = *config;
   const std::string& weights_path = files.description();
-  const std::string config_path = absl::StrCat(
-      weights_path.substr(0, weights_path.find_last_of('/') + 1), "config.json");
+  const std::string config_path =
+      absl::StrCat(weights_path.substr(0, weights_path.find_last_of('/') + 1), "config.json");
   const std::vector<Expected> expected = ExpectedTensors(c, w);
   std::set<std::string_view> names;
   for (const Expected& e : expected) {
@@ -231,8 +260,8 @@ absl::Status FlatstateArchitecture::BindWeights(ModelConfig* config, const Weigh
           std::string(AttentionKindName(c.attention_kind)),
           e.scale_of.empty()
               ? ""
-              : absl::StrCat(": the per-block scales of the ",
-                             TorchDtypeName(c.torch_dtype), " weight '", e.scale_of, "'"),
+              : absl::StrCat(": the per-block scales of the ", TorchDtypeName(c.torch_dtype),
+                             " weight '", e.scale_of, "'"),
           ")"));
     }
     if (t->dtype != want) {
@@ -241,9 +270,8 @@ absl::Status FlatstateArchitecture::BindWeights(ModelConfig* config, const Weigh
                        DtypeMismatch(e, t->dtype, c, config_path), ")"));
     }
     if (t->shape != e.shape) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": expected shape ",
-                                                     ShapeString(e.shape), ", got ",
-                                                     ShapeString(t->shape)));
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": expected shape ", ShapeString(e.shape), ", got ", ShapeString(t->shape)));
     }
     if (e.gemm == nullptr) {
       *e.dest = t->f32();
@@ -273,7 +301,7 @@ absl::Status FlatstateArchitecture::BindWeights(ModelConfig* config, const Weigh
                              config_path, " has \"", TorchDtypeName(c.torch_dtype), "\")")
               : ""));
     }
-      }
+  }
 
   return absl::OkStatus();
 }

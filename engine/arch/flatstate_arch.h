@@ -36,8 +36,21 @@ namespace flatstate {
 // model writer (tests/util/model_writer.h), read this one table.
 struct FlatstateTensor {
   enum class Role {
-    kEmbed, kAttnNorm, kConv, kWqkv, kWo, kDecayLogit, kFeatureProj, kFeatureLogScale,
-    kGateWeight, kGateBias, kMlpNorm, kW1, kW2, kNorm, kLmHead
+    kEmbed,
+    kAttnNorm,
+    kConv,
+    kWqkv,
+    kWo,
+    kDecayLogit,
+    kFeatureProj,
+    kFeatureLogScale,
+    kGateWeight,
+    kGateBias,
+    kMlpNorm,
+    kW1,
+    kW2,
+    kNorm,
+    kLmHead
   };
   std::string name;
   std::vector<int64_t> shape;
@@ -49,9 +62,7 @@ std::vector<FlatstateTensor> FlatstateTensorTable(const ModelConfig& config);
 class FlatstateArchitecture final : public Architecture {
  public:
   absl::string_view name() const override { return "flatstate"; }
-  std::vector<absl::string_view> class_names() const override {
-    return {"FlatstateForCausalLM"};
-  }
+  std::vector<absl::string_view> class_names() const override { return {"FlatstateForCausalLM"}; }
   absl::string_view model_type() const override { return "flatstate"; }
   absl::StatusOr<ModelConfig> ParseConfig(absl::string_view text, const nlohmann::json& j,
                                           absl::string_view path,

@@ -1,6 +1,7 @@
 #include "engine/arch/hf_config.h"
 
 #include <cmath>
+#include <cstdint>
 
 #include "absl/strings/str_cat.h"
 
@@ -55,8 +56,8 @@ absl::Status HfConfigReader::TokenIds(const std::string& key, int vocab,
   out->clear();
   for (const nlohmann::json& x : list) {
     if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() >= vocab) {
-      return Bad(key, absl::StrCat("holds ", x.dump(), ", not a token id in [0, vocab_size = ",
-                                   vocab, ")"));
+      return Bad(key, absl::StrCat("holds ", x.dump(),
+                                   ", not a token id in [0, vocab_size = ", vocab, ")"));
     }
     out->push_back(x.get<int32_t>());
   }
@@ -73,6 +74,45 @@ std::vector<std::string> HfConfigReader::Unread() const {
     if (read_.count(it.key()) == 0) out.push_back(it.key());
   }
   return out;
+}
+
+absl::Status ReadDecoderBasics(HfConfigReader& r, ModelConfig* c) {
+  constexpr int64_t kBig = 1 << 16;
+  if (absl::Status s = r.Int("vocab_size", true, 1, 1 << 24, &c->vocab_size); !s.ok()) return s;
+  if (absl::Status s = r.Int("hidden_size", true, 1, kBig, &c->hidden_size); !s.ok()) return s;
+  if (absl::Status s = r.Int("intermediate_size", true, 1, 1 << 20, &c->intermediate_size);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = r.Int("num_hidden_layers", true, 1, 1024, &c->num_hidden_layers); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = r.Int("num_attention_heads", true, 1, 1024, &c->num_attention_heads);
+      !s.ok()) {
+    return s;
+  }
+  c->num_key_value_heads = c->num_attention_heads;
+  if (absl::Status s = r.Int("num_key_value_heads", false, 1, 1024, &c->num_key_value_heads);
+      !s.ok()) {
+    return s;
+  }
+  if (c->num_attention_heads % c->num_key_value_heads != 0) {
+    return r.Bad("num_key_value_heads",
+                 absl::StrCat("= ", c->num_key_value_heads,
+                              " does not divide num_attention_heads = ", c->num_attention_heads));
+  }
+  double eps = c->rms_norm_eps;
+  if (absl::Status s = r.Positive("rms_norm_eps", &eps); !s.ok()) return s;
+  c->rms_norm_eps = static_cast<float>(eps);
+  int max_pos = static_cast<int>(c->max_position_embeddings);
+  if (absl::Status s = r.Int("max_position_embeddings", false, 1, INT32_MAX, &max_pos); !s.ok()) {
+    return s;
+  }
+  c->max_position_embeddings = max_pos;
+  int bos = -1;
+  if (absl::Status s = r.Int("bos_token_id", false, 0, c->vocab_size - 1, &bos); !s.ok()) return s;
+  c->bos_token_id = bos;
+  return r.TokenIds("eos_token_id", c->vocab_size, &c->eos_token_ids);
 }
 
 }  // namespace flatstate

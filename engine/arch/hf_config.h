@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "engine/model/config.h"
 #include "nlohmann/json.hpp"
 
 namespace flatstate {
@@ -44,6 +45,12 @@ class HfConfigReader {
   std::string path_;
   std::set<std::string> read_;
 };
+
+// The keys every Hugging Face decoder family reads alike: vocab_size, hidden_size,
+// intermediate_size, num_hidden_layers, num_attention_heads (required), num_key_value_heads
+// (default: the heads; must divide them), rms_norm_eps and max_position_embeddings (absent: *c's
+// values kept), bos_token_id and eos_token_id (an id or a list).
+absl::Status ReadDecoderBasics(HfConfigReader& r, ModelConfig* c);
 
 }  // namespace flatstate
 

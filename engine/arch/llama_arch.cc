@@ -65,35 +65,21 @@ absl::StatusOr<ModelConfig> LlamaArchitecture::ParseConfig(
   c.mlp_kind = MlpKind::kSwiGlu;
   c.rms_norm_eps = 1e-6f;
   c.max_position_embeddings = 2048;
-  constexpr int64_t kBig = 1 << 16;
-  RETURN_IF_ERROR(r.Int("vocab_size", true, 1, 1 << 24, &c.vocab_size));
-  RETURN_IF_ERROR(r.Int("hidden_size", true, 1, kBig, &c.hidden_size));
-  RETURN_IF_ERROR(r.Int("intermediate_size", true, 1, 1 << 20, &c.intermediate_size));
-  RETURN_IF_ERROR(r.Int("num_hidden_layers", true, 1, 1024, &c.num_hidden_layers));
-  RETURN_IF_ERROR(r.Int("num_attention_heads", true, 1, 1024, &c.num_attention_heads));
-  c.num_key_value_heads = c.num_attention_heads;
-  RETURN_IF_ERROR(r.Int("num_key_value_heads", false, 1, 1024, &c.num_key_value_heads));
-  if (c.num_attention_heads % c.num_key_value_heads != 0) {
-    return r.Bad("num_key_value_heads",
-                 absl::StrCat("= ", c.num_key_value_heads, " does not divide num_attention_heads = ",
-                              c.num_attention_heads));
-  }
+  RETURN_IF_ERROR(ReadDecoderBasics(r, &c));
   c.head_dim = family_ == Family::kQwen3 ? 128 : 0;  // transformers' Qwen3Config default
   RETURN_IF_ERROR(r.Int("head_dim", false, 2, 1024, &c.head_dim));
   if (c.head_dim == 0) {
     if (c.hidden_size % c.num_attention_heads != 0) {
-      return r.Bad("hidden_size", absl::StrCat("= ", c.hidden_size,
-                                               " is not divisible by num_attention_heads = ",
-                                               c.num_attention_heads, " (and head_dim is absent)"));
+      return r.Bad("hidden_size",
+                   absl::StrCat("= ", c.hidden_size, " is not divisible by num_attention_heads = ",
+                                c.num_attention_heads, " (and head_dim is absent)"));
     }
     c.head_dim = c.hidden_size / c.num_attention_heads;
   }
   if (c.head_dim % 2 != 0) return r.Bad("head_dim", absl::StrCat("= ", c.head_dim, " is odd"));
-  double eps = c.rms_norm_eps, theta = c.rope_theta, partial = 1.0;
-  RETURN_IF_ERROR(r.Positive("rms_norm_eps", &eps));
+  double theta = c.rope_theta, partial = 1.0;
   RETURN_IF_ERROR(r.Positive("rope_theta", &theta));
   RETURN_IF_ERROR(r.Positive("partial_rotary_factor", &partial));
-  c.rms_norm_eps = static_cast<float>(eps);
   c.rope_theta = static_cast<float>(theta);
   c.rotary_dim = static_cast<int>(c.head_dim * partial);
   if (partial > 1 || c.rotary_dim < 2 || c.rotary_dim % 2 != 0) {
@@ -102,13 +88,6 @@ absl::StatusOr<ModelConfig> LlamaArchitecture::ParseConfig(
                               " (must be even, >= 2 and <= head_dim ", c.head_dim, ")"));
   }
   RETURN_IF_ERROR(ReadRopeScaling(r, &c));
-  int64_t max_pos = 2048;
-  {
-    int v = static_cast<int>(c.max_position_embeddings);
-    RETURN_IF_ERROR(r.Int("max_position_embeddings", false, 1, INT32_MAX, &v));
-    max_pos = v;
-  }
-  c.max_position_embeddings = max_pos;
   const bool qwen2 = family_ == Family::kQwen2;
   bool attention_bias = qwen2;
   if (!qwen2) RETURN_IF_ERROR(r.Bool("attention_bias", &attention_bias));
@@ -129,8 +108,8 @@ absl::StatusOr<ModelConfig> LlamaArchitecture::ParseConfig(
   } else if (const nlohmann::json* sw = r.Get("sliding_window"); sw != nullptr) {
     // Mistral: a window shorter than the context changes the math past it.
     if (!sw->is_number_integer() || sw->get<int64_t>() < c.max_position_embeddings) {
-      return r.Bad("sliding_window",
-                   absl::StrCat("= ", sw->dump(), " is not supported (full attention only: null "
+      return r.Bad("sliding_window", absl::StrCat("= ", sw->dump(),
+                                                  " is not supported (full attention only: null "
                                                   "or >= max_position_embeddings)"));
     }
   }
@@ -143,10 +122,6 @@ absl::StatusOr<ModelConfig> LlamaArchitecture::ParseConfig(
       }
     }
   }
-  int bos = -1;
-  RETURN_IF_ERROR(r.Int("bos_token_id", false, 0, c.vocab_size - 1, &bos));
-  c.bos_token_id = bos;
-  RETURN_IF_ERROR(r.TokenIds("eos_token_id", c.vocab_size, &c.eos_token_ids));
   r.Known({"architectures", "model_type", "torch_dtype", "dtype", "transformers_version",
            "use_cache", "initializer_range", "pad_token_id", "attention_dropout", "pretraining_tp",
            "_name_or_path"});
@@ -203,8 +178,8 @@ absl::Status LlamaArchitecture::BindWeights(ModelConfig* config, const WeightFil
   if (!c.tie_word_embeddings) {
     t.push_back({K::kMatrix, {"lm_head.weight"}, {{V, D}}, &w->lm_head});
   }
-  RETURN_IF_ERROR(BindHfTensors(t, {"rotary_emb.inv_freq"}, class_names().front(), files, config,
-                                store));
+  RETURN_IF_ERROR(
+      BindHfTensors(t, {"rotary_emb.inv_freq"}, class_names().front(), files, config, store));
   if (c.tie_word_embeddings) w->lm_head = w->embed;
   return absl::OkStatus();
 }

@@ -41,9 +41,12 @@ class LlamaArchitecture final : public Architecture {
   absl::string_view name() const override { return model_type(); }
   std::vector<absl::string_view> class_names() const override {
     switch (family_) {
-      case Family::kQwen2: return {"Qwen2ForCausalLM"};
-      case Family::kQwen3: return {"Qwen3ForCausalLM"};
-      case Family::kLlama: break;
+      case Family::kQwen2:
+        return {"Qwen2ForCausalLM"};
+      case Family::kQwen3:
+        return {"Qwen3ForCausalLM"};
+      case Family::kLlama:
+        break;
     }
     return {"LlamaForCausalLM", "MistralForCausalLM"};
   }

@@ -88,31 +88,12 @@ absl::StatusOr<ModelConfig> Qwen35Architecture::ParseConfig(
   c.attn_output_gate = true;
   c.rms_norm_eps = 1e-6f;
   c.max_position_embeddings = 32768;
-  constexpr int64_t kBig = 1 << 16;
-  RETURN_IF_ERROR(r.Int("vocab_size", true, 1, 1 << 24, &c.vocab_size));
-  RETURN_IF_ERROR(r.Int("hidden_size", true, 1, kBig, &c.hidden_size));
-  RETURN_IF_ERROR(r.Int("intermediate_size", true, 1, 1 << 20, &c.intermediate_size));
-  RETURN_IF_ERROR(r.Int("num_hidden_layers", true, 1, 1024, &c.num_hidden_layers));
-  RETURN_IF_ERROR(r.Int("num_attention_heads", true, 1, 1024, &c.num_attention_heads));
-  c.num_key_value_heads = c.num_attention_heads;
-  RETURN_IF_ERROR(r.Int("num_key_value_heads", false, 1, 1024, &c.num_key_value_heads));
-  if (c.num_attention_heads % c.num_key_value_heads != 0) {
-    return r.Bad("num_key_value_heads",
-                 absl::StrCat("= ", c.num_key_value_heads,
-                              " does not divide num_attention_heads = ", c.num_attention_heads));
-  }
+  RETURN_IF_ERROR(ReadDecoderBasics(r, &c));
   c.head_dim = 256;  // transformers' Qwen3NextConfig default
   RETURN_IF_ERROR(r.Int("head_dim", false, 2, 1024, &c.head_dim));
   if (c.head_dim % 2 != 0) return r.Bad("head_dim", absl::StrCat("= ", c.head_dim, " is odd"));
-  double eps = c.rms_norm_eps;
-  RETURN_IF_ERROR(r.Positive("rms_norm_eps", &eps));
-  c.rms_norm_eps = static_cast<float>(eps);
   RETURN_IF_ERROR(ReadRope(r, &c));
-  {
-    int v = static_cast<int>(c.max_position_embeddings);
-    RETURN_IF_ERROR(r.Int("max_position_embeddings", false, 1, INT32_MAX, &v));
-    c.max_position_embeddings = v;
-  }
+
   DeltaNetShape& dn = c.delta;
   RETURN_IF_ERROR(r.Int("linear_num_key_heads", true, 1, 1024, &dn.key_heads));
   RETURN_IF_ERROR(r.Int("linear_num_value_heads", true, 1, 1024, &dn.value_heads));
@@ -133,10 +114,6 @@ absl::StatusOr<ModelConfig> Qwen35Architecture::ParseConfig(
   if (const nlohmann::json* act = r.Get("hidden_act"); act != nullptr && *act != "silu") {
     return r.Bad("hidden_act", absl::StrCat("= ", act->dump(), " is not supported (silu only)"));
   }
-  int bos = -1;
-  RETURN_IF_ERROR(r.Int("bos_token_id", false, 0, c.vocab_size - 1, &bos));
-  c.bos_token_id = bos;
-  RETURN_IF_ERROR(r.TokenIds("eos_token_id", c.vocab_size, &c.eos_token_ids));
   // Keys that do not change the text model's math (the MTP head is not run).
   r.Known({"architectures", "model_type", "torch_dtype", "dtype", "transformers_version",
            "use_cache", "initializer_range", "pad_token_id", "attention_dropout", "_name_or_path",

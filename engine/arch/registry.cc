@@ -50,9 +50,9 @@ absl::StatusOr<const Architecture*> SelectArchitecture(const nlohmann::json& j,
         if (n == cls) return a;
       }
     }
-    return absl::InvalidArgumentError(absl::StrCat(path, ": config key 'architectures' names '",
-                                                   cls, "', which is not supported (supported: ",
-                                                   SupportedArchitectures(), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": config key 'architectures' names '", cls,
+                     "', which is not supported (supported: ", SupportedArchitectures(), ")"));
   }
   auto type_it = j.find("model_type");
   if (type_it != j.end() && type_it->is_string()) {

@@ -166,9 +166,9 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void BlockVnni(
 // ---- AVX2 body: one row; per block, the panel's two 32-column halves one after the other, so
 // the panel streams from memory front to back once. ----
 // One block's half `half` of row r's 64 columns: acc[v] += float(isum[v]) * (sx * sw[v]).
-__attribute__((target("avx2,fma"))) inline void BlockHalfAvx2(const int8_t* qx, __m256 sx,
-                                                              const uint8_t* blk, int half,
-                                                              __m256 (&acc)[4]) {
+__attribute__((target("avx2,fma"))) void BlockHalfAvx2(const int8_t* qx, __m256 sx,
+                                                       const uint8_t* blk, int half,
+                                                       __m256 (&acc)[4]) {
   const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
   const __m256i ones = _mm256_set1_epi16(1);
   __m256i isum[4];
@@ -193,26 +193,7 @@ __attribute__((target("avx2,fma"))) inline void BlockHalfAvx2(const int8_t* qx, 
   }
 }
 
-__attribute__((target("avx2,fma"))) void RowAvx2(const QuantRows& xq, int64_t r,
-                                                 const uint8_t* panel, float* y, int64_t cols,
-                                                 bool accumulate) {
-  __m256 acc[2][4];
-  for (auto& h : acc) {
-    for (__m256& a : h) a = _mm256_setzero_ps();
-  }
-  const int halves = cols > kP / 2 ? 2 : 1;
-  for (int64_t b = 0; b < xq.nb; ++b) {
-    const uint8_t* blk = panel + b * PackedWeight::kInt8BlockBytes;
-    const int8_t* qx = xq.q.data() + (r * xq.nb + b) * kB;
-    const __m256 sx = _mm256_set1_ps(xq.s[r * xq.nb + b]);
-    for (int h = 0; h < halves; ++h) BlockHalfAvx2(qx, sx, blk, h, acc[h]);
-  }
-  alignas(64) float buf[kP];
-  for (int h = 0; h < 2; ++h) {
-    for (int v = 0; v < 4; ++v) _mm256_store_ps(buf + h * (kP / 2) + 8 * v, acc[h][v]);
-  }
-  Store<1>(buf, y, 0, cols, accumulate);
-}
+constexpr auto RowAvx2 = &RowAvx2Blocks<PackedWeight::kInt8BlockBytes, &BlockHalfAvx2>;
 
 using RowsFn = void (*)(const QuantRows&, int64_t, int64_t, const uint8_t*, float*, int64_t,
                         int64_t, bool);
@@ -237,7 +218,7 @@ RowsFn RowsFor(GemmIsa isa) {
       if (HasInt8Vnni()) return &RunVnni;
       [[fallthrough]];
     case GemmIsa::kAvx2:
-      return &RunRowByRow<&RowAvx2>;
+      return &RunRowByRow<RowAvx2>;
     case GemmIsa::kScalar:
       break;
   }

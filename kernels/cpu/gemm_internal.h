@@ -110,6 +110,33 @@ struct QuantRows {
   void Fill(const float* x, int64_t m, int64_t k, const Parallel& par);
 };
 
+// One row of an integer-weight panel on AVX2 (cpu/gemm_int8.cc, cpu/gemm_int4.cc): per block of
+// kBlockBytes, both 32-column halves of the panel by the type's kHalf(qx, sx, block, half, acc),
+// so the panel streams front to back once; then the 64 columns stored.
+using HalfBlockAvx2Fn = void (*)(const int8_t* qx, __m256 sx, const uint8_t* blk, int half,
+                                 __m256 (&acc)[4]);
+template <size_t kBlockBytes, HalfBlockAvx2Fn kHalf>
+__attribute__((target("avx2,fma"))) void RowAvx2Blocks(const QuantRows& xq, int64_t r,
+                                                       const uint8_t* panel, float* y, int64_t cols,
+                                                       bool accumulate) {
+  __m256 acc[2][4];
+  for (auto& h : acc) {
+    for (__m256& a : h) a = _mm256_setzero_ps();
+  }
+  const int halves = cols > kP / 2 ? 2 : 1;
+  for (int64_t b = 0; b < xq.nb; ++b) {
+    const uint8_t* blk = panel + b * kBlockBytes;
+    const int8_t* qx = xq.q.data() + (r * xq.nb + b) * PackedWeight::kInt8Block;
+    const __m256 sx = _mm256_set1_ps(xq.s[r * xq.nb + b]);
+    for (int h = 0; h < halves; ++h) kHalf(qx, sx, blk, h, acc[h]);
+  }
+  alignas(64) float buf[kP];
+  for (int h = 0; h < 2; ++h) {
+    for (int v = 0; v < 4; ++v) _mm256_store_ps(buf + h * (kP / 2) + 8 * v, acc[h][v]);
+  }
+  Store<1>(buf, y, 0, cols, accumulate);
+}
+
 // The calling thread's QuantRows, reused across calls, so it keeps the largest call's size
 // (about m * k * 1.1 bytes: 4.5 MB for a 512-row step at k = 3072). Pool workers only read the
 // caller's: capture the reference, never call this in a worker.
