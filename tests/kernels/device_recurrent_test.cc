@@ -103,7 +103,7 @@ TEST_P(DeviceRecurrent, GatedDeltaRuleMatchesCpu) {
         b->beta = beta;
         b->gb_stride = c.kHv;
       },
-      [](Device dev, const GatedDeltaBatch& b) {
+      []([[maybe_unused]] Device dev, const GatedDeltaBatch& b) {
         SerialParallel serial;
         FS_ON_DEVICE(dev, GatedDeltaRule, b, serial);
       },
@@ -124,7 +124,7 @@ TEST_P(DeviceRecurrent, GatedLinearMatchesCpu) {
           b->g = g;
           b->g_stride = per_key ? c.kHv * c.kKd : c.kHv;
         },
-        [](Device dev, const GatedLinearBatch& b) {
+        []([[maybe_unused]] Device dev, const GatedLinearBatch& b) {
           SerialParallel serial;
           FS_ON_DEVICE(dev, GatedLinear, b, serial);
         },
