@@ -95,9 +95,8 @@ bool ModelConfig::has_conv() const {
 }
 
 bool ModelConfig::has_kv() const {
-  if (attention_kind == AttentionKind::kSoftmax && delta.value_heads == 0) return true;
-  for (bool s : softmax_layer) {
-    if (s) return true;
+  for (int l = 0; l < num_hidden_layers; ++l) {
+    if (layer_attention(l).softmax) return true;
   }
   return false;
 }
