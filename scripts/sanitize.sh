@@ -18,7 +18,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SAN="${SANITIZER:-address,undefined}"
 DIR="build-${SAN//,/-}"
+# -O1 -g1: what ASan recommends; line tables are all a report needs; half the compile time of -O2 -g.
 cmake -S . -B "$DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLATSTATE_SANITIZE="$SAN" \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
   -DFLATSTATE_BUILD_BENCH=OFF -DFLATSTATE_WITH_CUDA=OFF -DFLATSTATE_WITH_GRPC=ON \
   ${FLATSTATE_SAN_CMAKE_ARGS:-} > "$DIR.configure.log"
 cmake --build "$DIR" -j "${FLATSTATE_JOBS:-$(nproc)}"
