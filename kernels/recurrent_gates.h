@@ -1,8 +1,8 @@
 // Element-wise parts of the recurrent families' token mixers (Gated DeltaNet, GLA, Mamba-2):
 // SiLU after their short convolution, the decay and write-strength gates of the gated delta
-// rule, the gated per-head RMSNorm before their output projection, and the sigmoid output gate of
-// the hybrids' softmax layers. Row-major fp32; rows are
-// independent (batch invariant). Pointers are in the op's device memory. CPU bodies in
+// rule, Mamba-2's step sizes, per-head scaling, the gated per-head RMSNorm before their output
+// projection, and the sigmoid output gate of the hybrids' softmax layers. Row-major fp32; rows
+// are independent (batch invariant). Pointers are in the op's device memory. CPU bodies in
 // cpu/recurrent_gates.cc; CUDA bodies in cuda/recurrent_gates.cu (asynchronous on
 // cuda::Stream(); compiled, not yet run on a GPU).
 #ifndef FLATSTATE_KERNELS_RECURRENT_GATES_H_
@@ -34,13 +34,42 @@ template <Device D>
 void SigmoidMulRows(float* x, int64_t x_stride, const float* gate, int64_t gate_stride,
                     int64_t rows, int64_t dim);
 
-// Gated per-head RMSNorm in place (Qwen3-Next's RMSNormGated, fla's FusedRMSNormGated): for each
-// row r and head h, with x_h the head_dim floats at x + r * x_stride + h * head_dim and z_h at
-// z + r * z_stride + h * head_dim,
-//   x_h = x_h * rsqrt(mean(x_h^2) + eps) * weight * silu(z_h)   (weight: head_dim floats).
+// Mamba-2's step sizes and log decays (transformers' Mamba2Mixer): for row r and head h < heads,
+//   dt[r * out_stride + h] = clamp(softplus(dt_in[r * in_stride + h] + dt_bias[h]), dt_min,
+//                                  dt_max)
+//   g[r * out_stride + h]  = -exp(A_log[h]) * dt
+// softplus as DeltaGates'.
+template <Device D>
+void SsmGates(const float* dt_in, int64_t in_stride, int64_t rows, int heads, const float* A_log,
+              const float* dt_bias, float dt_min, float dt_max, float* g, float* dt,
+              int64_t out_stride);
+
+// Per-head scaling: for row r, head h and i < head_dim, with s_rh = s[r * s_stride + h],
+//   ScaleHeads:     out[r * out_stride + h * head_dim + i] = s_rh * x[r * x_stride + h * head_dim + i]
+//   AddScaledHeads: y[r * y_stride + h * head_dim + i] += s[h] * x[r * x_stride + h * head_dim + i]
+// (Mamba-2: v = dt x into the scan, and the skip y += D x; s is per row there, per head here).
+template <Device D>
+void ScaleHeads(const float* x, int64_t x_stride, const float* s, int64_t s_stride, int64_t rows,
+                int heads, int head_dim, float* out, int64_t out_stride);
+template <Device D>
+void AddScaledHeads(float* y, int64_t y_stride, const float* x, int64_t x_stride, const float* s,
+                    int64_t rows, int heads, int head_dim);
+
+// The order of GatedHeadRmsNorm: Qwen3-Next's RMSNormGated (fla's FusedRMSNormGated) normalises
+// then gates; Mamba-2's (transformers MambaRMSNormGated, mamba_ssm norm_before_gate=False) gates
+// then normalises.
+enum class GateOrder { kNormThenGate, kGateThenNorm };
+
+// Gated per-head RMSNorm in place: for each row r and head h, with x_h the head_dim floats at
+// x + r * x_stride + h * head_dim, z_h likewise at z + r * z_stride + h * head_dim, and w_h the
+// head_dim floats at weight + h * weight_stride (weight_stride 0: one weight for every head),
+//   kNormThenGate: x_h = x_h * rsqrt(mean(x_h^2) + eps) * w_h * silu(z_h)
+//   kGateThenNorm: u = x_h * silu(z_h); x_h = u * rsqrt(mean(u^2) + eps) * w_h
+// The mean of squares accumulates in double.
 template <Device D>
 void GatedHeadRmsNorm(float* x, int64_t x_stride, const float* z, int64_t z_stride, int64_t rows,
-                      int heads, int head_dim, const float* weight, float eps);
+                      int heads, int head_dim, const float* weight, int64_t weight_stride,
+                      float eps, GateOrder order);
 
 }  // namespace flatstate
 

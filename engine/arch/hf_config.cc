@@ -76,6 +76,36 @@ std::vector<std::string> HfConfigReader::Unread() const {
   return out;
 }
 
+std::string JsonFromPython(absl::string_view text) {
+  std::string out;
+  out.reserve(text.size() + 16);
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char ch = text[i];
+    if (in_string) {
+      out.push_back(ch);
+      if (ch == '\\' && i + 1 < text.size()) {
+        out.push_back(text[++i]);
+      } else if (ch == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (ch == '"') in_string = true;
+    bool replaced = false;
+    for (absl::string_view lit : {"NaN", "Infinity", "-Infinity"}) {
+      if (text.substr(i, lit.size()) == lit) {
+        absl::StrAppend(&out, "\"", lit, "\"");
+        i += lit.size() - 1;
+        replaced = true;
+        break;
+      }
+    }
+    if (!replaced) out.push_back(ch);
+  }
+  return out;
+}
+
 absl::Status ReadDecoderBasics(HfConfigReader& r, ModelConfig* c) {
   constexpr int64_t kBig = 1 << 16;
   if (absl::Status s = r.Int("vocab_size", true, 1, 1 << 24, &c->vocab_size); !s.ok()) return s;

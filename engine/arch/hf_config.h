@@ -46,6 +46,12 @@ class HfConfigReader {
   std::set<std::string> read_;
 };
 
+// config.json as Python's json.dumps writes it (what transformers saves), made standard JSON: the
+// bare literals NaN, Infinity and -Infinity outside strings become the strings "NaN", "Infinity"
+// and "-Infinity" (readers that accept them say so: Mamba-2's time_step_limit). Everything else
+// is copied unchanged, so invalid JSON stays invalid.
+std::string JsonFromPython(absl::string_view text);
+
 // The keys every Hugging Face decoder family reads alike: vocab_size, hidden_size,
 // intermediate_size, num_hidden_layers, num_attention_heads (required), num_key_value_heads
 // (default: the heads; must divide them), rms_norm_eps and max_position_embeddings (absent: *c's

@@ -7,6 +7,7 @@
 #include "engine/arch/architecture.h"
 #include "engine/arch/flatstate_arch.h"
 #include "engine/arch/llama_arch.h"
+#include "engine/arch/mamba2_arch.h"
 #include "engine/arch/qwen35_arch.h"
 
 namespace flatstate {
@@ -18,8 +19,9 @@ const std::vector<const Architecture*>& Registry() {
   static const LlamaArchitecture qwen2_arch(LlamaArchitecture::Family::kQwen2);
   static const LlamaArchitecture qwen3_arch(LlamaArchitecture::Family::kQwen3);
   static const Qwen35Architecture qwen35_arch;
-  static const std::vector<const Architecture*> all = {&flatstate_arch, &llama_arch, &qwen2_arch,
-                                                       &qwen3_arch, &qwen35_arch};
+  static const Mamba2Architecture mamba2_arch;
+  static const std::vector<const Architecture*> all = {
+      &flatstate_arch, &llama_arch, &qwen2_arch, &qwen3_arch, &qwen35_arch, &mamba2_arch};
   return all;
 }
 

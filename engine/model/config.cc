@@ -118,6 +118,7 @@ LayerAttention ModelConfig::layer_attention(int layer) const {
     return {.softmax = true};
   }
   if (delta.value_heads > 0) return {.delta = true};
+  if (ssm.heads > 0) return {.ssm = true};
   switch (attention_kind) {
     case AttentionKind::kSoftmax:
       return {.softmax = true};
@@ -151,8 +152,8 @@ size_t ModelConfig::state_floats() const {
   for (int l = 0; l < num_hidden_layers; ++l) {
     const LayerAttention a = layer_attention(l);
     if (a.softmax) continue;
-    if (a.delta) {
-      total += delta.state_floats();
+    if (a.delta || a.ssm) {
+      total += a.delta ? delta.state_floats() : ssm.state_floats();
       continue;
     }
     total +=

@@ -63,11 +63,14 @@ absl::string_view TorchDtypeName(TorchDtype dtype);
 // rows in the paged pool (RoPE) and keeps no fixed-size state.
 // A Gated DeltaNet layer (delta; ModelConfig::delta) keeps its delta-rule state and its short
 // convolution's window (kernels/gated_delta.h).
+// A Mamba-2 layer (ssm; ModelConfig::ssm) keeps its SSM state and its convolution's window
+// (engine/runtime/mixers/mamba2_mixer.h).
 struct LayerAttention {
   bool linear = false;
   bool window = false;
   bool softmax = false;
   bool delta = false;
+  bool ssm = false;
 };
 
 // The Gated DeltaNet layers' shape (Qwen3.5 / Qwen3-Next `linear_*` config keys; value_heads 0:
@@ -87,9 +90,31 @@ struct DeltaNetShape {
   }
 };
 
+// Mamba-2's layers (transformers Mamba2Config; heads 0: the model has none). Per layer: an input
+// projection to z [inner] | xBC [conv_dim] | dt [heads], a depthwise causal convolution of
+// conv_kernel taps (+ bias) over xBC = x [heads x head_dim] | B | C [groups x state_size each],
+// the selective scan with one decay per head, a gated RMSNorm over groups of inner / groups.
+struct SsmShape {
+  int heads = 0, head_dim = 0;
+  int state_size = 0;  // N
+  int groups = 0;      // B / C groups (n_groups); head h reads group h / (heads / groups)
+  int conv_kernel = 0;
+  bool conv_bias = true;
+  float dt_min = 0.f, dt_max = 0.f;  // time_step_limit: dt is clamped to [dt_min, dt_max]
+  int64_t inner() const { return int64_t{heads} * head_dim; }
+  int64_t bc_width() const { return int64_t{groups} * state_size; }
+  int64_t conv_dim() const { return inner() + 2 * bc_width(); }
+  // Floats of state per layer: S [heads][state_size][head_dim] and the conv window.
+  size_t state_floats() const {
+    return size_t(heads) * state_size * head_dim +
+           (conv_kernel > 1 ? size_t(conv_kernel - 1) * conv_dim() : 0);
+  }
+};
+
 // The channel mixer of every layer: flatstate's GELU MLP (w2 gelu(w1 x)) or SwiGLU (Llama's:
-// down(silu(gate x) * up x), gate and up fused into w1 at load, gate rows first).
-enum class MlpKind { kGelu, kSwiGlu };
+// down(silu(gate x) * up x), gate and up fused into w1 at load, gate rows first); none (Mamba-2:
+// a layer is its token mixer alone).
+enum class MlpKind { kGelu, kSwiGlu, kNone };
 
 // rope_scaling (Hugging Face's rope_type): none, "linear" (every frequency / factor) or "llama3"
 // (long wavelengths / factor, short ones unchanged, smoothed between; transformers'
@@ -140,6 +165,8 @@ struct ModelConfig {
   bool attn_output_gate = false;
   // Gated DeltaNet layers: every layer that softmax_layer does not mark (Qwen3.5's layer_types).
   DeltaNetShape delta;
+  // Mamba-2 layers: every layer when ssm.heads > 0.
+  SsmShape ssm;
   int rotary_dim = 0;  // head_dim * partial_rotary_factor: RoPE's share of a head; 0: head_dim
   RopeScaling rope_scaling;
   // Token ids from config.json / generation_config.json; -1 / empty when the model has none.

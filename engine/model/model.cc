@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/arch/architecture.h"
+#include "engine/arch/hf_config.h"
 #include "engine/model/weight_files.h"
 #include "engine/tokenizer/byte_tokenizer.h"
 #include "engine/tokenizer/hf/hf_tokenizer.h"
@@ -102,7 +103,9 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir) {
   const std::string config_path = prefix + "config.json";
 
   ASSIGN_OR_RETURN(const std::string config_text, ReadWholeFile(config_path));
-  const nlohmann::json j = nlohmann::json::parse(config_text, nullptr, /*allow_exceptions=*/false);
+  // Python's NaN / Infinity literals (transformers writes them) read as strings.
+  const nlohmann::json j =
+      nlohmann::json::parse(JsonFromPython(config_text), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
     return absl::InvalidArgumentError(absl::StrCat(config_path, ": not valid JSON"));
   }

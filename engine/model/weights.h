@@ -61,6 +61,11 @@ struct LayerWeights {
   const float* A_log = nullptr;
   const float* dt_bias = nullptr;
   const float* delta_norm = nullptr;
+  // Mamba-2 layers (ModelConfig::ssm): wqkv is in_proj's xBC rows [conv_dim, D], wzba its z and dt
+  // rows [inner + heads, D]; conv [conv_dim, K] and conv_bias [conv_dim] (null: none); A_log,
+  // dt_bias and ssm_D [heads]; delta_norm the gated RMSNorm's weight [inner]; wo [D, inner].
+  const float* conv_bias = nullptr;
+  const float* ssm_D = nullptr;
 };
 
 struct ModelWeights {

@@ -7,6 +7,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/gated_attention.h"
 #include "kernels/gated_delta.h"
+#include "kernels/gated_linear.h"
 #include "kernels/linear_attention.h"
 #include "kernels/paged_attention.h"
 #include "kernels/window_attention.h"
@@ -41,6 +42,10 @@ absl::StatusOr<std::unique_ptr<DeviceForward<D>>> DeviceForward<D>::Create(
     if (l.attention.delta) {
       RETURN_IF_ERROR(CheckGatedDeltaShape<D>(c.delta.key_heads, c.delta.value_heads,
                                               c.delta.key_dim, c.delta.value_dim, chunk_size));
+    }
+    if (l.attention.ssm) {
+      RETURN_IF_ERROR(CheckGatedLinearShape<D>(c.ssm.groups, c.ssm.heads, c.ssm.state_size,
+                                               c.ssm.head_dim, chunk_size));
     }
   }
   if (c.has_kv()) RETURN_IF_ERROR(CheckPagedAttentionShape<D>(c.head_dim, kv->dtype()));
@@ -127,6 +132,7 @@ absl::Status DeviceForward<D>::RunLayers(std::span<const SequenceRun> batch,
   for (const Layer& l : layers_) {
     RmsNorm<D>(x, l.attn_norm, N, hidden, eps, h);
     l.mixer->Forward(h, x, step);
+    if (!l.mlp.present()) continue;  // Mamba-2: the token mixer is the whole layer
     RmsNorm<D>(x, l.mlp_norm, N, hidden, eps, h);
     l.mlp.Forward(h, N, step.scratch, *par_, x);
   }

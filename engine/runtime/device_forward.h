@@ -1,11 +1,11 @@
 // The batched forward step of one model, written once for every Device: DeviceForward<D> runs
 // the layer loop
-//   x = embed(tokens); per layer: x += mixer(RmsNorm(x)); x += mlp(RmsNorm(x));
-//   logits = head(RmsNorm(x)) over the returned rows
+//   x = embed(tokens); per layer: x += mixer(RmsNorm(x)); x += mlp(RmsNorm(x)) (a model with an
+//   MLP); logits = head(RmsNorm(x)) over the returned rows
 // against the ops of kernels/ (each `template <Device D>`), so CPU and CUDA differ only in op
 // bodies and in where buffers live. What a layer's token mixer does is its TokenMixer<D>'s
 // business (engine/runtime/mixers/: softmax attention over the paged KV cache, flatstate's linear
-// / gated / window attention), chosen per layer by MakeTokenMixer; the channel mixer is Mlp<D>.
+// / gated / window attention, Gated DeltaNet, Mamba-2), chosen per layer by MakeTokenMixer; the channel mixer is Mlp<D>.
 //
 // Weights are prepared for D once at Create (DeviceWeights<D>: GEMM weights as
 // GemmWeightOptions::dtype asks, the output head as f32 always (vocab x hidden: the logits stay

@@ -24,6 +24,15 @@ StateLayout MakeStateLayout(const ModelConfig& config) {
       out.layers.push_back(l);
       continue;
     }
+    if (l.attention.ssm) {
+      const SsmShape& ssm = config.ssm;
+      l.s = 0;
+      l.conv = size_t(ssm.heads) * ssm.state_size * ssm.head_dim;
+      l.floats = ssm.state_floats();
+      out.floats += l.floats;
+      out.layers.push_back(l);
+      continue;
+    }
     size_t at = 0;
     if (l.attention.linear) {
       l.s = at;

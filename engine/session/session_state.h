@@ -14,6 +14,9 @@
 //   conv [K-1][D] (last K-1 normalised attention inputs, oldest first)      layer_has_conv
 //   ring_k [W][D], ring_v [W][D] (rotated key and value of position p in slot p mod W; slots
 //                 never written are zero)                                    window branch
+// A Gated DeltaNet layer instead holds S [Hv][dk][dv] then its conv window [K-1][conv_dim]
+// (DeltaNetShape), a Mamba-2 layer S [heads][state_size][head_dim] then its conv window
+// [K-1][conv_dim] (SsmShape);
 // i.e. ModelConfig::state_floats() floats, constant in the context length.
 // Where the forward pass keeps linear states in device memory (CUDA), `device` names the slot of
 // the step runner's pool holding this session's state; from its first step on, that slot is the
@@ -91,8 +94,8 @@ SessionState NewSessionState(const ModelConfig& config, const SamplingParams& sa
 // slice (`begin` from the start of the state). A part the layer lacks has no meaningful offset.
 struct LayerStateLayout {
   size_t begin = 0;
-  size_t s = 0, z = 0, m = 0;     // linear branch (delta: S at s)
-  size_t conv = 0;                // ModelConfig::layer_has_conv(layer), or a delta layer's window
+  size_t s = 0, z = 0, m = 0;     // linear branch (delta, ssm: S at s)
+  size_t conv = 0;  // ModelConfig::layer_has_conv(layer), or a delta / ssm layer's window
   size_t ring_k = 0, ring_v = 0;  // window branch
   size_t floats = 0;              // the slice's length
   LayerAttention attention;

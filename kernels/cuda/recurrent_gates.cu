@@ -50,17 +50,56 @@ __global__ void SigmoidMulKernel(float* x, int64_t x_stride, const float* gate, 
   }
 }
 
+__global__ void SsmGatesKernel(const float* dt_in, int64_t in_stride, int64_t rows, int heads,
+                               const float* A_log, const float* dt_bias, float dt_min,
+                               float dt_max, float* g, float* dt, int64_t out_stride) {
+  const int64_t n = rows * heads;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / heads;
+    const int h = static_cast<int>(i % heads);
+    const float x = dt_in[r * in_stride + h] + dt_bias[h];
+    const float d = fminf(fmaxf(x > 20.f ? x : log1pf(expf(x)), dt_min), dt_max);
+    dt[r * out_stride + h] = d;
+    g[r * out_stride + h] = -expf(A_log[h]) * d;
+  }
+}
+
+// per_row: s[r * s_stride + h] (ScaleHeads, writing out); else s[h] added into out (AddScaled).
+__global__ void ScaleHeadsKernel(const float* x, int64_t x_stride, const float* s,
+                                 int64_t s_stride, int64_t rows, int heads, int head_dim,
+                                 float* out, int64_t out_stride, bool accumulate) {
+  const int64_t width = static_cast<int64_t>(heads) * head_dim, n = rows * width;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / width, c = i % width;
+    const int h = static_cast<int>(c / head_dim);
+    const float v = s[r * s_stride + h] * x[r * x_stride + c];
+    if (accumulate) {
+      out[r * out_stride + c] += v;
+    } else {
+      out[r * out_stride + c] = v;
+    }
+  }
+}
+
 // One block per (row, head).
 __global__ void __launch_bounds__(kThreads)
     GatedNormKernel(float* x, int64_t x_stride, const float* z, int64_t z_stride, int heads,
-                    int head_dim, const float* weight, float eps) {
+                    int head_dim, const float* weight, int64_t weight_stride, float eps,
+                    bool gate_first) {
   __shared__ double red[kThreads];
   const int64_t r = blockIdx.x / heads;
   const int h = blockIdx.x % heads;
   float* xh = x + r * x_stride + static_cast<int64_t>(h) * head_dim;
   const float* zh = z + r * z_stride + static_cast<int64_t>(h) * head_dim;
+  const float* wh = weight + h * weight_stride;
   double ss = 0;
-  for (int i = threadIdx.x; i < head_dim; i += kThreads) ss += static_cast<double>(xh[i]) * xh[i];
+  for (int i = threadIdx.x; i < head_dim; i += kThreads) {
+    const float u = gate_first ? xh[i] * SiluF(zh[i]) : xh[i];
+    if (gate_first) xh[i] = u;
+    ss += static_cast<double>(u) * u;
+  }
   red[threadIdx.x] = ss;
   __syncthreads();
   for (int s = kThreads / 2; s > 0; s >>= 1) {
@@ -69,7 +108,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   const float inv = static_cast<float>(1.0 / sqrt(red[0] / head_dim + eps));
   for (int i = threadIdx.x; i < head_dim; i += kThreads) {
-    xh[i] = xh[i] * inv * weight[i] * SiluF(zh[i]);
+    xh[i] = gate_first ? xh[i] * inv * wh[i] : xh[i] * inv * wh[i] * SiluF(zh[i]);
   }
 }
 
@@ -109,12 +148,44 @@ void SigmoidMulRows<Device::kCuda>(float* x, int64_t x_stride, const float* gate
 }
 
 template <>
+void SsmGates<Device::kCuda>(const float* dt_in, int64_t in_stride, int64_t rows, int heads,
+                             const float* A_log, const float* dt_bias, float dt_min, float dt_max,
+                             float* g, float* dt, int64_t out_stride) {
+  if (rows <= 0 || heads <= 0) return;
+  cuda::SsmGatesKernel<<<cuda::Blocks(rows * heads), cuda::kThreads, 0, cuda::Stream()>>>(
+      dt_in, in_stride, rows, heads, A_log, dt_bias, dt_min, dt_max, g, dt, out_stride);
+  FS_CUDA_CHECK_LAUNCH("SsmGatesKernel");
+}
+
+template <>
+void ScaleHeads<Device::kCuda>(const float* x, int64_t x_stride, const float* s, int64_t s_stride,
+                               int64_t rows, int heads, int head_dim, float* out,
+                               int64_t out_stride) {
+  if (rows <= 0 || heads <= 0 || head_dim <= 0) return;
+  cuda::ScaleHeadsKernel<<<cuda::Blocks(rows * heads * head_dim), cuda::kThreads, 0,
+                           cuda::Stream()>>>(x, x_stride, s, s_stride, rows, heads, head_dim, out,
+                                             out_stride, false);
+  FS_CUDA_CHECK_LAUNCH("ScaleHeadsKernel");
+}
+
+template <>
+void AddScaledHeads<Device::kCuda>(float* y, int64_t y_stride, const float* x, int64_t x_stride,
+                                   const float* s, int64_t rows, int heads, int head_dim) {
+  if (rows <= 0 || heads <= 0 || head_dim <= 0) return;
+  cuda::ScaleHeadsKernel<<<cuda::Blocks(rows * heads * head_dim), cuda::kThreads, 0,
+                           cuda::Stream()>>>(x, x_stride, s, 0, rows, heads, head_dim, y, y_stride,
+                                             true);
+  FS_CUDA_CHECK_LAUNCH("ScaleHeadsKernel");
+}
+
+template <>
 void GatedHeadRmsNorm<Device::kCuda>(float* x, int64_t x_stride, const float* z, int64_t z_stride,
                                      int64_t rows, int heads, int head_dim, const float* weight,
-                                     float eps) {
+                                     int64_t weight_stride, float eps, GateOrder order) {
   if (rows <= 0 || heads <= 0) return;
   cuda::GatedNormKernel<<<static_cast<unsigned>(rows * heads), cuda::kThreads, 0, cuda::Stream()>>>(
-      x, x_stride, z, z_stride, heads, head_dim, weight, eps);
+      x, x_stride, z, z_stride, heads, head_dim, weight, weight_stride, eps,
+      order == GateOrder::kGateThenNorm);
   FS_CUDA_CHECK_LAUNCH("GatedNormKernel");
 }
 

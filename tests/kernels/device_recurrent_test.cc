@@ -148,7 +148,7 @@ TEST_P(DeviceRecurrent, RecurrentGatesMatchCpu) {
     FS_ON_DEVICE(dev, DeltaGates, da.get(), db.get(), 8, rows, heads, dA.get(), ddt.get(), dg.get(),
                  dbeta.get(), heads);
     FS_ON_DEVICE(dev, GatedHeadRmsNorm, dx.get(), heads * hd, dz.get(), heads * hd, rows, heads, hd,
-                 dw.get(), 1e-6f);
+                 dw.get(), 0, 1e-6f, GateOrder::kNormThenGate);
     FS_ON_DEVICE(dev, SiluRows, ds.get(), rows, heads * hd, hd);
     return std::vector<std::vector<float>>{dg.ToHost(), dbeta.ToHost(), dx.ToHost(), ds.ToHost()};
   };

@@ -1,6 +1,7 @@
 // kernels/recurrent_gates.h's CPU bodies against float64 definitions.
 #include "kernels/recurrent_gates.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -67,7 +68,7 @@ TEST(RecurrentGates, GatedHeadRmsNormFollowsTheDefinition) {
   const std::vector<float> w = Random(hd, 8, 1.f);
   std::vector<float> x = x0;
   GatedHeadRmsNorm<Device::kCpu>(x.data(), x_stride, z.data(), z_stride, rows, heads, hd, w.data(),
-                                 1e-6f);
+                                 0, 1e-6f, GateOrder::kNormThenGate);
   for (int64_t r = 0; r < rows; ++r) {
     for (int h = 0; h < heads; ++h) {
       const float* xh = x0.data() + r * x_stride + h * hd;
@@ -81,6 +82,82 @@ TEST(RecurrentGates, GatedHeadRmsNormFollowsTheDefinition) {
     }
     for (int64_t i = heads * hd; i < x_stride; ++i) {
       EXPECT_EQ(x[r * x_stride + i], x0[r * x_stride + i]);  // past the heads: untouched
+    }
+  }
+}
+
+TEST(RecurrentGates, GateThenNormWithAWeightPerHeadFollowsTheDefinition) {
+  // Mamba-2's MambaRMSNormGated over groups: u = x silu(z), normalised, times the group's weight.
+  const int64_t rows = 3, x_stride = 40, z_stride = 50;
+  const int groups = 2, gd = 16;
+  const std::vector<float> x0 = Random(rows * x_stride, 16), z = Random(rows * z_stride, 17);
+  const std::vector<float> w = Random(groups * gd, 18, 1.f);
+  std::vector<float> x = x0;
+  GatedHeadRmsNorm<Device::kCpu>(x.data(), x_stride, z.data(), z_stride, rows, groups, gd,
+                                 w.data(), gd, 1e-5f, GateOrder::kGateThenNorm);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int h = 0; h < groups; ++h) {
+      std::vector<double> u(gd);
+      double ss = 0;
+      for (int i = 0; i < gd; ++i) {
+        u[i] = double(x0[r * x_stride + h * gd + i]) * SiluD(z[r * z_stride + h * gd + i]);
+        ss += u[i] * u[i];
+      }
+      const double inv = 1.0 / std::sqrt(ss / gd + 1e-5);
+      for (int i = 0; i < gd; ++i) {
+        const double want = u[i] * inv * w[h * gd + i];
+        EXPECT_NEAR(x[r * x_stride + h * gd + i], want, 1e-5 * (1 + std::abs(want)));
+      }
+    }
+    for (int64_t i = groups * gd; i < x_stride; ++i) EXPECT_EQ(x[r * x_stride + i], x0[r * x_stride + i]);
+  }
+}
+
+TEST(RecurrentGates, SsmGatesClampTheStepAndScaleTheDecay) {
+  const int64_t rows = 6, in_stride = 9, out_stride = 5;
+  const int heads = 4;
+  std::vector<float> a = Random(rows * in_stride, 12, 6.f);
+  a[0] = 30.f;  // softplus above its threshold, then clamped to dt_max
+  const std::vector<float> A_log = Random(heads, 13, 1.f), dt_bias = Random(heads, 14, 1.f);
+  const float dt_min = 0.01f, dt_max = 5.f;
+  std::vector<float> g(rows * out_stride, 7.f), dt(rows * out_stride, 7.f);
+  SsmGates<Device::kCpu>(a.data(), in_stride, rows, heads, A_log.data(), dt_bias.data(), dt_min,
+                         dt_max, g.data(), dt.data(), out_stride);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int h = 0; h < heads; ++h) {
+      const double x = double(a[r * in_stride + h]) + dt_bias[h];
+      const double sp = std::min(std::max(x > 20 ? x : std::log1p(std::exp(x)), 0.01), 5.0);
+      EXPECT_NEAR(dt[r * out_stride + h], sp, 2e-6 * (1 + sp));
+      EXPECT_NEAR(g[r * out_stride + h], -std::exp(double(A_log[h])) * sp,
+                  2e-6 * (1 + std::exp(double(A_log[h])) * sp));
+      EXPECT_GE(dt[r * out_stride + h], dt_min);
+      EXPECT_LE(dt[r * out_stride + h], dt_max);
+    }
+    for (int h = heads; h < out_stride; ++h) EXPECT_EQ(dt[r * out_stride + h], 7.f);
+  }
+  EXPECT_EQ(dt[0], dt_max);
+}
+
+TEST(RecurrentGates, ScaleHeadsAndAddScaledHeadsAreExactProducts) {
+  const int64_t rows = 3, x_stride = 30, s_stride = 4, out_stride = 26;
+  const int heads = 3, hd = 8;
+  const std::vector<float> x = Random(rows * x_stride, 20), s = Random(rows * s_stride, 21);
+  std::vector<float> out(rows * out_stride, 7.f), y = Random(rows * out_stride, 22), y0 = y;
+  ScaleHeads<Device::kCpu>(x.data(), x_stride, s.data(), s_stride, rows, heads, hd, out.data(),
+                           out_stride);
+  AddScaledHeads<Device::kCpu>(y.data(), out_stride, x.data(), x_stride, s.data(), rows, heads,
+                               hd);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int h = 0; h < heads; ++h) {
+      for (int i = 0; i < hd; ++i) {
+        const float xv = x[r * x_stride + h * hd + i];
+        EXPECT_EQ(out[r * out_stride + h * hd + i], s[r * s_stride + h] * xv);
+        EXPECT_EQ(y[r * out_stride + h * hd + i], y0[r * out_stride + h * hd + i] + s[h] * xv);
+      }
+    }
+    for (int64_t i = heads * hd; i < out_stride; ++i) {
+      EXPECT_EQ(out[r * out_stride + i], 7.f);
+      EXPECT_EQ(y[r * out_stride + i], y0[r * out_stride + i]);
     }
   }
 }

@@ -79,8 +79,8 @@ void GatedDeltaNetMixer<D>::Forward(const float* in, float* residual, const Mixe
   b.prefill = s.prefill.on;
   b.num_prefill = static_cast<int>(s.prefill.host.size());
   GatedDeltaRule<D>(b, step.PoolFor(rows * Hv * dn.key_dim * dn.value_dim));
-  GatedHeadRmsNorm<D>(o, Vw, zbuf, zba, rows, static_cast<int>(Hv), dn.value_dim, norm_,
-                      c.rms_norm_eps);
+  GatedHeadRmsNorm<D>(o, Vw, zbuf, zba, rows, static_cast<int>(Hv), dn.value_dim, norm_, 0,
+                      c.rms_norm_eps, GateOrder::kNormThenGate);
   out_.Apply(c, o, rows, *step.pool, residual);
 }
 

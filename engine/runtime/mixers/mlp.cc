@@ -7,6 +7,8 @@ namespace flatstate {
 
 template <Device D>
 absl::Status Mlp<D>::Bind(const ModelConfig& c, const LayerWeights& lw, DeviceWeights<D>* weights) {
+  present_ = c.mlp_kind != MlpKind::kNone;
+  if (!present_) return absl::OkStatus();
   swiglu_ = c.mlp_kind == MlpKind::kSwiGlu;
   hidden_ = c.hidden_size;
   intermediate_ = c.intermediate_size;

@@ -1,6 +1,6 @@
-// Mlp<D>: the channel mixer of every family so far: w1 (+ bias), GELU (flatstate's kinds) or
-// SwiGLU (Llama, Qwen: w1 holds gate|up, fused at load), w2 (+ bias) accumulated into the
-// residual.
+// Mlp<D>: the channel mixer of the transformer families: w1 (+ bias), GELU (flatstate's kinds)
+// or SwiGLU (Llama, Qwen: w1 holds gate|up, fused at load), w2 (+ bias) accumulated into the
+// residual. MlpKind::kNone (Mamba-2): absent (present() false; the layer loop skips it).
 //
 // Owns handles to weights held by the DeviceWeights<D> it was bound with; thread-compatible.
 // Bind fails with the device's allocation / copy errors; Forward enqueues kernels and cannot
@@ -24,6 +24,7 @@ template <Device D>
 class Mlp {
  public:
   absl::Status Bind(const ModelConfig& c, const LayerWeights& lw, DeviceWeights<D>* weights);
+  bool present() const { return present_; }
   // Floats of scratch Forward needs for `rows` rows.
   int64_t ScratchFloats(int64_t rows) const {
     return rows * width_ + (swiglu_ ? rows * intermediate_ : 0);
@@ -33,6 +34,7 @@ class Mlp {
                float* residual) const;
 
  private:
+  bool present_ = false;
   bool swiglu_ = false;
   int64_t hidden_ = 0, intermediate_ = 0;
   int64_t width_ = 0;  // floats per row of w1's output (SwiGLU: gate|up, 2 intermediate)

@@ -2,6 +2,7 @@
 
 #include "engine/runtime/mixers/flatstate_linear_mixer.h"
 #include "engine/runtime/mixers/gated_deltanet_mixer.h"
+#include "engine/runtime/mixers/mamba2_mixer.h"
 #include "engine/runtime/mixers/softmax_mixer.h"
 
 namespace flatstate {
@@ -13,6 +14,7 @@ absl::StatusOr<std::unique_ptr<TokenMixer<D>>> MakeTokenMixer(int layer, const L
   const LayerAttention a = res.config->layer_attention(layer);
   if (a.softmax) return SoftmaxMixer<D>::Create(layer, lw, res, weights);
   if (a.delta) return GatedDeltaNetMixer<D>::Create(layer, lw, res, weights);
+  if (a.ssm) return Mamba2Mixer<D>::Create(layer, lw, res, weights);
   return FlatstateLinearMixer<D>::Create(layer, lw, res, weights);
 }
 

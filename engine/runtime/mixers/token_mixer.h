@@ -2,7 +2,8 @@
 // a token mixer (what mixes information across positions: softmax attention over the paged KV
 // cache, flatstate's linear / gated / window attention, and the next families' recurrences) and
 // the channel mixer (Mlp<D>, mlp.h). The loop is
-//   x = embed(tokens); per layer: x += mixer(RmsNorm(x)); x += mlp(RmsNorm(x)); logits = head(x)
+//   x = embed(tokens); per layer: x += mixer(RmsNorm(x)); x += mlp(RmsNorm(x)) (when the model
+// has one); logits = head(x)
 // and knows nothing of what a mixer does inside. An architecture picks a mixer per layer
 // (MakeTokenMixer below, from ModelConfig::layer_attention); adding one is a new class here,
 // its ops in kernels/, and a case in MakeTokenMixer.
