@@ -90,7 +90,7 @@ def causal_conv(x: torch.Tensor, prev: torch.Tensor, w: torch.Tensor,
     out = sum(w[:, 0, j] * xin[j:j + T] for j in range(K))
     if bias is not None:
         out = out + bias
-    return out, xin[xin.shape[0] - (K - 1):].T.clone()
+    return out, xin[xin.shape[0] - (K - 1):].T.contiguous()
 
 
 def ssd_recurrent(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor,
@@ -187,7 +187,8 @@ class HfMamba2(HfModel):
     def state_arrays(self, state: dict) -> List[Tuple[np.ndarray, np.ndarray]]:
         """Per layer (conv [conv_dim, K-1], ssm [H, P, N]) as C-order float32 arrays: the
         engine's state bytes (np.ndarray.tobytes())."""
-        return [(st["conv"].numpy().astype(np.float32), st["ssm"].numpy().astype(np.float32))
+        return [(np.ascontiguousarray(st["conv"].numpy(), dtype=np.float32),
+                 np.ascontiguousarray(st["ssm"].numpy(), dtype=np.float32))
                 for st in state["layers"]]
 
     def state_floats(self) -> int:
