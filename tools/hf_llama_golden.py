@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Golden vectors for a Hugging Face Llama, Qwen2 or Qwen3 folder: float64 reference, llama.cpp.
+"""Golden vectors for a Hugging Face Llama, Qwen2, Qwen3, Qwen3.5 or Mamba-2 folder: float64
+reference, llama.cpp.
 
     # the seeded prompt (comma-separated ids: BOS, then N-1 ids drawn from [3, vocab))
     /usr/bin/python3 tools/hf_llama_golden.py prompt MODEL_DIR [--n 48] [--seed 1234]
@@ -15,16 +16,21 @@
 
     # seed scan: for each writer seed (and --init_gain), write the folder (no tokenizer) and
     # print the smallest top-1/top-2 margin along the greedy path and over the prompt
-    /usr/bin/python3 tools/hf_llama_golden.py scan --seeds 0-7 [--gains 1,2] -- \
-        --family qwen3 --hidden_size 96 ...          (tools/hf_llama.py flags after --)
+    /usr/bin/python3 tools/hf_llama_golden.py scan --seeds 0-7 [--gains 1,2] \
+        [--writer hf_llama|hf_qwen35|hf_mamba2] -- --family qwen3 --hidden_size 96 ...
+                                                     (the writer's flags after --)
 
-tools/llamacpp_parity.sh runs prompt and compare. The model family (Llama, Qwen2, Qwen3) is
-whatever the folder's config.json says; nothing here depends on it. The golden files keep the
+tools/llamacpp_parity.sh runs prompt and compare. The model family is whatever the folder's
+config.json says (its model_type picks the reference, load_reference). The golden files keep the
 logits of GOLDEN_POSITIONS only (16 of the 48 prompt positions, every one of the first 8), each
 a full-vocabulary row. Qwen3.5 / Qwen3-Next folders (model_type qwen3_5, qwen3_5_text,
 qwen3_next) run flatstate_ref/qwen35.py instead and keep QWEN35_POSITIONS (8 of an 80-token
 prompt, around the delta rule's first 64-token chunk boundary) at 8 significant digits, and no
-llama.cpp logit rows (only its greedy ids and vs_reference):
+llama.cpp logit rows (only its greedy ids and vs_reference). Mamba-2 folders (model_type mamba2)
+run flatstate_ref/mamba2.py and keep MAMBA2_POSITIONS (8 of an 80-token prompt, across the
+32-token SSD chunks of the tiny folder's chunk_size) the same way, and golden_reference.json
+adds "state_after_prompt": the recurrent state after the whole prompt, per layer {"conv"
+[conv_dim, K-1], "ssm" [H, P, N]} flattened in C order, 8 significant digits:
 
     golden_reference.json  {"prompt", "positions", "logits" (float64 rounded to 10 significant
                             digits), "greedy" (argmax continuation, 64 ids),
@@ -58,6 +64,8 @@ GOLDEN_POSITIONS = [0, 1, 2, 3, 4, 5, 6, 7, 10, 15, 20, 25, 31, 37, 42, 47]
 # delta rule's 64-token chunk, and golden_llamacpp.json without logit rows (size in git)
 QWEN35_POSITIONS = [0, 1, 2, 31, 63, 64, 65, 79]
 QWEN35_TYPES = ("qwen3_5", "qwen3_5_text", "qwen3_next")
+# Mamba-2 folders: likewise, across the 32-token chunks of tests/data/hf_mamba2_tiny
+MAMBA2_POSITIONS = [0, 1, 2, 31, 32, 63, 64, 79]
 
 
 def _text_cfg(model_dir: str) -> dict:
@@ -68,7 +76,11 @@ def _text_cfg(model_dir: str) -> dict:
 
 def load_reference(model_dir: str):
     """(float64 reference model, golden positions): flatstate_ref/qwen35.py for model_type
-    qwen3_5 / qwen3_5_text / qwen3_next, else flatstate_ref/llama.py."""
+    qwen3_5 / qwen3_5_text / qwen3_next, flatstate_ref/mamba2.py for mamba2, else
+    flatstate_ref/llama.py."""
+    if _text_cfg(model_dir).get("model_type") == "mamba2":
+        from flatstate_ref.mamba2 import HfMamba2
+        return HfMamba2.load(model_dir), MAMBA2_POSITIONS
     if _text_cfg(model_dir).get("model_type") in QWEN35_TYPES:
         from flatstate_ref.qwen35 import HfQwen35
         return HfQwen35.load(model_dir), QWEN35_POSITIONS
@@ -120,6 +132,12 @@ def reference_golden(model_dir: str, prompt: List[int], n_greedy: int):
         ("logit_min", _round(float(allv.min()), 6)),
         ("logit_max", _round(float(allv.max()), 6)),
     ])
+    if hasattr(m, "state_arrays"):  # recurrent-only models: the state after the prompt
+        st = m.new_state()
+        m.forward(prompt, st)
+        g["state_after_prompt"] = [
+            OrderedDict([(k, [_round(v, digits) for v in st["layers"][i][k].flatten().tolist()])
+                         for k in ("conv", "ssm")]) for i in range(len(st["layers"]))]
     return g, full, greedy, steps
 
 
@@ -186,17 +204,20 @@ def _int_list(text: str) -> List[int]:
 
 
 def scan(seeds: List[int], gains: List[float], writer_args: List[str], n_prompt: int,
-         n_greedy: int, prompt_seed: int) -> List[dict]:
-    """Margins of each (seed, init_gain) folder under the reference; prints one line each."""
+         n_greedy: int, prompt_seed: int, writer: str = "hf_llama") -> List[dict]:
+    """Margins of each (seed, init_gain) folder under the reference; prints one line each.
+    writer: the tools/ module whose main() writes the folder (hf_llama, hf_qwen35, hf_mamba2)."""
+    import importlib
     import tempfile
-    import hf_llama
+    writer_mod = importlib.import_module(writer)
     rows = []
     for gain in gains:
         for seed in seeds:
             with tempfile.TemporaryDirectory() as tmp:
-                if hf_llama.main(["--out", tmp, "--force", "--tokenizer", "none"] + writer_args +
-                                 ["--seed", str(seed), "--init_gain", str(gain)]) != 0:
-                    raise SystemExit("hf_llama.py failed")
+                if writer_mod.main(["--out", tmp, "--force", "--tokenizer", "none"] +
+                                   writer_args + ["--seed", str(seed), "--init_gain",
+                                                  str(gain)]) != 0:
+                    raise SystemExit(f"{writer}.py failed")
                 with open(os.path.join(tmp, "config.json"), encoding="utf-8") as f:
                     cfg = json.load(f)
                 prompt = seeded_prompt(cfg["vocab_size"], n_prompt, prompt_seed,
@@ -239,13 +260,14 @@ def main(argv=None) -> int:
     sc.add_argument("--n", type=int, default=48)
     sc.add_argument("--n_greedy", type=int, default=64)
     sc.add_argument("--seed", type=int, default=1234, help="the prompt's seed")
+    sc.add_argument("--writer", default="hf_llama", choices=["hf_llama", "hf_qwen35", "hf_mamba2"])
     sc.add_argument("writer_args", nargs=argparse.REMAINDER,
-                    help="tools/hf_llama.py flags (after --)")
+                    help="the writer's flags (after --)")
     a = ap.parse_args(argv)
     if a.cmd == "scan":
         wargs = a.writer_args[1:] if a.writer_args[:1] == ["--"] else a.writer_args
         scan(_int_list(a.seeds), [float(g) for g in a.gains.split(",")], wargs, a.n,
-             a.n_greedy, a.seed)
+             a.n_greedy, a.seed, a.writer)
         return 0
     if a.cmd == "prompt":
         cfg = _text_cfg(a.model_dir)

@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
-# Check the float64 reference (tools/flatstate_ref/llama.py) against llama.cpp on a tiny random
-# Hugging Face LlamaForCausalLM, Qwen2ForCausalLM or Qwen3ForCausalLM folder, and write golden
-# vectors.
+# Check the float64 reference (tools/flatstate_ref/llama.py, qwen35.py or mamba2.py) against
+# llama.cpp on a tiny random Hugging Face LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
+# Qwen3_5ForCausalLM, Qwen3NextForCausalLM or Mamba2ForCausalLM folder, and write golden vectors.
 #
-#   FAMILY=qwen2|qwen3 bash tools/llamacpp_parity.sh LLAMA_CPP_DIR OUT_DIR
+#   FAMILY=qwen2|qwen3|qwen35|qwen3next|mamba2 bash tools/llamacpp_parity.sh LLAMA_CPP_DIR OUT_DIR
 #
-# writes the default tiny model of that family (tests/data/hf_qwen2_tiny, hf_qwen3_tiny: their
-# README.md), with the SentencePiece tokenizer copied from tests/data/hf_llama_tiny; FAMILY
-# unset or llama is the Llama default below. HF_ARGS overrides the writer flags altogether.
+# writes the default tiny model of that family (tests/data/hf_qwen2_tiny, hf_qwen3_tiny,
+# hf_qwen35_tiny, hf_mamba2_tiny: their README.md), with the SentencePiece tokenizer copied from
+# tests/data/hf_llama_tiny; FAMILY unset or llama is the Llama default below. HF_ARGS overrides
+# the writer flags altogether.
 #
 #   bash tools/llamacpp_parity.sh LLAMA_CPP_DIR OUT_DIR
 #
 # LLAMA_CPP_DIR is a llama.cpp source tree with libllama built in LLAMA_CPP_DIR/build/bin (how to
 # get and build one offline: tests/data/hf_llama_tiny/README.md). Steps:
-#   1. tools/hf_llama.py writes OUT_DIR/hf (flags from HF_ARGS; default: the tiny model of
+#   1. tools/hf_llama.py (hf_qwen35.py, hf_mamba2.py for those families) writes OUT_DIR/hf
+#      (flags from HF_ARGS; default: the tiny model of
 #      tests/data/hf_llama_tiny, whose tokenizer it trains with python3-sentencepiece). With
 #      MODEL_DIR=<folder> that folder is used instead and nothing is written.
 #   2. llama.cpp's own convert_hf_to_gguf.py --outtype f32 makes OUT_DIR/model-f32.gguf, run by
@@ -24,7 +26,8 @@
 #      converter then reads config.json itself (its own fallback in ModelBase.load_hparams).
 #      With tokenizer.model present the vocabulary comes from sentencepiece, not AutoTokenizer
 #      (LlamaModel.set_vocab and Qwen2Model.set_vocab, which Qwen3Model inherits, both try
-#      tokenizer.model first; Qwen's own byte-level BPE path would call AutoTokenizer).
+#      tokenizer.model first; Qwen's own byte-level BPE path would call AutoTokenizer;
+#      Mamba2Model.set_vocab reads config.json itself and also tries tokenizer.model first).
 #      Debian's torch 1.13 lacks torch.float8_e4m3fn / float8_e5m2, which the converter names
 #      in two dtype tables at import: OUT_DIR/shim/run_convert.py sets them to placeholder
 #      strings (no tensor here has those types) and runs the unmodified converter with runpy.
@@ -34,7 +37,8 @@
 #   5. tools/hf_llama_golden.py compare runs the reference on the same prompt and writes
 #      OUT_DIR/golden_reference.json and OUT_DIR/golden_llamacpp.json, printing the max abs
 #      logit difference, the logit range, greedy agreement and the smallest top-1/top-2 margin.
-# Environment: FAMILY, HF_ARGS, MODEL_DIR, THREADS (1), N_PROMPT (48), N_GREEDY (64),
+# Environment: FAMILY, HF_ARGS, MODEL_DIR, THREADS (1), N_PROMPT (48; 80 for qwen35, qwen3next
+# and mamba2), N_GREEDY (64),
 # SEED (1234), PY.
 set -euo pipefail
 
@@ -73,6 +77,14 @@ case "$FAMILY" in
     DEFAULT_HF_ARGS+=" --linear_key_head_dim 16 --linear_value_head_dim 16"
     DEFAULT_HF_ARGS+=" --tie_word_embeddings --dtype bfloat16 --seed 6 --init_gain 1.5"
     N_PROMPT=${N_PROMPT_SET:-80} ;;
+  mamba2)  # tests/data/hf_mamba2_tiny's flags (its README.md); n_groups 1, where llama.cpp's
+    # per-group gated norm equals transformers' whole-width one
+    WRITER=hf_mamba2.py
+    DEFAULT_HF_ARGS="--tokenizer $REPO/tests/data/hf_llama_tiny --hidden_size 48"
+    DEFAULT_HF_ARGS+=" --num_hidden_layers 2 --expand 2 --head_dim 16 --state_size 16"
+    DEFAULT_HF_ARGS+=" --n_groups 1 --conv_kernel 4 --chunk_size 32 --tie_word_embeddings"
+    DEFAULT_HF_ARGS+=" --dtype bfloat16 --seed 0 --init_gain 3"
+    N_PROMPT=${N_PROMPT_SET:-80} ;;
   qwen2)  # tests/data/hf_qwen2_tiny's flags (its README.md)
     DEFAULT_HF_ARGS="--family qwen2 --tokenizer $REPO/tests/data/hf_llama_tiny"
     DEFAULT_HF_ARGS+=" --hidden_size 64 --intermediate_size 192 --num_hidden_layers 2"
@@ -85,7 +97,7 @@ case "$FAMILY" in
     DEFAULT_HF_ARGS+=" --num_attention_heads 6 --num_key_value_heads 2 --head_dim 24"
     DEFAULT_HF_ARGS+=" --rope_theta 1000000 --rms_norm_eps 1e-6"
     DEFAULT_HF_ARGS+=" --dtype bfloat16 --shards 2 --seed 20 --init_gain 1" ;;
-  *) echo "FAMILY $FAMILY: want llama, qwen2, qwen3, qwen35 or qwen3next" >&2; exit 2 ;;
+  *) echo "FAMILY $FAMILY: want llama, qwen2, qwen3, qwen35, qwen3next or mamba2" >&2; exit 2 ;;
 esac
 HF_ARGS=${HF_ARGS:-$DEFAULT_HF_ARGS}
 
