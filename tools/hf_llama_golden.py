@@ -17,6 +17,8 @@
     # print the smallest top-1/top-2 margin along the greedy path and over the prompt
     /usr/bin/python3 tools/hf_llama_golden.py scan --seeds 0-7 [--gains 1,2] -- \
         --family qwen3 --hidden_size 96 ...          (tools/hf_llama.py flags after --)
+    /usr/bin/python3 tools/hf_llama_golden.py scan --seeds 0-7 -- --rwkv7 --hidden_size 64 ...
+                                                     (tools/hf_rwkv7.py flags after --rwkv7)
 
 tools/llamacpp_parity.sh runs prompt and compare. The model family (Llama, Qwen2, Qwen3) is
 whatever the folder's config.json says; nothing here depends on it. The golden files keep the
@@ -24,7 +26,9 @@ logits of GOLDEN_POSITIONS only (16 of the 48 prompt positions, every one of the
 a full-vocabulary row. Qwen3.5 / Qwen3-Next folders (model_type qwen3_5, qwen3_5_text,
 qwen3_next) run flatstate_ref/qwen35.py instead and keep QWEN35_POSITIONS (8 of an 80-token
 prompt, around the delta rule's first 64-token chunk boundary) at 8 significant digits, and no
-llama.cpp logit rows (only its greedy ids and vs_reference):
+llama.cpp logit rows (only its greedy ids and vs_reference). RWKV-7 folders (model_type rwkv7,
+tools/hf_rwkv7.py) run flatstate_ref/rwkv7.py the same way (RWKV7_POSITIONS; their prompt's BOS
+is config's bos_token_id 0, the World vocabulary's <|endoftext|>):
 
     golden_reference.json  {"prompt", "positions", "logits" (float64 rounded to 10 significant
                             digits), "greedy" (argmax continuation, 64 ids),
@@ -58,6 +62,10 @@ GOLDEN_POSITIONS = [0, 1, 2, 3, 4, 5, 6, 7, 10, 15, 20, 25, 31, 37, 42, 47]
 # delta rule's 64-token chunk, and golden_llamacpp.json without logit rows (size in git)
 QWEN35_POSITIONS = [0, 1, 2, 31, 63, 64, 65, 79]
 QWEN35_TYPES = ("qwen3_5", "qwen3_5_text", "qwen3_next")
+# RWKV-7 (fla-hub layout, model_type rwkv7): flatstate_ref/rwkv7.py, the same 8 positions of an
+# 80-token prompt (across the chunked form's first 64-token chunk boundary), 8 digits, no
+# llama.cpp logit rows
+RWKV7_POSITIONS = [0, 1, 2, 31, 63, 64, 65, 79]
 
 
 def _text_cfg(model_dir: str) -> dict:
@@ -72,6 +80,9 @@ def load_reference(model_dir: str):
     if _text_cfg(model_dir).get("model_type") in QWEN35_TYPES:
         from flatstate_ref.qwen35 import HfQwen35
         return HfQwen35.load(model_dir), QWEN35_POSITIONS
+    if _text_cfg(model_dir).get("model_type") == "rwkv7":
+        from flatstate_ref.rwkv7 import HfRwkv7
+        return HfRwkv7.load(model_dir), RWKV7_POSITIONS
     return HfLlama.load(model_dir), GOLDEN_POSITIONS
 FIRST_ID = 3  # past <unk> <s> </s>
 
@@ -190,13 +201,18 @@ def scan(seeds: List[int], gains: List[float], writer_args: List[str], n_prompt:
     """Margins of each (seed, init_gain) folder under the reference; prints one line each."""
     import tempfile
     import hf_llama
+    writer = hf_llama
+    if writer_args[:1] == ["--rwkv7"]:  # tools/hf_rwkv7.py flags follow
+        import hf_rwkv7 as writer
+        writer_args = writer_args[1:]
     rows = []
     for gain in gains:
         for seed in seeds:
             with tempfile.TemporaryDirectory() as tmp:
-                if hf_llama.main(["--out", tmp, "--force", "--tokenizer", "none"] + writer_args +
-                                 ["--seed", str(seed), "--init_gain", str(gain)]) != 0:
-                    raise SystemExit("hf_llama.py failed")
+                no_tok = ["--no_vocab"] if writer is not hf_llama else ["--tokenizer", "none"]
+                if writer.main(["--out", tmp, "--force"] + no_tok + writer_args +
+                               ["--seed", str(seed), "--init_gain", str(gain)]) != 0:
+                    raise SystemExit(f"{writer.__name__}.py failed")
                 with open(os.path.join(tmp, "config.json"), encoding="utf-8") as f:
                     cfg = json.load(f)
                 prompt = seeded_prompt(cfg["vocab_size"], n_prompt, prompt_seed,
