@@ -17,7 +17,7 @@ reference, llama.cpp.
     # seed scan: for each writer seed (and --init_gain), write the folder (no tokenizer) and
     # print the smallest top-1/top-2 margin along the greedy path and over the prompt
     /usr/bin/python3 tools/hf_llama_golden.py scan --seeds 0-7 [--gains 1,2] \
-        [--writer hf_llama|hf_qwen35|hf_mamba2] -- --family qwen3 --hidden_size 96 ...
+        [--writer hf_llama|hf_qwen35|hf_mamba2|hf_rwkv7] -- --family qwen3 --hidden_size 96 ...
                                                      (the writer's flags after --)
 
 tools/llamacpp_parity.sh runs prompt and compare. The model family is whatever the folder's
@@ -26,9 +26,11 @@ logits of GOLDEN_POSITIONS only (16 of the 48 prompt positions, every one of the
 a full-vocabulary row. Qwen3.5 / Qwen3-Next folders (model_type qwen3_5, qwen3_5_text,
 qwen3_next) run flatstate_ref/qwen35.py instead and keep QWEN35_POSITIONS (8 of an 80-token
 prompt, around the delta rule's first 64-token chunk boundary) at 8 significant digits, and no
-llama.cpp logit rows (only its greedy ids and vs_reference). Mamba-2 folders (model_type mamba2)
-run flatstate_ref/mamba2.py and keep MAMBA2_POSITIONS (8 of an 80-token prompt, across the
-32-token SSD chunks of the tiny folder's chunk_size) the same way, and golden_reference.json
+llama.cpp logit rows (only its greedy ids and vs_reference). RWKV-7 folders (model_type rwkv7,
+tools/hf_rwkv7.py) run flatstate_ref/rwkv7.py the same way (RWKV7_POSITIONS; their prompt's BOS
+is config's bos_token_id 0, the World vocabulary's <|endoftext|>). Mamba-2 folders (model_type
+mamba2) run flatstate_ref/mamba2.py and keep MAMBA2_POSITIONS (8 of an 80-token prompt, across
+the 32-token SSD chunks of the tiny folder's chunk_size) the same way, and golden_reference.json
 adds "state_after_prompt": the recurrent state after the whole prompt, per layer {"conv"
 [conv_dim, K-1], "ssm" [H, P, N]} flattened in C order, 8 significant digits:
 
@@ -66,6 +68,10 @@ QWEN35_POSITIONS = [0, 1, 2, 31, 63, 64, 65, 79]
 QWEN35_TYPES = ("qwen3_5", "qwen3_5_text", "qwen3_next")
 # Mamba-2 folders: likewise, across the 32-token chunks of tests/data/hf_mamba2_tiny
 MAMBA2_POSITIONS = [0, 1, 2, 31, 32, 63, 64, 79]
+# RWKV-7 (fla-hub layout, model_type rwkv7): flatstate_ref/rwkv7.py, the same 8 positions of an
+# 80-token prompt (across the chunked form's first 64-token chunk boundary), 8 digits, no
+# llama.cpp logit rows
+RWKV7_POSITIONS = [0, 1, 2, 31, 63, 64, 65, 79]
 
 
 def _text_cfg(model_dir: str) -> dict:
@@ -84,6 +90,9 @@ def load_reference(model_dir: str):
     if _text_cfg(model_dir).get("model_type") in QWEN35_TYPES:
         from flatstate_ref.qwen35 import HfQwen35
         return HfQwen35.load(model_dir), QWEN35_POSITIONS
+    if _text_cfg(model_dir).get("model_type") == "rwkv7":
+        from flatstate_ref.rwkv7 import HfRwkv7
+        return HfRwkv7.load(model_dir), RWKV7_POSITIONS
     return HfLlama.load(model_dir), GOLDEN_POSITIONS
 FIRST_ID = 3  # past <unk> <s> </s>
 
@@ -214,9 +223,9 @@ def scan(seeds: List[int], gains: List[float], writer_args: List[str], n_prompt:
     for gain in gains:
         for seed in seeds:
             with tempfile.TemporaryDirectory() as tmp:
-                if writer_mod.main(["--out", tmp, "--force", "--tokenizer", "none"] +
-                                   writer_args + ["--seed", str(seed), "--init_gain",
-                                                  str(gain)]) != 0:
+                no_tok = ["--no_vocab"] if writer == "hf_rwkv7" else ["--tokenizer", "none"]
+                if writer_mod.main(["--out", tmp, "--force"] + no_tok + writer_args +
+                                   ["--seed", str(seed), "--init_gain", str(gain)]) != 0:
                     raise SystemExit(f"{writer}.py failed")
                 with open(os.path.join(tmp, "config.json"), encoding="utf-8") as f:
                     cfg = json.load(f)

@@ -1,14 +1,23 @@
 #!/usr/bin/env bash
-# Check the float64 reference (tools/flatstate_ref/llama.py, qwen35.py or mamba2.py) against
-# llama.cpp on a tiny random Hugging Face LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
-# Qwen3_5ForCausalLM, Qwen3NextForCausalLM or Mamba2ForCausalLM folder, and write golden vectors.
+# Check the float64 reference (tools/flatstate_ref/llama.py, qwen35.py, mamba2.py or rwkv7.py)
+# against llama.cpp on a tiny random Hugging Face LlamaForCausalLM, Qwen2ForCausalLM,
+# Qwen3ForCausalLM, Qwen3_5ForCausalLM, Qwen3NextForCausalLM, Mamba2ForCausalLM or
+# RWKV7ForCausalLM folder, and write golden vectors.
 #
-#   FAMILY=qwen2|qwen3|qwen35|qwen3next|mamba2 bash tools/llamacpp_parity.sh LLAMA_CPP_DIR OUT_DIR
+#   FAMILY=qwen2|qwen3|qwen35|qwen3next|mamba2|rwkv7 bash tools/llamacpp_parity.sh LLAMA_CPP_DIR OUT_DIR
 #
 # writes the default tiny model of that family (tests/data/hf_qwen2_tiny, hf_qwen3_tiny,
 # hf_qwen35_tiny, hf_mamba2_tiny: their README.md), with the SentencePiece tokenizer copied from
 # tests/data/hf_llama_tiny; FAMILY unset or llama is the Llama default below. HF_ARGS overrides
 # the writer flags altogether.
+#
+# (FAMILY=rwkv7: an fla-hub RWKV7ForCausalLM folder from tools/hf_rwkv7.py, tests/data/
+# hf_rwkv7_tiny; llama.cpp's Rwkv7Model reads its rwkv_vocab_v20230424.txt, no shim needed
+# beyond the transformers stand-in and the float8 placeholders. Its head_dim is 32, and
+# llama.cpp's CPU wkv7 kernel steps over a head GGML_F32_STEP floats at a time (64 with
+# AVX-512: it then reads and writes past a 32-wide head), so run it with LLAMA_BUILD naming an
+# AVX2 build (GGML_F32_STEP 32), e.g. LLAMA_BUILD=build-avx2. norm_eps 2e-5 makes fla's g_norm
+# eps head_dim * norm_eps = 64e-5, the constant llama.cpp and BlinkDL use.)
 #
 #   bash tools/llamacpp_parity.sh LLAMA_CPP_DIR OUT_DIR
 #
@@ -37,9 +46,9 @@
 #   5. tools/hf_llama_golden.py compare runs the reference on the same prompt and writes
 #      OUT_DIR/golden_reference.json and OUT_DIR/golden_llamacpp.json, printing the max abs
 #      logit difference, the logit range, greedy agreement and the smallest top-1/top-2 margin.
-# Environment: FAMILY, HF_ARGS, MODEL_DIR, THREADS (1), N_PROMPT (48; 80 for qwen35, qwen3next
-# and mamba2), N_GREEDY (64),
-# SEED (1234), PY.
+# Environment: FAMILY, HF_ARGS, MODEL_DIR, THREADS (1), N_PROMPT (48; 80 for qwen35, qwen3next,
+# mamba2 and rwkv7), N_GREEDY (64), SEED (1234), PY, LLAMA_BUILD (build: the libllama in
+# LLAMA_CPP_DIR/$LLAMA_BUILD/bin).
 set -euo pipefail
 
 if [ $# -ne 2 ]; then
@@ -97,12 +106,21 @@ case "$FAMILY" in
     DEFAULT_HF_ARGS+=" --num_attention_heads 6 --num_key_value_heads 2 --head_dim 24"
     DEFAULT_HF_ARGS+=" --rope_theta 1000000 --rms_norm_eps 1e-6"
     DEFAULT_HF_ARGS+=" --dtype bfloat16 --shards 2 --seed 20 --init_gain 1" ;;
-  *) echo "FAMILY $FAMILY: want llama, qwen2, qwen3, qwen35, qwen3next or mamba2" >&2; exit 2 ;;
+  rwkv7)  # tests/data/hf_rwkv7_tiny's flags (its README.md): fla-hub RWKV7ForCausalLM with
+    # the synthetic World vocabulary that tools/hf_rwkv7.py writes
+    WRITER=hf_rwkv7.py
+    DEFAULT_HF_ARGS="--vocab_size 512 --hidden_size 64 --head_dim 32 --num_hidden_layers 2"
+    DEFAULT_HF_ARGS+=" --intermediate_size 128 --decay_low_rank_dim 16 --a_low_rank_dim 16"
+    DEFAULT_HF_ARGS+=" --v_low_rank_dim 8 --gate_low_rank_dim 16 --norm_eps 2e-5"
+    DEFAULT_HF_ARGS+=" --dtype bfloat16 --seed 3"
+    N_PROMPT=${N_PROMPT_SET:-80} ;;
+  *) echo "FAMILY $FAMILY: want llama, qwen2, qwen3, qwen35, qwen3next, mamba2 or rwkv7" >&2; exit 2 ;;
 esac
 HF_ARGS=${HF_ARGS:-$DEFAULT_HF_ARGS}
 
-if [ ! -f "$LLAMA/build/bin/libllama.so" ]; then
-  echo "$LLAMA/build/bin/libllama.so not found: build llama.cpp first" >&2
+LIB="$LLAMA/${LLAMA_BUILD:-build}/bin"
+if [ ! -f "$LIB/libllama.so" ]; then
+  echo "$LIB/libllama.so not found: build llama.cpp first" >&2
   exit 1
 fi
 
@@ -171,7 +189,7 @@ echo "converted: $GGUF (config.json read by the converter's fallback" \
 
 # 3. the logits program
 g++ -O2 -std=c++17 -Wall -Wextra "$REPO/tools/llamacpp/logits.cc" -I "$LLAMA/include" \
-  -I "$LLAMA/ggml/include" -L "$LLAMA/build/bin" -lllama -Wl,-rpath,"$LLAMA/build/bin" \
+  -I "$LLAMA/ggml/include" -L "$LIB" -lllama -Wl,-rpath,"$LIB" \
   -o "$OUT/logits"
 
 # 4. llama.cpp's logits and greedy tokens
