@@ -1,4 +1,4 @@
-// Row-wise and element-wise ops of the transformer block: RMSNorm, exact GELU, SwiGLU, residual
+// Row-wise and element-wise ops of the transformer block: RMSNorm, LayerNorm, exact GELU, SwiGLU, residual
 // and bias adds, the token-shift causal convolution and the row gather (embedding lookup).
 // Row-major fp32; every row is computed independently (batch invariant). All pointers, descriptor arrays included, are in
 // the op's device memory. CPU bodies in cpu/elementwise.cc; CUDA bodies in cuda/elementwise.cu
@@ -15,6 +15,12 @@ namespace flatstate {
 // y[r] = x[r] * rsqrt(mean(x[r]^2) + eps) * weight, for `rows` rows of `dim` floats (y may be x).
 template <Device D>
 void RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps, float* y);
+
+// LayerNorm: y[r] = (x[r] - mean) * rsqrt(var + eps) * weight + bias (biased variance; bias may
+// be null), for `rows` rows of `dim` floats (y may be x). Mean and variance accumulate in double.
+template <Device D>
+void LayerNorm(const float* x, const float* weight, const float* bias, int64_t rows, int64_t dim,
+               float eps, float* y);
 
 // x = 0.5 x (1 + erf(x / sqrt 2)), in place.
 template <Device D>

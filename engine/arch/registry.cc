@@ -9,6 +9,7 @@
 #include "engine/arch/llama_arch.h"
 #include "engine/arch/mamba2_arch.h"
 #include "engine/arch/qwen35_arch.h"
+#include "engine/arch/rwkv7_arch.h"
 
 namespace flatstate {
 namespace {
@@ -20,8 +21,10 @@ const std::vector<const Architecture*>& Registry() {
   static const LlamaArchitecture qwen3_arch(LlamaArchitecture::Family::kQwen3);
   static const Qwen35Architecture qwen35_arch;
   static const Mamba2Architecture mamba2_arch;
-  static const std::vector<const Architecture*> all = {
-      &flatstate_arch, &llama_arch, &qwen2_arch, &qwen3_arch, &qwen35_arch, &mamba2_arch};
+  static const Rwkv7Architecture rwkv7_arch;
+  static const std::vector<const Architecture*> all = {&flatstate_arch, &llama_arch,  &qwen2_arch,
+                                                       &qwen3_arch,     &qwen35_arch, &mamba2_arch,
+                                                       &rwkv7_arch};
   return all;
 }
 

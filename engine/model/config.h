@@ -64,13 +64,15 @@ absl::string_view TorchDtypeName(TorchDtype dtype);
 // A Gated DeltaNet layer (delta; ModelConfig::delta) keeps its delta-rule state and its short
 // convolution's window (kernels/gated_delta.h).
 // A Mamba-2 layer (ssm; ModelConfig::ssm) keeps its SSM state and its convolution's window
-// (engine/runtime/mixers/mamba2_mixer.h).
+// (engine/runtime/mixers/mamba2_mixer.h); an RWKV-7 layer (rwkv7; ModelConfig::rwkv) its wkv state
+// and the token-shift rows of its time mix and channel mix (rwkv7_mixer.h).
 struct LayerAttention {
   bool linear = false;
   bool window = false;
   bool softmax = false;
   bool delta = false;
   bool ssm = false;
+  bool rwkv7 = false;
 };
 
 // The Gated DeltaNet layers' shape (Qwen3.5 / Qwen3-Next `linear_*` config keys; value_heads 0:
@@ -111,10 +113,27 @@ struct SsmShape {
   }
 };
 
+// RWKV-7's layers (fla-hub RWKV7Config; heads 0: the model has none): heads x head_dim =
+// hidden_size, the low ranks of the decay (w), in-context learning rate (a), value residual (v)
+// and output gate (g) LoRAs, and the key normalisation (fuse_norm: fla's fused l2_norm).
+struct Rwkv7Shape {
+  int heads = 0, head_dim = 0;
+  int decay_rank = 0, a_rank = 0, v_rank = 0, gate_rank = 0;
+  bool fused_l2 = false;
+  int64_t width() const { return int64_t{heads} * head_dim; }
+  // Floats of state per layer: S [heads][head_dim][head_dim], the time mix's previous input
+  // [hidden], the channel mix's [hidden].
+  size_t state_floats() const { return size_t(heads) * head_dim * head_dim + 2 * size_t(width()); }
+};
+
 // The channel mixer of every layer: flatstate's GELU MLP (w2 gelu(w1 x)) or SwiGLU (Llama's:
 // down(silu(gate x) * up x), gate and up fused into w1 at load, gate rows first); none (Mamba-2:
-// a layer is its token mixer alone).
-enum class MlpKind { kGelu, kSwiGlu, kNone };
+// a layer is its token mixer alone); RWKV's channel mix (w2 relu(w1 lerp(x, x_prev, mu))^2, the
+// previous row from the session's state).
+enum class MlpKind { kGelu, kSwiGlu, kNone, kReluSquaredShift };
+
+// The norms of the layer loop: RMSNorm (weight) or LayerNorm (weight and bias; RWKV).
+enum class NormKind { kRms, kLayer };
 
 // rope_scaling (Hugging Face's rope_type): none, "linear" (every frequency / factor) or "llama3"
 // (long wavelengths / factor, short ones unchanged, smoothed between; transformers'
@@ -167,6 +186,9 @@ struct ModelConfig {
   DeltaNetShape delta;
   // Mamba-2 layers: every layer when ssm.heads > 0.
   SsmShape ssm;
+  // RWKV-7 layers: every layer when rwkv.heads > 0.
+  Rwkv7Shape rwkv;
+  NormKind norm_kind = NormKind::kRms;  // eps: rms_norm_eps
   int rotary_dim = 0;  // head_dim * partial_rotary_factor: RoPE's share of a head; 0: head_dim
   RopeScaling rope_scaling;
   // Token ids from config.json / generation_config.json; -1 / empty when the model has none.

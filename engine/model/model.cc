@@ -10,6 +10,7 @@
 #include "engine/model/weight_files.h"
 #include "engine/tokenizer/byte_tokenizer.h"
 #include "engine/tokenizer/hf/hf_tokenizer.h"
+#include "engine/tokenizer/rwkv_world_tokenizer.h"
 #include "engine/tokenizer/ids_only_tokenizer.h"
 #include "engine/util/read_file.h"
 #include "engine/util/sha256.h"
@@ -60,16 +61,28 @@ absl::Status ReadGenerationConfig(const std::string& path, ModelConfig* c) {
 }
 
 // The tokenizer of a model: flatstate's own format is byte-level; a Hugging Face folder with a
-// tokenizer.json gets HfTokenizer (its vocabulary must fit the model's), one without knows its
-// vocabulary size and special ids but no text (IdsOnlyTokenizer).
+// tokenizer.json gets HfTokenizer (its vocabulary must fit the model's), else one with RWKV's
+// rwkv_vocab_v20230424.txt RwkvWorldTokenizer (likewise), else it knows its vocabulary size and
+// special ids but no text (IdsOnlyTokenizer).
 absl::StatusOr<std::unique_ptr<Tokenizer>> MakeTokenizer(const std::string& name,
                                                          const std::string& prefix,
                                                          const ModelConfig& c) {
   if (c.architecture == "flatstate") {
     return std::make_unique<ByteTokenizer>(c.bos_token_id, c.eos_token_ids);
   }
-  const std::string path = prefix + "tokenizer.json";
   std::error_code ec;
+  if (const std::string world = prefix + "rwkv_vocab_v20230424.txt";
+      !std::filesystem::exists(prefix + "tokenizer.json", ec) &&
+      std::filesystem::exists(world, ec)) {
+    ASSIGN_OR_RETURN(std::unique_ptr<RwkvWorldTokenizer> t, RwkvWorldTokenizer::Load(world));
+    if (t->vocab_size() > c.vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat(world, ": ids reach ", t->vocab_size() - 1,
+                                                     " but config.json vocab_size is ",
+                                                     c.vocab_size));
+    }
+    return std::unique_ptr<Tokenizer>(std::move(t));
+  }
+  const std::string path = prefix + "tokenizer.json";
   if (!std::filesystem::exists(path, ec)) {
     return std::make_unique<IdsOnlyTokenizer>(name, c.vocab_size, c.bos_token_id, c.eos_token_ids);
   }

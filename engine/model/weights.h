@@ -66,12 +66,32 @@ struct LayerWeights {
   // dt_bias and ssm_D [heads]; delta_norm the gated RMSNorm's weight [inner]; wo [D, inner].
   const float* conv_bias = nullptr;
   const float* ssm_D = nullptr;
+  // LayerNorm biases (ModelConfig::norm_kind kLayer; null otherwise).
+  const float* attn_norm_bias = nullptr;
+  const float* mlp_norm_bias = nullptr;
+  // RWKV-7 layers (ModelConfig::rwkv; engine/runtime/mixers/rwkv7_mixer.h): wo is o_proj; w1 / w2
+  // the channel mix's key [I, D] / value [D, I] and mlp_mix its token-shift lerp [D].
+  struct Rwkv7 {
+    const float* mix = nullptr;  // x_r | x_w | x_k | x_v | x_a | x_g  [6][D]
+    GemmTensor wr, wk, wv;       // [D, D]
+    GemmTensor w_lora1, w_lora2, a_lora1, a_lora2, v_lora1, v_lora2, g_lora1, g_lora2;
+    const float* w_bias = nullptr;  // [D] each
+    const float* a_bias = nullptr;
+    const float* v_bias = nullptr;  // null on layer 0 (no value residual)
+    const float* k_k = nullptr;     // [D]
+    const float* k_a = nullptr;     // [D]
+    const float* r_k = nullptr;     // [heads, head_dim]
+    const float* gn_w = nullptr;    // g_norm [D]
+    const float* gn_b = nullptr;
+  } rwkv;
+  const float* mlp_mix = nullptr;
 };
 
 struct ModelWeights {
   const float* embed = nullptr;
   std::vector<LayerWeights> layers;
   const float* norm = nullptr;
+  const float* norm_bias = nullptr;  // LayerNorm models
   const float* lm_head = nullptr;
 };
 

@@ -10,6 +10,7 @@
 #include "kernels/gated_linear.h"
 #include "kernels/linear_attention.h"
 #include "kernels/paged_attention.h"
+#include "kernels/rwkv7.h"
 #include "kernels/window_attention.h"
 
 namespace flatstate {
@@ -43,6 +44,7 @@ absl::StatusOr<std::unique_ptr<DeviceForward<D>>> DeviceForward<D>::Create(
       RETURN_IF_ERROR(CheckGatedDeltaShape<D>(c.delta.key_heads, c.delta.value_heads,
                                               c.delta.key_dim, c.delta.value_dim, chunk_size));
     }
+    if (l.attention.rwkv7) RETURN_IF_ERROR(CheckRwkv7Shape<D>(c.rwkv.heads, c.rwkv.head_dim));
     if (l.attention.ssm) {
       RETURN_IF_ERROR(CheckGatedLinearShape<D>(c.ssm.groups, c.ssm.heads, c.ssm.state_size,
                                                c.ssm.head_dim, chunk_size));
@@ -75,6 +77,7 @@ absl::Status DeviceForward<D>::Bind(KvBlockPool* kv) {
   }
   ASSIGN_OR_RETURN(embed_, weights_.Place(w.embed, V * hidden));
   ASSIGN_OR_RETURN(norm_, weights_.Place(w.norm, hidden));
+  ASSIGN_OR_RETURN(norm_bias_, weights_.Place(w.norm_bias, hidden));
   // The output head stays f32 whatever the layers' type (see device_forward.h).
   ASSIGN_OR_RETURN(lm_head_,
                    PrepareGemmWeight<D>(w.lm_head, V, hidden,
@@ -85,8 +88,12 @@ absl::Status DeviceForward<D>::Bind(KvBlockPool* kv) {
     Layer& out = layers_[l];
     ASSIGN_OR_RETURN(out.attn_norm, weights_.Place(lw.attn_norm, hidden));
     ASSIGN_OR_RETURN(out.mlp_norm, weights_.Place(lw.mlp_norm, hidden));
+    ASSIGN_OR_RETURN(out.attn_norm_bias, weights_.Place(lw.attn_norm_bias, hidden));
+    ASSIGN_OR_RETURN(out.mlp_norm_bias, weights_.Place(lw.mlp_norm_bias, hidden));
     ASSIGN_OR_RETURN(out.mixer, MakeTokenMixer<D>(static_cast<int>(l), lw, res_, &weights_));
-    RETURN_IF_ERROR(out.mlp.Bind(c, lw, &weights_));
+    const LayerStateLayout none;
+    RETURN_IF_ERROR(
+        out.mlp.Bind(c, lw, layout_.layers.empty() ? none : layout_.layers[l], &weights_));
   }
   return absl::OkStatus();
 }
@@ -101,11 +108,13 @@ absl::Status DeviceForward<D>::RunLayers(std::span<const SequenceRun> batch,
   RETURN_IF_ERROR(TakeError<D>());  // a stale error must not be blamed on this step
   RETURN_IF_ERROR(x_.Reserve(sizeof(float) * N * hidden));
   RETURN_IF_ERROR(h_.Reserve(sizeof(float) * N * hidden));
-  int64_t scratch = 0;
+  int64_t scratch = 0, carry = 0;
   for (const Layer& l : layers_) {
     scratch = std::max({scratch, l.mixer->ScratchFloats(N), l.mlp.ScratchFloats(N)});
+    carry = std::max(carry, l.mixer->CarryFloats(N));
   }
   RETURN_IF_ERROR(scratch_.Reserve(sizeof(float) * scratch));
+  RETURN_IF_ERROR(carry_.Reserve(sizeof(float) * carry));
   RETURN_IF_ERROR(step_.Build(c, chunk_size(), batch, row_start, &states_));
   const int64_t R = static_cast<int64_t>(step_.out_rows.host.size());
   RETURN_IF_ERROR(last_.Reserve(sizeof(float) * R * hidden));
@@ -126,20 +135,20 @@ absl::Status DeviceForward<D>::RunLayers(std::span<const SequenceRun> batch,
   }
   float* x = x_.template as<float>();
   float* h = h_.template as<float>();
-  const MixerStep<D> step{&step_, scratch_.template as<float>(), par_, &serial_};
-  const float eps = c.rms_norm_eps;
+  const MixerStep<D> step{&step_, scratch_.template as<float>(), carry_.template as<float>(),
+                          par_, &serial_};
   GatherRows<D>(embed_, step_.tokens.on, N, hidden, x);
   for (const Layer& l : layers_) {
-    RmsNorm<D>(x, l.attn_norm, N, hidden, eps, h);
+    Norm(x, l.attn_norm, l.attn_norm_bias, N, h);
     l.mixer->Forward(h, x, step);
     if (!l.mlp.present()) continue;  // Mamba-2: the token mixer is the whole layer
-    RmsNorm<D>(x, l.mlp_norm, N, hidden, eps, h);
-    l.mlp.Forward(h, N, step.scratch, *par_, x);
+    Norm(x, l.mlp_norm, l.mlp_norm_bias, N, h);
+    l.mlp.Forward(h, step, x);
   }
   // Final norm + head over the rows that are returned.
   float* last = last_.template as<float>();
   GatherRows<D>(x, step_.out_rows.on, R, hidden, last);
-  RmsNorm<D>(last, norm_, R, hidden, eps, last);
+  Norm(last, norm_, norm_bias_, R, last);
   Gemm<D>(last, R, lm_head_, out, false, *par_);
   if constexpr (!kHostMemory<D>) {
     host_logits_.resize(static_cast<size_t>(R * V));
@@ -148,6 +157,17 @@ absl::Status DeviceForward<D>::RunLayers(std::span<const SequenceRun> batch,
     logits->assign(host_logits_.begin(), host_logits_.end());
   }
   return absl::OkStatus();
+}
+
+template <Device D>
+void DeviceForward<D>::Norm(const float* x, const float* weight, const float* bias, int64_t rows,
+                            float* y) const {
+  const ModelConfig& c = *cfg_;
+  if (c.norm_kind == NormKind::kLayer) {
+    LayerNorm<D>(x, weight, bias, rows, c.hidden_size, c.rms_norm_eps, y);
+  } else {
+    RmsNorm<D>(x, weight, rows, c.hidden_size, c.rms_norm_eps, y);
+  }
 }
 
 template <Device D>

@@ -5,7 +5,9 @@
 // against the ops of kernels/ (each `template <Device D>`), so CPU and CUDA differ only in op
 // bodies and in where buffers live. What a layer's token mixer does is its TokenMixer<D>'s
 // business (engine/runtime/mixers/: softmax attention over the paged KV cache, flatstate's linear
-// / gated / window attention, Gated DeltaNet, Mamba-2), chosen per layer by MakeTokenMixer; the channel mixer is Mlp<D>.
+// / gated / window attention, Gated DeltaNet, Mamba-2, RWKV-7), chosen per layer by
+// MakeTokenMixer; the channel mixer is Mlp<D>. RmsNorm is LayerNorm (with biases) where the
+// model says (ModelConfig::norm_kind).
 //
 // Weights are prepared for D once at Create (DeviceWeights<D>: GEMM weights as
 // GemmWeightOptions::dtype asks, the output head as f32 always (vocab x hidden: the logits stay
@@ -83,6 +85,8 @@ class DeviceForward final : public ForwardPass {
   struct Layer {
     const float* attn_norm = nullptr;
     const float* mlp_norm = nullptr;
+    const float* attn_norm_bias = nullptr;  // LayerNorm models
+    const float* mlp_norm_bias = nullptr;
     std::unique_ptr<TokenMixer<D>> mixer;
     Mlp<D> mlp;
   };
@@ -95,6 +99,8 @@ class DeviceForward final : public ForwardPass {
                             std::vector<float>* logits) override;
   absl::Status RunLayers(std::span<const SequenceRun> batch, const std::vector<int64_t>& row_start,
                          std::vector<float>* logits);
+  // y = the model's norm of `rows` rows of x (RMSNorm, or LayerNorm with `bias`).
+  void Norm(const float* x, const float* weight, const float* bias, int64_t rows, float* y) const;
 
   const Model* model_ = nullptr;
   const ModelConfig* cfg_ = nullptr;
@@ -108,11 +114,12 @@ class DeviceForward final : public ForwardPass {
   MixerResources<D> res_;
   const float* embed_ = nullptr;
   const float* norm_ = nullptr;
+  const float* norm_bias_ = nullptr;
   GemmWeight<D> lm_head_;
   std::vector<Layer> layers_;
   DeviceStep<D> step_;
   // Workspace, grown as needed.
-  Buffer<D> x_, h_, scratch_, last_, logits_;
+  Buffer<D> x_, h_, scratch_, carry_, last_, logits_;
   std::vector<float> host_logits_;  // off the host: logits copied back
 };
 

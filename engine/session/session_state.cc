@@ -33,6 +33,16 @@ StateLayout MakeStateLayout(const ModelConfig& config) {
       out.layers.push_back(l);
       continue;
     }
+    if (l.attention.rwkv7) {
+      const Rwkv7Shape& rw = config.rwkv;
+      l.s = 0;
+      l.conv = size_t(rw.heads) * rw.head_dim * rw.head_dim;
+      l.ffn_shift = l.conv + size_t(rw.width());
+      l.floats = rw.state_floats();
+      out.floats += l.floats;
+      out.layers.push_back(l);
+      continue;
+    }
     size_t at = 0;
     if (l.attention.linear) {
       l.s = at;

@@ -16,7 +16,8 @@
 //                 never written are zero)                                    window branch
 // A Gated DeltaNet layer instead holds S [Hv][dk][dv] then its conv window [K-1][conv_dim]
 // (DeltaNetShape), a Mamba-2 layer S [heads][state_size][head_dim] then its conv window
-// [K-1][conv_dim] (SsmShape);
+// [K-1][conv_dim] (SsmShape), an RWKV-7 layer S [heads][head_dim][head_dim], the time mix's
+// previous input [D] and the channel mix's [D] (Rwkv7Shape);
 // i.e. ModelConfig::state_floats() floats, constant in the context length.
 // Where the forward pass keeps linear states in device memory (CUDA), `device` names the slot of
 // the step runner's pool holding this session's state; from its first step on, that slot is the
@@ -97,6 +98,7 @@ struct LayerStateLayout {
   size_t s = 0, z = 0, m = 0;     // linear branch (delta, ssm: S at s)
   size_t conv = 0;  // ModelConfig::layer_has_conv(layer), or a delta / ssm layer's window
   size_t ring_k = 0, ring_v = 0;  // window branch
+  size_t ffn_shift = 0;           // RWKV-7: the channel mix's previous input (conv: the time mix's)
   size_t floats = 0;              // the slice's length
   LayerAttention attention;
 };

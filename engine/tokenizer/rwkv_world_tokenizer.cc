@@ -1,5 +1,7 @@
 #include "engine/tokenizer/rwkv_world_tokenizer.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "engine/tokenizer/byte_tokenizer.h"
 #include "engine/tokenizer/hf/text_util.h"
@@ -179,6 +181,7 @@ absl::StatusOr<std::unique_ptr<RwkvWorldTokenizer>> RwkvWorldTokenizer::Parse(
     if (t->token_at_[node] >= 0) return err("the same bytes appear under two ids");
     t->token_at_[node] = static_cast<int32_t>(id);
     t->tokens_[id] = std::move(*bytes);
+    t->max_id_ = std::max(t->max_id_, static_cast<int32_t>(id));
   }
   return t;
 }

@@ -2,7 +2,8 @@
 // Each line of the file is `<id> <Python str or bytes literal> <byte length>`, e.g.
 // `33 '!' 1`, `16998 b'\xe6\x98' 2`; str literals stand for their UTF-8 bytes. Encoding is the
 // reference TRIE_TOKENIZER's greedy longest match over bytes; id 0 is <|endoftext|> (not in the
-// file) and the vocabulary has 65536 ids. Special-token text is never parsed.
+// file). Ids are below 65536; vocab_size() is the file's largest id + 1 (65530 for the published
+// file, whose models have 65536 embedding rows). Special-token text is never parsed.
 //
 // Decoder state: the bytes of an incomplete UTF-8 character held back (0-3 bytes), exactly as
 // ByteTokenizer's; any other state decodes as well as it can.
@@ -38,7 +39,7 @@ class RwkvWorldTokenizer final : public Tokenizer {
                                                                    const std::string& file);
 
   std::string_view kind() const override { return "rwkv-world"; }
-  int vocab_size() const override { return kVocabSize; }
+  int vocab_size() const override { return max_id_ + 1; }
   int32_t bos_id() const override { return -1; }
   const std::vector<int32_t>& eos_ids() const override { return eos_ids_; }
   bool has_text() const override { return true; }
@@ -55,6 +56,7 @@ class RwkvWorldTokenizer final : public Tokenizer {
   absl::flat_hash_map<uint64_t, int32_t> edges_;
   std::vector<int32_t> token_at_;
   std::vector<int32_t> eos_ids_ = {0};
+  int32_t max_id_ = 0;
 };
 
 }  // namespace flatstate

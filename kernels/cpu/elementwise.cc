@@ -20,6 +20,25 @@ void RmsNorm<Device::kCpu>(const float* x, const float* weight, int64_t rows, in
   }
 }
 
+template <>
+void LayerNorm<Device::kCpu>(const float* x, const float* weight, const float* bias, int64_t rows,
+                             int64_t dim, float eps, float* y) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    float* yr = y + r * dim;
+    double sum = 0;
+    for (int64_t i = 0; i < dim; ++i) sum += xr[i];
+    const double mean = sum / dim;
+    double var = 0;
+    for (int64_t i = 0; i < dim; ++i) var += (xr[i] - mean) * (xr[i] - mean);
+    const float inv = static_cast<float>(1.0 / std::sqrt(var / dim + eps));
+    const float m = static_cast<float>(mean);
+    for (int64_t i = 0; i < dim; ++i) {
+      yr[i] = (xr[i] - m) * inv * weight[i] + (bias != nullptr ? bias[i] : 0.f);
+    }
+  }
+}
+
 namespace {
 
 // erf for floats as a rational function of x on [-4, 4] (|erf(x)| rounds to 1 beyond): the

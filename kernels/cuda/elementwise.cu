@@ -45,6 +45,38 @@ __global__ void __launch_bounds__(kNormThreads)
   for (int64_t i = threadIdx.x; i < dim; i += kNormThreads) yr[i] = xr[i] * inv * weight[i];
 }
 
+// One block per row.
+__global__ void __launch_bounds__(kNormThreads)
+    LayerNormKernel(const float* x, const float* weight, const float* bias, int64_t dim,
+                    float eps, float* y) {
+  __shared__ double red[kNormThreads];
+  const float* xr = x + blockIdx.x * dim;
+  float* yr = y + blockIdx.x * dim;
+  double s = 0;
+  for (int64_t i = threadIdx.x; i < dim; i += kNormThreads) s += xr[i];
+  red[threadIdx.x] = s;
+  __syncthreads();
+  for (int k = kNormThreads / 2; k > 0; k >>= 1) {
+    if (static_cast<int>(threadIdx.x) < k) red[threadIdx.x] += red[threadIdx.x + k];
+    __syncthreads();
+  }
+  const double mean = red[0] / dim;
+  __syncthreads();
+  double v = 0;
+  for (int64_t i = threadIdx.x; i < dim; i += kNormThreads) v += (xr[i] - mean) * (xr[i] - mean);
+  red[threadIdx.x] = v;
+  __syncthreads();
+  for (int k = kNormThreads / 2; k > 0; k >>= 1) {
+    if (static_cast<int>(threadIdx.x) < k) red[threadIdx.x] += red[threadIdx.x + k];
+    __syncthreads();
+  }
+  const float inv = static_cast<float>(1.0 / sqrt(red[0] / dim + eps));
+  const float m = static_cast<float>(mean);
+  for (int64_t i = threadIdx.x; i < dim; i += kNormThreads) {
+    yr[i] = (xr[i] - m) * inv * weight[i] + (bias != nullptr ? bias[i] : 0.f);
+  }
+}
+
 __global__ void GeluKernel(float* x, int64_t n) {
   constexpr float kInvSqrt2 = 0.70710678118654752f;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
@@ -116,6 +148,15 @@ void RmsNorm<Device::kCuda>(const float* x, const float* weight, int64_t rows, i
   cuda::RmsNormKernel<<<static_cast<unsigned>(rows), cuda::kNormThreads, 0, cuda::Stream()>>>(
       x, weight, dim, eps, y, 1, dim);
   FS_CUDA_CHECK_LAUNCH("RmsNormKernel");
+}
+
+template <>
+void LayerNorm<Device::kCuda>(const float* x, const float* weight, const float* bias,
+                              int64_t rows, int64_t dim, float eps, float* y) {
+  if (rows <= 0) return;
+  cuda::LayerNormKernel<<<static_cast<unsigned>(rows), cuda::kNormThreads, 0, cuda::Stream()>>>(
+      x, weight, bias, dim, eps, y);
+  FS_CUDA_CHECK_LAUNCH("LayerNormKernel");
 }
 
 template <>

@@ -2,15 +2,28 @@
 
 #include "engine/util/status_macros.h"
 #include "kernels/elementwise.h"
+#include "kernels/rwkv7.h"
 
 namespace flatstate {
 
 template <Device D>
-absl::Status Mlp<D>::Bind(const ModelConfig& c, const LayerWeights& lw, DeviceWeights<D>* weights) {
+absl::Status Mlp<D>::Bind(const ModelConfig& c, const LayerWeights& lw,
+                          const LayerStateLayout& layer, DeviceWeights<D>* weights) {
   present_ = c.mlp_kind != MlpKind::kNone;
   if (!present_) return absl::OkStatus();
   swiglu_ = c.mlp_kind == MlpKind::kSwiGlu;
+  relu2_ = c.mlp_kind == MlpKind::kReluSquaredShift;
   hidden_ = c.hidden_size;
+  if (relu2_) {
+    // out = mu * x_prev + (1 - mu) * x: the conv's taps over [previous row; this row].
+    shift_taps_.resize(static_cast<size_t>(2 * hidden_));
+    for (int64_t i = 0; i < hidden_; ++i) {
+      shift_taps_[2 * i] = lw.mlp_mix[i];
+      shift_taps_[2 * i + 1] = 1.f - lw.mlp_mix[i];
+    }
+    ASSIGN_OR_RETURN(shift_, weights->Place(shift_taps_.data(), 2 * hidden_));
+    shift_offset_ = static_cast<int64_t>(layer.begin + layer.ffn_shift);
+  }
   intermediate_ = c.intermediate_size;
   width_ = intermediate_ * (swiglu_ ? 2 : 1);
   ASSIGN_OR_RETURN(w1_, weights->PrepareGemm(lw.w1));
@@ -21,9 +34,20 @@ absl::Status Mlp<D>::Bind(const ModelConfig& c, const LayerWeights& lw, DeviceWe
 }
 
 template <Device D>
-void Mlp<D>::Forward(const float* in, int64_t rows, float* scratch, const Parallel& par,
-                     float* residual) const {
-  float* mid = scratch;
+void Mlp<D>::Forward(const float* in, const MixerStep<D>& step, float* residual) const {
+  const DeviceStep<D>& s = *step.step;
+  const Parallel& par = *step.pool;
+  const int64_t rows = s.rows;
+  float* mid = step.scratch;
+  if (relu2_) {
+    float* xk = mid + rows * width_;
+    CausalConv<D>(in, hidden_, 2, shift_, s.conv.on, static_cast<int>(s.conv.host.size()),
+                  shift_offset_, xk);
+    Gemm<D>(xk, rows, w1_, mid, false, par);
+    ActivateRows<D>(mid, rows, intermediate_, Activation::kReluSquared);
+    Gemm<D>(mid, rows, w2_, residual, /*accumulate=*/true, par);
+    return;
+  }
   Gemm<D>(in, rows, w1_, mid, false, par);
   if (b1_ != nullptr) AddBias<D>(mid, b1_, rows, width_);
   const float* down_in = mid;

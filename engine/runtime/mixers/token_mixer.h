@@ -47,6 +47,9 @@ template <Device D>
 struct MixerStep {
   const DeviceStep<D>* step = nullptr;
   float* scratch = nullptr;  // at least ScratchFloats(step->rows) floats
+  // Rows a layer hands to the layers after it within one step (RWKV-7's v_first), at least
+  // CarryFloats(step->rows) floats; kept across the step's layers, meaningless between steps.
+  float* carry = nullptr;
   const Parallel* pool = nullptr;
   const Parallel* serial = nullptr;  // the calling thread
   // The pool for `work` multiply-adds, or the calling thread when that is too little to pay for
@@ -61,6 +64,8 @@ class TokenMixer {
   virtual ~TokenMixer() = default;
   // Floats of scratch Forward needs for `rows` rows.
   virtual int64_t ScratchFloats(int64_t rows) const = 0;
+  // Floats of the step's carry it reads or writes for `rows` rows (MixerStep::carry).
+  virtual int64_t CarryFloats(int64_t /*rows*/) const { return 0; }
   // `in`: the step's normed rows [rows, hidden]; adds the mixer's output to `residual`
   // [rows, hidden] and updates the sessions' state / KV rows of this layer.
   virtual void Forward(const float* in, float* residual, const MixerStep<D>& step) = 0;

@@ -1,0 +1,81 @@
+// RWKV-7's ops ("Goose"; engine/runtime/mixers/rwkv7_mixer.h uses them): the token-shift mixes,
+// the LoRA activations, the value residual toward layer 0's v, the key preparation, the
+// generalized delta rule and the output (per-head GroupNorm, bonus, gate). Row-major fp32, rows
+// of `dim` (or heads x head_dim) floats at stride dim unless a stride is given; every row, and
+// every (sequence, head) of the recurrence, is computed alone in a fixed order, so results are
+// bitwise independent of the batch and the threads. Pointers are in the op's device memory. CPU
+// bodies in cpu/rwkv7.cc; CUDA bodies in cuda/rwkv7.cu (asynchronous on cuda::Stream(); compiled,
+// not yet run on a GPU). The math follows tools/flatstate_ref/rwkv7.py (fla's RWKV7 layer,
+// BlinkDL's rwkv_v7_numpy.py).
+#ifndef FLATSTATE_KERNELS_RWKV7_H_
+#define FLATSTATE_KERNELS_RWKV7_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "kernels/device.h"
+#include "kernels/linear_attention.h"
+#include "kernels/parallel.h"
+
+namespace flatstate {
+
+// out[j][r][c] = x[r][c] + d[r][c] * mu[j * dim + c] for j < n_mu (d = previous row - this row:
+// RWKV's token-shift lerps x_r, x_w, x_k, x_v, x_a, x_g; out holds n_mu blocks of rows x dim).
+template <Device D>
+void TokenShiftMix(const float* x, const float* d, const float* mu, int n_mu, int64_t rows,
+                   int64_t dim, float* out);
+
+// In place on `rows` rows of `dim` floats:
+//   kSigmoid      x = 1 / (1 + exp(-x))
+//   kTanh         x = tanh(x)
+//   kReluSquared  x = max(x, 0)^2                          (RWKV's channel mix)
+//   kRwkvLogDecay x = -exp(-0.5) / (1 + exp(-x))            (RWKV-7's log decay, in (-0.607, 0))
+enum class Activation { kSigmoid, kTanh, kReluSquared, kRwkvLogDecay };
+template <Device D>
+void ActivateRows(float* x, int64_t rows, int64_t dim, Activation act);
+
+// v += (target - v) * sigmoid(z), element-wise over rows x dim (RWKV-7's value residual toward
+// layer 0's v, torch.lerp).
+template <Device D>
+void LerpToward(float* v, const float* target, const float* z, int64_t rows, int64_t dim);
+
+// RWKV-7's keys, per row and head (D = heads x head_dim floats per row):
+//   kk = normalize(k * k_k)   over the head: u / max(|u|, 1e-12) (F.normalize), or with
+//                             fused_l2 u / sqrt(|u|^2 + 1e-6) (fla's fused l2_norm)
+//   k  = k * (1 + (a - 1) * k_a)   in place
+template <Device D>
+void Rwkv7Keys(float* k, const float* a, const float* k_k, const float* k_a, int64_t rows,
+               int heads, int head_dim, bool fused_l2, float* kk);
+
+// Every (sequence, head) of one layer: q holds r, k the updated keys, v the values (key_heads =
+// value_heads = heads, key_dim = value_dim = head_dim; GroupedHeadBatch's strides), and per row
+// and channel logw (log decay), kk and a at stride wka_stride. Per token, with S [key][value],
+//   S <- diag(exp(logw)) S - (kk * a) (kk^T S) + k v^T;   o = S^T r
+// (the generalized delta rule; the kk term reads the state before the decay). Recurrent for
+// every token of decode and prefill sequences alike.
+struct Rwkv7Batch : GroupedHeadBatch {
+  const float* logw = nullptr;
+  const float* kk = nullptr;
+  const float* a = nullptr;
+  int64_t wka_stride = 0;
+};
+
+template <Device D>
+absl::Status CheckRwkv7Shape(int heads, int head_dim);
+
+template <Device D>
+void Rwkv7Recurrence(const Rwkv7Batch& b, const Parallel& par);
+
+// RWKV-7's output, in place on o, per row and head h (N = head_dim channels, weights per channel):
+//   o = (o - mean) / sqrt(var + eps) * gn_w + gn_b      (GroupNorm, one group per head)
+//   o += (sum_i r_i k_i r_k[h][i]) v                    (the bonus)
+//   o *= g
+// r, k, v, g: rows of heads x head_dim floats, like o. Mean and variance accumulate in double.
+template <Device D>
+void Rwkv7Output(float* o, const float* r, const float* k, const float* v, const float* g,
+                 const float* r_k, const float* gn_w, const float* gn_b, int64_t rows, int heads,
+                 int head_dim, float eps);
+
+}  // namespace flatstate
+
+#endif  // FLATSTATE_KERNELS_RWKV7_H_
