@@ -23,7 +23,9 @@
 #   F32 GGUF exactly as tools/llamacpp_parity.sh runs it (its step-2 block, read out of that
 #   script: the transformers stand-in and the float8 shim; LLAMA_SRC is the llama.cpp source tree,
 #   default LLAMA_BUILD_DIR/..); flatstate-bench loads the folder itself
-#   (FLATSTATE_BENCH_COMPARE_MODELS). No prefill of 4096 in this set.
+#   (FLATSTATE_BENCH_COMPARE_MODELS). No prefill of 4096 in this set. SAME_WRITER (default
+#   hf_llama.py) picks another family's writer in tools/ (hf_mamba2.py, hf_rwkv7.py, hf_qwen35.py),
+#   SAME_HF_ARGS its flags (set both, and a CKPT_DIR of its own).
 #
 # 1. The F32 GGUF as above; llama-quantize makes BF16 and Q8_0 from it.
 # 2. For each weight type pair (flatstate f32 / bf16 / int8 vs llama.cpp F32 / BF16 / Q8_0),
@@ -52,7 +54,7 @@
 # flatstate-<type>.json, *.txt (the programs' own tables), machine.txt, run.log, table.md.
 # Env: REPS, TYPES (default "f32 bf16 int8"), PP4096_THREADS ("2" or "1 2"; default set only),
 # DEPTHS (default "1024 16384", SAME_CHECKPOINT=1: "16384"; depth 0 always runs), GGUF_DIR,
-# SAME_CHECKPOINT, SAME_HF_ARGS, CKPT_DIR, CKPT_NAME, LLAMA_SRC, REFERENCE (1: first the memory
+# SAME_CHECKPOINT, SAME_WRITER, SAME_HF_ARGS, CKPT_DIR, CKPT_NAME, LLAMA_SRC, REFERENCE (1: first the memory
 # bandwidth and GEMM reference rows; 0 skips them),
 # FLATSTATE_BENCH (default build/bench/flatstate-bench), PYTHON (default /usr/bin/python3),
 # INTERLEAVE (default 1), FLATSTATE_ISA (passed to flatstate-bench),
@@ -80,6 +82,7 @@ if [[ "$SAME_CHECKPOINT" == 1 ]]; then
   SAME_HF_ARGS="${SAME_HF_ARGS:---vocab_size 33799 --hidden_size 1024 --intermediate_size 2816 \
 --num_hidden_layers 24 --num_attention_heads 16 --num_key_value_heads 4 --head_dim 64 \
 --max_position_embeddings 32768 --dtype bfloat16 --seed 1}"
+  SAME_WRITER="${SAME_WRITER:-hf_llama.py}"
   CKPT_DIR="${CKPT_DIR:-/tmp/flatstate-llama-same}"
   CKPT_NAME="${CKPT_NAME:-hf-llama}"
   LLAMA_SRC="${LLAMA_SRC:-$1/..}"
@@ -103,7 +106,7 @@ load() { log "uptime: $(uptime)"; }
   echo "llama-bench: $("$LLAMA_BIN/llama-bench" --version 2>&1 | head -1 || true)"
   echo "flatstate K/V cache: ${FLATSTATE_BENCH_KV_DTYPE:-f32}"
   if [[ "$SAME_CHECKPOINT" == 1 ]]; then
-    echo "same checkpoint: $CKPT_DIR/$CKPT_NAME (tools/hf_llama.py $SAME_HF_ARGS)"
+    echo "same checkpoint: $CKPT_DIR/$CKPT_NAME (tools/$SAME_WRITER $SAME_HF_ARGS)"
   fi
   lscpu | grep -E '^(Model name|CPU\(s\)|Thread|Core|L2|L3)'
   echo "vector flags: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' |
@@ -127,9 +130,9 @@ if [[ "$SAME_CHECKPOINT" == 1 ]]; then
         "$(cat "$CKPT_DIR/hf_args.txt" 2>/dev/null)" != "$SAME_HF_ARGS" ]]; then
     rm -rf "$HF" "$CKPT_DIR"/model-*.gguf "$CKPT_DIR/hf_args.txt"
     mkdir -p "$CKPT_DIR"
-    log "writing $HF: tools/hf_llama.py $SAME_HF_ARGS"
+    log "writing $HF: tools/$SAME_WRITER $SAME_HF_ARGS"
     # shellcheck disable=SC2086
-    "$PYTHON" tools/hf_llama.py --out "$HF" $SAME_HF_ARGS | tee -a "$OUT/run.log"
+    "$PYTHON" "tools/$SAME_WRITER" --out "$HF" $SAME_HF_ARGS | tee -a "$OUT/run.log"
     echo "$SAME_HF_ARGS" >"$CKPT_DIR/hf_args.txt"
   fi
   F32_GGUF="$(gguf_of F32)"

@@ -15,6 +15,7 @@
 #define FLATSTATE_ENGINE_ARCH_ARCHITECTURE_H_
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -45,6 +46,13 @@ class Architecture {
   // tensor. `config` may be updated where the files decide (the stored GEMM type).
   virtual absl::Status BindWeights(ModelConfig* config, const WeightFiles& files,
                                    TensorStore* store, ModelWeights* weights) const = 0;
+  // The family's own chat format as a Jinja chat template, for folders whose tokenizer ships
+  // none (RWKV's "User: ...\n\nAssistant:"), with the strings that end a reply in it; empty: none.
+  struct ChatFormat {
+    std::string_view jinja;
+    std::vector<std::string> stop;
+  };
+  virtual ChatFormat default_chat_format() const { return {}; }
 };
 
 // The entry for a parsed config.json: by "architectures"[0] (a Hugging Face class name), else by

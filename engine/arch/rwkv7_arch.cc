@@ -26,7 +26,19 @@ absl::Status Require(HfConfigReader& r, const char* key, bool want) {
   return absl::OkStatus();
 }
 
+constexpr char kRwkvChat[] = R"jinja({%- for m in messages -%}
+{%- if m.role == 'system' -%}System{%- elif m.role == 'user' -%}User
+{%- elif m.role == 'assistant' -%}Assistant{%- else -%}{{ m.role | capitalize }}{%- endif -%}
+: {{ m.content | replace('\r\n', '\n') | replace('\n\n', '\n') | trim }}
+
+{% endfor -%}
+{%- if add_generation_prompt -%}Assistant:{%- endif -%})jinja";
+
 }  // namespace
+
+Architecture::ChatFormat Rwkv7Architecture::default_chat_format() const {
+  return {kRwkvChat, {"\n\n"}};
+}
 
 absl::StatusOr<ModelConfig> Rwkv7Architecture::ParseConfig(
     absl::string_view /*text*/, const nlohmann::json& j, absl::string_view path,

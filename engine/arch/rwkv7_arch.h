@@ -24,6 +24,8 @@
 //   P ffn.value.weight [D, I]; model.norm.weight / .bias [D]; lm_head.weight [V, D] (absent when
 //   tied).
 //
+// The World vocabulary has no chat template: default_chat_format gives RWKV's.
+//
 // Stateless; thread-safe. Errors: engine/model/model.h (config keys and tensors by name).
 #ifndef FLATSTATE_ENGINE_ARCH_RWKV7_ARCH_H_
 #define FLATSTATE_ENGINE_ARCH_RWKV7_ARCH_H_
@@ -45,6 +47,10 @@ class Rwkv7Architecture final : public Architecture {
                                           std::vector<std::string>* ignored) const override;
   absl::Status BindWeights(ModelConfig* config, const WeightFiles& files, TensorStore* store,
                            ModelWeights* weights) const override;
+  // RWKV's chat format (BlinkDL's chat demos, RWKV-Runner): "System: ...\n\nUser: ...\n\n
+  // Assistant: ...\n\n", a blank line inside a message folded to one newline (it ends a turn),
+  // the reply prompted by "Assistant:" and ended by "\n\n".
+  ChatFormat default_chat_format() const override;
 };
 
 }  // namespace flatstate

@@ -37,8 +37,10 @@ absl::StatusOr<std::unique_ptr<ChatPrompt>> ChatPrompt::Create(const std::string
                                                                std::string_view source,
                                                                std::string bos_token,
                                                                std::string eos_token,
-                                                               const Tokenizer* tokenizer) {
+                                                               const Tokenizer* tokenizer,
+                                                               std::vector<std::string> stop) {
   auto p = std::unique_ptr<ChatPrompt>(new ChatPrompt());
+  p->stop_ = std::move(stop);
   ASSIGN_OR_RETURN(p->template_, tmpl::ChatTemplate::Parse(model, source));
   p->bos_token_ = std::move(bos_token);
   p->eos_token_ = std::move(eos_token);

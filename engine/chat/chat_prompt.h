@@ -38,11 +38,15 @@ struct Conversation {
 class ChatPrompt {
  public:
   // `tokenizer` must outlive the result; `model` names the template in errors.
+  // `stop`: strings that end a reply in this format besides the EOS ids (RWKV's "\n\n"; none
+  // for a Hugging Face template, whose replies end at EOS).
   static absl::StatusOr<std::unique_ptr<ChatPrompt>> Create(const std::string& model,
                                                             std::string_view source,
                                                             std::string bos_token,
                                                             std::string eos_token,
-                                                            const Tokenizer* tokenizer);
+                                                            const Tokenizer* tokenizer,
+                                                            std::vector<std::string> stop = {});
+  const std::vector<std::string>& stop() const { return stop_; }
 
   absl::StatusOr<std::string> Render(const Conversation& c) const;
   absl::StatusOr<std::vector<int32_t>> Encode(const Conversation& c) const;
@@ -53,6 +57,7 @@ class ChatPrompt {
   std::shared_ptr<const tmpl::ChatTemplate> template_;
   std::string bos_token_, eos_token_;
   const Tokenizer* tokenizer_ = nullptr;
+  std::vector<std::string> stop_;
 };
 
 }  // namespace flatstate

@@ -145,6 +145,12 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir) {
     } else {
       m->chat_prompt_status_ = p.status();
     }
+  } else if (const Architecture::ChatFormat f = arch->default_chat_format();
+             !f.jinja.empty() && m->tokenizer_->has_text()) {
+    // The family's own format (RWKV's), for a tokenizer that ships no template.
+    ASSIGN_OR_RETURN(m->chat_prompt_, ChatPrompt::Create(m->name_, f.jinja, "", "",
+                                                         m->tokenizer_.get(), f.stop));
+    m->chat_prompt_status_ = absl::OkStatus();
   }
 
   Sha256 h;

@@ -337,6 +337,8 @@ absl::StatusOr<GenerateJob> ToGenerateJobFor(const OpenAiRequest& req, const Mod
   OpenAiRequest rendered = req;
   rendered.prompt_tokens = std::move(*ids);
   rendered.prompt_is_tokens = true;
+  // The format's own turn end (RWKV's "\n\n"), where it has one besides EOS.
+  rendered.stop.insert(rendered.stop.end(), (*prompt)->stop().begin(), (*prompt)->stop().end());
   return ToGenerateJob(rendered, model.config().chat_template, models, options);
 }
 

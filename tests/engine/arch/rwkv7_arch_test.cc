@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/chat/chat_prompt.h"
 #include "engine/runtime/engine.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -60,6 +61,31 @@ TEST(Rwkv7Arch, ReadsTheConfigAsFlaWritesIt) {
   std::string back;
   for (int32_t id : *ids) back += t.TokenBytes(id);
   EXPECT_EQ(back, "hello");
+}
+
+// The World vocabulary ships no chat template: RWKV's own format, ended by a blank line.
+TEST(Rwkv7Arch, ChatUsesRwkvsFormat) {
+  auto m = Model::Load(kTiny);
+  ASSERT_TRUE(m.ok()) << m.status();
+  const ChatPrompt* p = (*m)->chat_prompt();
+  ASSERT_NE(p, nullptr) << (*m)->chat_prompt_status();
+  Conversation c;
+  c.messages = nlohmann::ordered_json::parse(R"([
+      {"role": "system", "content": "Be brief."},
+      {"role": "user", "content": "Hi\n\nthere "},
+      {"role": "assistant", "content": "Hello."},
+      {"role": "user", "content": "Again"}])");
+  auto text = p->Render(c);
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_EQ(*text,
+            "System: Be brief.\n\nUser: Hi\nthere\n\nAssistant: Hello.\n\nUser: Again\n\n"
+            "Assistant:");
+  EXPECT_EQ(p->stop(), std::vector<std::string>{"\n\n"});
+  auto ids = p->Encode(c);
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  std::string back;
+  for (int32_t id : *ids) back += (*m)->tokenizer().TokenBytes(id);
+  EXPECT_EQ(back, *text);
 }
 
 // Logits at the golden positions within 1e-3 of the logit range of the float64 reference, its 64
