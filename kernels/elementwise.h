@@ -1,8 +1,9 @@
-// Row-wise and element-wise ops of the transformer block: RMSNorm, LayerNorm, exact GELU, SwiGLU, residual
-// and bias adds, the token-shift causal convolution and the row gather (embedding lookup).
-// Row-major fp32; every row is computed independently (batch invariant). All pointers, descriptor arrays included, are in
-// the op's device memory. CPU bodies in cpu/elementwise.cc; CUDA bodies in cuda/elementwise.cu
-// (asynchronous on cuda::Stream()). RoPE is part of kernels/paged_attention.h's RopeAndWriteKv.
+// Row-wise and element-wise ops of the transformer block: RMSNorm, LayerNorm, exact GELU, SwiGLU,
+// residual and bias adds, the token-shift causal convolution and the row gather (embedding lookup).
+// Row-major fp32; every row is computed independently (batch invariant). All pointers, descriptor
+// arrays included, are in the op's device memory. CPU bodies in cpu/elementwise.cc; CUDA bodies in
+// cuda/elementwise.cu (asynchronous on cuda::Stream()). RoPE is part of kernels/paged_attention.h's
+// RopeAndWriteKv.
 #ifndef FLATSTATE_KERNELS_ELEMENTWISE_H_
 #define FLATSTATE_KERNELS_ELEMENTWISE_H_
 

@@ -45,8 +45,9 @@ void SsmGates(const float* dt_in, int64_t in_stride, int64_t rows, int heads, co
               int64_t out_stride);
 
 // Per-head scaling: for row r, head h and i < head_dim, with s_rh = s[r * s_stride + h],
-//   ScaleHeads:     out[r * out_stride + h * head_dim + i] = s_rh * x[r * x_stride + h * head_dim + i]
-//   AddScaledHeads: y[r * y_stride + h * head_dim + i] += s[h] * x[r * x_stride + h * head_dim + i]
+//   ScaleHeads:     out[r * out_stride + h * head_dim + i] = s_rh * x[r * x_stride + h * head_dim +
+//   i] AddScaledHeads: y[r * y_stride + h * head_dim + i] += s[h] * x[r * x_stride + h * head_dim +
+//   i]
 // (Mamba-2: v = dt x into the scan, and the skip y += D x; s is per row there, per head here).
 template <Device D>
 void ScaleHeads(const float* x, int64_t x_stride, const float* s, int64_t s_stride, int64_t rows,

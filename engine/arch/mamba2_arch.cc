@@ -78,9 +78,9 @@ absl::StatusOr<ModelConfig> Mamba2Architecture::ParseConfig(
   RETURN_IF_ERROR(r.Int("conv_kernel", false, 1, 64, &s.conv_kernel));
   RETURN_IF_ERROR(r.Bool("use_conv_bias", &s.conv_bias));
   if (s.inner() != int64_t{expand} * c.hidden_size) {
-    return r.Bad("num_heads", absl::StrCat("* head_dim = ", s.heads, " * ", s.head_dim,
-                                           " is not expand * hidden_size = ", expand, " * ",
-                                           c.hidden_size));
+    return r.Bad("num_heads",
+                 absl::StrCat("* head_dim = ", s.heads, " * ", s.head_dim,
+                              " is not expand * hidden_size = ", expand, " * ", c.hidden_size));
   }
   if (s.heads % s.groups != 0) {
     return r.Bad("n_groups",
@@ -107,11 +107,16 @@ absl::StatusOr<ModelConfig> Mamba2Architecture::ParseConfig(
   c.intermediate_size = static_cast<int>(s.inner());
   // Keys that do not change the math: fp32 residuals are what flatstate keeps anyway; chunk_size
   // is the torch path's scan chunk; the time_step_* keys and the rest only initialise training.
-  r.Known({"architectures", "model_type", "torch_dtype", "dtype", "transformers_version",
-           "use_cache", "initializer_range", "pad_token_id", "_name_or_path", "residual_in_fp32",
-           "chunk_size", "time_step_rank", "time_step_min", "time_step_max", "time_step_floor",
-           "time_step_init_scheme", "time_step_scale", "rescale_prenorm_residual",
-           "tie_embeddings", "norm_before_gate"});
+  r.Known({"architectures",        "model_type",
+           "torch_dtype",          "dtype",
+           "transformers_version", "use_cache",
+           "initializer_range",    "pad_token_id",
+           "_name_or_path",        "residual_in_fp32",
+           "chunk_size",           "time_step_rank",
+           "time_step_min",        "time_step_max",
+           "time_step_floor",      "time_step_init_scheme",
+           "time_step_scale",      "rescale_prenorm_residual",
+           "tie_embeddings",       "norm_before_gate"});
   *ignored = r.Unread();
   return c;
 }

@@ -57,15 +57,15 @@ absl::StatusOr<ModelConfig> Rwkv7Architecture::ParseConfig(
   rw.head_dim = 64;
   RETURN_IF_ERROR(r.Int("head_dim", false, 1, 1024, &rw.head_dim));
   if (c.hidden_size % rw.head_dim != 0) {
-    return r.Bad("head_dim", absl::StrCat("= ", rw.head_dim, " does not divide hidden_size = ",
-                                          c.hidden_size));
+    return r.Bad("head_dim",
+                 absl::StrCat("= ", rw.head_dim, " does not divide hidden_size = ", c.hidden_size));
   }
   rw.heads = c.hidden_size / rw.head_dim;
   int heads = rw.heads;
   RETURN_IF_ERROR(r.Int("num_heads", false, 1, 1 << 16, &heads));
   if (heads != rw.heads) {
-    return r.Bad("num_heads", absl::StrCat("= ", heads, " is not hidden_size / head_dim = ",
-                                           rw.heads));
+    return r.Bad("num_heads",
+                 absl::StrCat("= ", heads, " is not hidden_size / head_dim = ", rw.heads));
   }
   const double factor = rw.head_dim / 64.0;
   rw.decay_rank = DefaultRank(2.5, c.hidden_size, factor);
@@ -89,8 +89,7 @@ absl::StatusOr<ModelConfig> Rwkv7Architecture::ParseConfig(
   RETURN_IF_ERROR(Require(r, "norm_first", true));
   RETURN_IF_ERROR(Require(r, "norm_bias", true));
   if (const nlohmann::json* act = r.Get("hidden_act"); act != nullptr && *act != "sqrelu") {
-    return r.Bad("hidden_act",
-                 absl::StrCat("= ", act->dump(), " is not supported (sqrelu only)"));
+    return r.Bad("hidden_act", absl::StrCat("= ", act->dump(), " is not supported (sqrelu only)"));
   }
   if (const nlohmann::json* attn = r.Get("attn"); attn != nullptr) {
     return r.Bad("attn", "is set: RWKV-7 hybrids with softmax-attention layers are not supported");

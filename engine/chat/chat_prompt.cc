@@ -33,12 +33,9 @@ nlohmann::ordered_json NormaliseMessages(const nlohmann::ordered_json& messages)
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<ChatPrompt>> ChatPrompt::Create(const std::string& model,
-                                                               std::string_view source,
-                                                               std::string bos_token,
-                                                               std::string eos_token,
-                                                               const Tokenizer* tokenizer,
-                                                               std::vector<std::string> stop) {
+absl::StatusOr<std::unique_ptr<ChatPrompt>> ChatPrompt::Create(
+    const std::string& model, std::string_view source, std::string bos_token, std::string eos_token,
+    const Tokenizer* tokenizer, std::vector<std::string> stop) {
   auto p = std::unique_ptr<ChatPrompt>(new ChatPrompt());
   p->stop_ = std::move(stop);
   ASSIGN_OR_RETURN(p->template_, tmpl::ChatTemplate::Parse(model, source));

@@ -40,12 +40,9 @@ class ChatPrompt {
   // `tokenizer` must outlive the result; `model` names the template in errors.
   // `stop`: strings that end a reply in this format besides the EOS ids (RWKV's "\n\n"; none
   // for a Hugging Face template, whose replies end at EOS).
-  static absl::StatusOr<std::unique_ptr<ChatPrompt>> Create(const std::string& model,
-                                                            std::string_view source,
-                                                            std::string bos_token,
-                                                            std::string eos_token,
-                                                            const Tokenizer* tokenizer,
-                                                            std::vector<std::string> stop = {});
+  static absl::StatusOr<std::unique_ptr<ChatPrompt>> Create(
+      const std::string& model, std::string_view source, std::string bos_token,
+      std::string eos_token, const Tokenizer* tokenizer, std::vector<std::string> stop = {});
   const std::vector<std::string>& stop() const { return stop_; }
 
   absl::StatusOr<std::string> Render(const Conversation& c) const;

@@ -62,11 +62,16 @@ absl::string_view TorchDtypeName(TorchDtype dtype) {
 
 absl::string_view AttentionKindName(AttentionKind kind) {
   switch (kind) {
-    case AttentionKind::kSoftmax: return "softmax";
-    case AttentionKind::kLinearElu: return "linear_elu";
-    case AttentionKind::kCosformer: return "cosformer";
-    case AttentionKind::kCosine: return "cosine";
-    case AttentionKind::kFavor: return "favor";
+    case AttentionKind::kSoftmax:
+      return "softmax";
+    case AttentionKind::kLinearElu:
+      return "linear_elu";
+    case AttentionKind::kCosformer:
+      return "cosformer";
+    case AttentionKind::kCosine:
+      return "cosine";
+    case AttentionKind::kFavor:
+      return "favor";
     case AttentionKind::kGated:
       return "gated";
     case AttentionKind::kWindow:
@@ -138,11 +143,14 @@ int ModelConfig::feature_dim() const {
     case AttentionKind::kSoftmax:
     case AttentionKind::kWindow:
       return 0;
-    case AttentionKind::kCosformer: return 2 * head_dim;
-    case AttentionKind::kFavor: return favor_num_features;
+    case AttentionKind::kCosformer:
+      return 2 * head_dim;
+    case AttentionKind::kFavor:
+      return favor_num_features;
     case AttentionKind::kGated:
       return 2 * rfa_num_features;
-    default: return head_dim;
+    default:
+      return head_dim;
   }
 }
 
@@ -286,16 +294,16 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text, absl::
     if (!s.ok()) return s;
   }
   if (c.hidden_size % c.num_attention_heads != 0) {
-    return Bad(path, "hidden_size", absl::StrCat("= ", c.hidden_size,
-                                                 " is not divisible by num_attention_heads = ",
-                                                 c.num_attention_heads));
+    return Bad(path, "hidden_size",
+               absl::StrCat("= ", c.hidden_size,
+                            " is not divisible by num_attention_heads = ", c.num_attention_heads));
   }
   c.head_dim = c.hidden_size / c.num_attention_heads;
   if (c.head_dim % 2 != 0) return Bad(path, "hidden_size", "gives an odd head_dim");
-  if (auto hd = j.find("head_dim"); hd != j.end() && (!hd->is_number_integer() ||
-                                                       hd->get<int64_t>() != c.head_dim)) {
-    return Bad(path, "head_dim", absl::StrCat("must equal hidden_size / num_attention_heads = ",
-                                              c.head_dim));
+  if (auto hd = j.find("head_dim");
+      hd != j.end() && (!hd->is_number_integer() || hd->get<int64_t>() != c.head_dim)) {
+    return Bad(path, "head_dim",
+               absl::StrCat("must equal hidden_size / num_attention_heads = ", c.head_dim));
   }
   if (c.attention_kind == AttentionKind::kSoftmax && c.conv_kernel_size != 0) {
     return Bad(path, "conv_kernel_size", "must be 0 for softmax (it uses RoPE)");

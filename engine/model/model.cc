@@ -10,8 +10,8 @@
 #include "engine/model/weight_files.h"
 #include "engine/tokenizer/byte_tokenizer.h"
 #include "engine/tokenizer/hf/hf_tokenizer.h"
-#include "engine/tokenizer/rwkv_world_tokenizer.h"
 #include "engine/tokenizer/ids_only_tokenizer.h"
+#include "engine/tokenizer/rwkv_world_tokenizer.h"
 #include "engine/util/read_file.h"
 #include "engine/util/sha256.h"
 #include "engine/util/status_macros.h"
@@ -148,8 +148,8 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir) {
   } else if (const Architecture::ChatFormat f = arch->default_chat_format();
              !f.jinja.empty() && m->tokenizer_->has_text()) {
     // The family's own format (RWKV's), for a tokenizer that ships no template.
-    ASSIGN_OR_RETURN(m->chat_prompt_, ChatPrompt::Create(m->name_, f.jinja, "", "",
-                                                         m->tokenizer_.get(), f.stop));
+    ASSIGN_OR_RETURN(m->chat_prompt_,
+                     ChatPrompt::Create(m->name_, f.jinja, "", "", m->tokenizer_.get(), f.stop));
     m->chat_prompt_status_ = absl::OkStatus();
   }
 

@@ -104,7 +104,7 @@ class TensorStore {
   size_t bytes() const;
 
  private:
-  std::vector<std::vector<float>> f32_;      // a vector's buffer keeps its address when moved
+  std::vector<std::vector<float>> f32_;  // a vector's buffer keeps its address when moved
   std::vector<std::vector<uint16_t>> bf16_;
 };
 

@@ -135,8 +135,8 @@ absl::Status DeviceForward<D>::RunLayers(std::span<const SequenceRun> batch,
   }
   float* x = x_.template as<float>();
   float* h = h_.template as<float>();
-  const MixerStep<D> step{&step_, scratch_.template as<float>(), carry_.template as<float>(),
-                          par_, &serial_};
+  const MixerStep<D> step{&step_, scratch_.template as<float>(), carry_.template as<float>(), par_,
+                          &serial_};
   GatherRows<D>(embed_, step_.tokens.on, N, hidden, x);
   for (const Layer& l : layers_) {
     Norm(x, l.attn_norm, l.attn_norm_bias, N, h);

@@ -95,7 +95,7 @@ SessionState NewSessionState(const ModelConfig& config, const SamplingParams& sa
 // slice (`begin` from the start of the state). A part the layer lacks has no meaningful offset.
 struct LayerStateLayout {
   size_t begin = 0;
-  size_t s = 0, z = 0, m = 0;     // linear branch (delta, ssm: S at s)
+  size_t s = 0, z = 0, m = 0;  // linear branch (delta, ssm: S at s)
   size_t conv = 0;  // ModelConfig::layer_has_conv(layer), or a delta / ssm layer's window
   size_t ring_k = 0, ring_v = 0;  // window branch
   size_t ffn_shift = 0;           // RWKV-7: the channel mix's previous input (conv: the time mix's)

@@ -1,9 +1,9 @@
+#include "kernels/elementwise.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
-
-#include "kernels/elementwise.h"
 
 namespace flatstate {
 

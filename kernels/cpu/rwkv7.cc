@@ -86,8 +86,8 @@ void Rwkv7Keys<Device::kCpu>(float* k, const float* a, const float* k_k, const f
 template <>
 absl::Status CheckRwkv7Shape<Device::kCpu>(int heads, int head_dim) {
   if (heads < 1 || head_dim < 1 || head_dim > 1024) {
-    return absl::InvalidArgumentError(absl::StrCat("rwkv7: ", heads, " heads of ", head_dim,
-                                                   " (want >= 1 heads of 1 to 1024)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("rwkv7: ", heads, " heads of ", head_dim, " (want >= 1 heads of 1 to 1024)"));
   }
   return absl::OkStatus();
 }
@@ -100,9 +100,9 @@ void Rwkv7Recurrence<Device::kCpu>(const Rwkv7Batch& b, const Parallel& par) {
       b, b.value_heads, par, [&](const LinearSeq&) { return static_cast<size_t>(3 * N); },
       [&](const LinearSeq& sq, int h, float* base, float* scratch) {
         float* S = base + b.s_off + h * state;
-        float* u = scratch;       // [N]: kk^T S
-        float* w = u + N;         // [N]: exp(logw)
-        float* ka = w + N;        // [N]: kk * a
+        float* u = scratch;  // [N]: kk^T S
+        float* w = u + N;    // [N]: exp(logw)
+        float* ka = w + N;   // [N]: kk * a
         for (int64_t t = 0; t < sq.T; ++t) {
           const int64_t r = sq.row + t;
           const int64_t hn = int64_t{h} * N;

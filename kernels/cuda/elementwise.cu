@@ -23,8 +23,8 @@ unsigned Blocks(int64_t n, int threads) {
 // One block per row of `dim` floats; row r at x + r * stride (y likewise). HeadRmsNorm passes
 // every head of every row as a row: block b is head b % heads of row b / heads.
 __global__ void __launch_bounds__(kNormThreads)
-    RmsNormKernel(const float* x, const float* weight, int64_t dim, float eps, float* y,
-                  int heads, int64_t stride) {
+    RmsNormKernel(const float* x, const float* weight, int64_t dim, float eps, float* y, int heads,
+                  int64_t stride) {
   __shared__ double red[kNormThreads];
   const int64_t b = blockIdx.x;
   const int64_t off = (b / heads) * stride + (b % heads) * dim;
@@ -47,8 +47,8 @@ __global__ void __launch_bounds__(kNormThreads)
 
 // One block per row.
 __global__ void __launch_bounds__(kNormThreads)
-    LayerNormKernel(const float* x, const float* weight, const float* bias, int64_t dim,
-                    float eps, float* y) {
+    LayerNormKernel(const float* x, const float* weight, const float* bias, int64_t dim, float eps,
+                    float* y) {
   __shared__ double red[kNormThreads];
   const float* xr = x + blockIdx.x * dim;
   float* yr = y + blockIdx.x * dim;
@@ -111,8 +111,8 @@ __global__ void SwiGluKernel(const float* in, int64_t n, int64_t F, float* out) 
 // One thread per channel c of one sequence: all T outputs of the column, then the column's new
 // window (ascending rows: row r reads row T + r > r, not yet overwritten). Columns never mix, so
 // no synchronisation is needed. Grid (channel tiles, sequences).
-__global__ void ConvKernel(const float* in, int64_t dim, int K, const float* w,
-                           const ConvSeq* seqs, int64_t layer_offset, float* out) {
+__global__ void ConvKernel(const float* in, int64_t dim, int K, const float* w, const ConvSeq* seqs,
+                           int64_t layer_offset, float* out) {
   const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (c >= dim) return;
   const ConvSeq sq = seqs[blockIdx.y];
@@ -151,8 +151,8 @@ void RmsNorm<Device::kCuda>(const float* x, const float* weight, int64_t rows, i
 }
 
 template <>
-void LayerNorm<Device::kCuda>(const float* x, const float* weight, const float* bias,
-                              int64_t rows, int64_t dim, float eps, float* y) {
+void LayerNorm<Device::kCuda>(const float* x, const float* weight, const float* bias, int64_t rows,
+                              int64_t dim, float eps, float* y) {
   if (rows <= 0) return;
   cuda::LayerNormKernel<<<static_cast<unsigned>(rows), cuda::kNormThreads, 0, cuda::Stream()>>>(
       x, weight, bias, dim, eps, y);
@@ -170,8 +170,9 @@ template <>
 void HeadRmsNorm<Device::kCuda>(float* x, int64_t rows, int64_t stride, int heads, int head_dim,
                                 const float* weight, float eps) {
   if (rows <= 0 || heads <= 0) return;
-  cuda::RmsNormKernel<<<static_cast<unsigned>(rows * heads), cuda::kNormThreads, 0,
-                        cuda::Stream()>>>(x, weight, head_dim, eps, x, heads, stride);
+  cuda::
+      RmsNormKernel<<<static_cast<unsigned>(rows * heads), cuda::kNormThreads, 0, cuda::Stream()>>>(
+          x, weight, head_dim, eps, x, heads, stride);
   FS_CUDA_CHECK_LAUNCH("RmsNormKernel (heads)");
 }
 
@@ -179,8 +180,8 @@ template <>
 void AddBias<Device::kCuda>(float* y, const float* bias, int64_t rows, int64_t dim) {
   const int64_t n = rows * dim;
   if (n <= 0) return;
-  cuda::BiasKernel<<<cuda::Blocks(n, cuda::kThreads), cuda::kThreads, 0, cuda::Stream()>>>(
-      y, bias, n, dim);
+  cuda::BiasKernel<<<cuda::Blocks(n, cuda::kThreads), cuda::kThreads, 0, cuda::Stream()>>>(y, bias,
+                                                                                           n, dim);
   FS_CUDA_CHECK_LAUNCH("BiasKernel");
 }
 
@@ -196,8 +197,7 @@ void SwiGlu<Device::kCuda>(const float* in, int64_t rows, int64_t F, float* out)
 template <>
 void AddInPlace<Device::kCuda>(float* y, const float* x, int64_t n) {
   if (n <= 0) return;
-  cuda::AddKernel<<<cuda::Blocks(n, cuda::kThreads), cuda::kThreads, 0, cuda::Stream()>>>(y, x,
-                                                                                          n);
+  cuda::AddKernel<<<cuda::Blocks(n, cuda::kThreads), cuda::kThreads, 0, cuda::Stream()>>>(y, x, n);
   FS_CUDA_CHECK_LAUNCH("AddKernel");
 }
 
@@ -207,7 +207,7 @@ void CausalConv<Device::kCuda>(const float* in, int64_t dim, int K, const float*
   if (B <= 0 || dim <= 0) return;
   const unsigned tiles = static_cast<unsigned>((dim + 127) / 128);
   cuda::ConvKernel<<<dim3(tiles, B), 128, 0, cuda::Stream()>>>(in, dim, K, w, seqs, layer_offset,
-                                                                out);
+                                                               out);
   FS_CUDA_CHECK_LAUNCH("ConvKernel");
 }
 

@@ -51,8 +51,8 @@ __global__ void SigmoidMulKernel(float* x, int64_t x_stride, const float* gate, 
 }
 
 __global__ void SsmGatesKernel(const float* dt_in, int64_t in_stride, int64_t rows, int heads,
-                               const float* A_log, const float* dt_bias, float dt_min,
-                               float dt_max, float* g, float* dt, int64_t out_stride) {
+                               const float* A_log, const float* dt_bias, float dt_min, float dt_max,
+                               float* g, float* dt, int64_t out_stride) {
   const int64_t n = rows * heads;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -66,9 +66,9 @@ __global__ void SsmGatesKernel(const float* dt_in, int64_t in_stride, int64_t ro
 }
 
 // per_row: s[r * s_stride + h] (ScaleHeads, writing out); else s[h] added into out (AddScaled).
-__global__ void ScaleHeadsKernel(const float* x, int64_t x_stride, const float* s,
-                                 int64_t s_stride, int64_t rows, int heads, int head_dim,
-                                 float* out, int64_t out_stride, bool accumulate) {
+__global__ void ScaleHeadsKernel(const float* x, int64_t x_stride, const float* s, int64_t s_stride,
+                                 int64_t rows, int heads, int head_dim, float* out,
+                                 int64_t out_stride, bool accumulate) {
   const int64_t width = static_cast<int64_t>(heads) * head_dim, n = rows * width;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {

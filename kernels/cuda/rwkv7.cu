@@ -25,7 +25,7 @@ unsigned Blocks(int64_t n) {
   return static_cast<unsigned>(b < 65535 * 16 ? b : 65535 * 16);
 }
 
-#define FS_GRID_LOOP(i, n)                                                                \
+#define FS_GRID_LOOP(i, n)                                                               \
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
@@ -42,10 +42,18 @@ __global__ void ActivateKernel(float* x, int64_t n, int act) {
   FS_GRID_LOOP(i, n) {
     const float v = x[i];
     switch (act) {
-      case 0: x[i] = SigmoidF(v); break;
-      case 1: x[i] = tanhf(v); break;
-      case 2: x[i] = v > 0.f ? v * v : 0.f; break;
-      default: x[i] = kLogDecayScale * SigmoidF(v); break;
+      case 0:
+        x[i] = SigmoidF(v);
+        break;
+      case 1:
+        x[i] = tanhf(v);
+        break;
+      case 2:
+        x[i] = v > 0.f ? v * v : 0.f;
+        break;
+      default:
+        x[i] = kLogDecayScale * SigmoidF(v);
+        break;
     }
   }
 }
@@ -183,8 +191,8 @@ template <>
 void LerpToward<Device::kCuda>(float* v, const float* target, const float* z, int64_t rows,
                                int64_t dim) {
   if (rows <= 0 || dim <= 0) return;
-  cuda::LerpKernel<<<cuda::Blocks(rows * dim), cuda::kThreads, 0, cuda::Stream()>>>(
-      v, target, z, rows * dim);
+  cuda::LerpKernel<<<cuda::Blocks(rows * dim), cuda::kThreads, 0, cuda::Stream()>>>(v, target, z,
+                                                                                    rows * dim);
   FS_CUDA_CHECK_LAUNCH("LerpKernel");
 }
 
@@ -192,8 +200,8 @@ template <>
 void Rwkv7Keys<Device::kCuda>(float* k, const float* a, const float* k_k, const float* k_a,
                               int64_t rows, int heads, int head_dim, bool fused_l2, float* kk) {
   if (rows <= 0 || heads <= 0) return;
-  cuda::KeysKernel<<<static_cast<unsigned>(rows * heads), cuda::kHeadThreads, 0,
-                     cuda::Stream()>>>(k, a, k_k, k_a, heads, head_dim, fused_l2, kk);
+  cuda::KeysKernel<<<static_cast<unsigned>(rows * heads), cuda::kHeadThreads, 0, cuda::Stream()>>>(
+      k, a, k_k, k_a, heads, head_dim, fused_l2, kk);
   FS_CUDA_CHECK_LAUNCH("KeysKernel");
 }
 
@@ -217,8 +225,9 @@ void Rwkv7Output<Device::kCuda>(float* o, const float* r, const float* k, const 
                                 const float* gn_b, int64_t rows, int heads, int head_dim,
                                 float eps) {
   if (rows <= 0 || heads <= 0) return;
-  cuda::OutputKernel<<<static_cast<unsigned>(rows * heads), cuda::kHeadThreads, 0,
-                       cuda::Stream()>>>(o, r, k, v, g, r_k, gn_w, gn_b, heads, head_dim, eps);
+  cuda::
+      OutputKernel<<<static_cast<unsigned>(rows * heads), cuda::kHeadThreads, 0, cuda::Stream()>>>(
+          o, r, k, v, g, r_k, gn_w, gn_b, heads, head_dim, eps);
   FS_CUDA_CHECK_LAUNCH("OutputKernel");
 }
 

@@ -1,13 +1,15 @@
 // Fuzzes config.json parsing through the architecture registry (engine/arch/): any text gives a
 // config that passes its own invariants or an error. flatstate's own format is also fed to
-// ParseModelConfig directly; Hugging Face families (LlamaForCausalLM, ...) through their entry's
-// ParseConfig.
+// ParseModelConfig directly; Hugging Face families (LlamaForCausalLM, ..., Mamba2ForCausalLM,
+// RWKV7ForCausalLM) through their entry's ParseConfig, after JsonFromPython as Model::Load reads
+// them.
 #include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "engine/arch/architecture.h"
+#include "engine/arch/hf_config.h"
 #include "engine/model/config.h"
 #include "nlohmann/json.hpp"
 
@@ -16,8 +18,16 @@ namespace {
 void CheckInvariants(const flatstate::ModelConfig& c) {
   if (c.num_attention_heads < 1 || c.kv_heads() < 1) __builtin_trap();
   if (c.num_attention_heads % c.kv_heads() != 0) __builtin_trap();
-  if (c.head_dim < 2 || c.head_dim % 2 != 0) __builtin_trap();
-  if (c.rotary() < 2 || c.rotary() > c.head_dim || c.rotary() % 2 != 0) __builtin_trap();
+  if (c.has_kv()) {  // RoPE's pairs (a pure recurrent family has no RoPE)
+    if (c.head_dim < 2 || c.head_dim % 2 != 0) __builtin_trap();
+    if (c.rotary() < 2 || c.rotary() > c.head_dim || c.rotary() % 2 != 0) __builtin_trap();
+  }
+  if (c.ssm.heads > 0) {
+    if (c.ssm.groups < 1 || c.ssm.heads % c.ssm.groups != 0) __builtin_trap();
+    if (c.ssm.inner() % c.ssm.groups != 0 || c.ssm.conv_kernel < 1) __builtin_trap();
+    if (!(c.ssm.dt_min >= 0) || !(c.ssm.dt_max > c.ssm.dt_min)) __builtin_trap();
+  }
+  if (c.rwkv.heads > 0 && c.rwkv.width() != c.hidden_size) __builtin_trap();
   if (c.vocab_size < 1) __builtin_trap();
   for (int32_t id : c.eos_token_ids) {
     if (id < 0 || id >= c.vocab_size) __builtin_trap();
@@ -39,7 +49,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (cfg->head_dim * cfg->num_attention_heads != cfg->hidden_size) __builtin_trap();
     CheckInvariants(*cfg);
   }
-  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const nlohmann::json j = nlohmann::json::parse(flatstate::JsonFromPython(text), nullptr,
+                                                 /*allow_exceptions=*/false);
   if (j.is_discarded()) return 0;
   auto arch = flatstate::SelectArchitecture(j, "fuzz/config.json");
   if (!arch.ok()) return 0;

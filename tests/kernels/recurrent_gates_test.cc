@@ -93,8 +93,8 @@ TEST(RecurrentGates, GateThenNormWithAWeightPerHeadFollowsTheDefinition) {
   const std::vector<float> x0 = Random(rows * x_stride, 16), z = Random(rows * z_stride, 17);
   const std::vector<float> w = Random(groups * gd, 18, 1.f);
   std::vector<float> x = x0;
-  GatedHeadRmsNorm<Device::kCpu>(x.data(), x_stride, z.data(), z_stride, rows, groups, gd,
-                                 w.data(), gd, 1e-5f, GateOrder::kGateThenNorm);
+  GatedHeadRmsNorm<Device::kCpu>(x.data(), x_stride, z.data(), z_stride, rows, groups, gd, w.data(),
+                                 gd, 1e-5f, GateOrder::kGateThenNorm);
   for (int64_t r = 0; r < rows; ++r) {
     for (int h = 0; h < groups; ++h) {
       std::vector<double> u(gd);
@@ -109,7 +109,8 @@ TEST(RecurrentGates, GateThenNormWithAWeightPerHeadFollowsTheDefinition) {
         EXPECT_NEAR(x[r * x_stride + h * gd + i], want, 1e-5 * (1 + std::abs(want)));
       }
     }
-    for (int64_t i = groups * gd; i < x_stride; ++i) EXPECT_EQ(x[r * x_stride + i], x0[r * x_stride + i]);
+    for (int64_t i = groups * gd; i < x_stride; ++i)
+      EXPECT_EQ(x[r * x_stride + i], x0[r * x_stride + i]);
   }
 }
 
@@ -145,8 +146,7 @@ TEST(RecurrentGates, ScaleHeadsAndAddScaledHeadsAreExactProducts) {
   std::vector<float> out(rows * out_stride, 7.f), y = Random(rows * out_stride, 22), y0 = y;
   ScaleHeads<Device::kCpu>(x.data(), x_stride, s.data(), s_stride, rows, heads, hd, out.data(),
                            out_stride);
-  AddScaledHeads<Device::kCpu>(y.data(), out_stride, x.data(), x_stride, s.data(), rows, heads,
-                               hd);
+  AddScaledHeads<Device::kCpu>(y.data(), out_stride, x.data(), x_stride, s.data(), rows, heads, hd);
   for (int64_t r = 0; r < rows; ++r) {
     for (int h = 0; h < heads; ++h) {
       for (int i = 0; i < hd; ++i) {

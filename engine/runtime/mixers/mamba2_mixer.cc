@@ -8,8 +8,10 @@
 namespace flatstate {
 
 template <Device D>
-absl::StatusOr<std::unique_ptr<Mamba2Mixer<D>>> Mamba2Mixer<D>::Create(
-    int layer, const LayerWeights& lw, const MixerResources<D>& res, DeviceWeights<D>* weights) {
+absl::StatusOr<std::unique_ptr<Mamba2Mixer<D>>> Mamba2Mixer<D>::Create(int layer,
+                                                                       const LayerWeights& lw,
+                                                                       const MixerResources<D>& res,
+                                                                       DeviceWeights<D>* weights) {
   const SsmShape& ssm = res.config->ssm;
   auto m = std::unique_ptr<Mamba2Mixer>(new Mamba2Mixer(res));
   m->lay_ = res.layout->layers[layer];
@@ -41,8 +43,8 @@ void Mamba2Mixer<D>::Forward(const float* in, float* residual, const MixerStep<D
   const DeviceStep<D>& s = *step.step;
   const int64_t rows = s.rows, conv = ssm.conv_dim(), inner = ssm.inner(), H = ssm.heads;
   const int64_t zdt = inner + H;
-  float* raw = step.scratch;       // [rows][conv]
-  float* xbc = raw + rows * conv;  // [rows][conv]: x | B | C
+  float* raw = step.scratch;        // [rows][conv]
+  float* xbc = raw + rows * conv;   // [rows][conv]: x | B | C
   float* zbuf = xbc + rows * conv;  // [rows][inner + H]: z | dt_raw
   float* g = zbuf + rows * zdt;     // [rows][H]
   float* dt = g + rows * H;         // [rows][H]

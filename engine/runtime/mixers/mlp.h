@@ -45,7 +45,7 @@ class Mlp {
   bool relu2_ = false;
   const float* shift_ = nullptr;  // RWKV: the token shift's taps [hidden][2] (mu, 1 - mu)
   std::vector<float> shift_taps_;
-  int64_t shift_offset_ = 0;      // the previous row's offset in a session's state
+  int64_t shift_offset_ = 0;  // the previous row's offset in a session's state
   int64_t hidden_ = 0, intermediate_ = 0;
   int64_t width_ = 0;  // floats per row of w1's output (SwiGLU: gate|up, 2 intermediate)
   GemmWeight<D> w1_, w2_;

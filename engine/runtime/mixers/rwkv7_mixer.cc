@@ -9,8 +9,10 @@
 namespace flatstate {
 
 template <Device D>
-absl::StatusOr<std::unique_ptr<Rwkv7Mixer<D>>> Rwkv7Mixer<D>::Create(
-    int layer, const LayerWeights& lw, const MixerResources<D>& res, DeviceWeights<D>* weights) {
+absl::StatusOr<std::unique_ptr<Rwkv7Mixer<D>>> Rwkv7Mixer<D>::Create(int layer,
+                                                                     const LayerWeights& lw,
+                                                                     const MixerResources<D>& res,
+                                                                     DeviceWeights<D>* weights) {
   const Rwkv7Shape& rw = res.config->rwkv;
   const int64_t Dm = rw.width();
   const LayerWeights::Rwkv7& t = lw.rwkv;
@@ -52,8 +54,7 @@ absl::StatusOr<std::unique_ptr<Rwkv7Mixer<D>>> Rwkv7Mixer<D>::Create(
 template <Device D>
 int64_t Rwkv7Mixer<D>::ScratchFloats(int64_t rows) const {
   const Rwkv7Shape& rw = res_.config->rwkv;
-  const int64_t rank =
-      std::max({rw.decay_rank, rw.a_rank, rw.v_rank, rw.gate_rank});
+  const int64_t rank = std::max({rw.decay_rank, rw.a_rank, rw.v_rank, rw.gate_rank});
   // d, the six mixes, r, k, v, logw, a, g, kk, o, the LoRA output z, and the LoRA's inner rows.
   return rows * (16 * rw.width() + rank);
 }
@@ -65,9 +66,8 @@ int64_t Rwkv7Mixer<D>::CarryFloats(int64_t rows) const {
 
 template <Device D>
 void Rwkv7Mixer<D>::Lora(const float* in, int64_t rows, const GemmWeight<D>& w1,
-                         const GemmWeight<D>& w2, int64_t rank, bool tanh_inner,
-                         bool sigmoid_inner, const float* bias, float* tmp, float* out,
-                         const Parallel& par) const {
+                         const GemmWeight<D>& w2, int64_t rank, bool tanh_inner, bool sigmoid_inner,
+                         const float* bias, float* tmp, float* out, const Parallel& par) const {
   Gemm<D>(in, rows, w1, tmp, false, par);
   if (tanh_inner) ActivateRows<D>(tmp, rows, rank, Activation::kTanh);
   if (sigmoid_inner) ActivateRows<D>(tmp, rows, rank, Activation::kSigmoid);

@@ -46,7 +46,7 @@ class Rwkv7Mixer final : public TokenMixer<D> {
 
   MixerResources<D> res_;
   LayerStateLayout lay_;
-  bool first_ = false;  // layer 0: sets v_first
+  bool first_ = false;             // layer 0: sets v_first
   std::vector<float> shift_taps_;  // [D][2]: (1, -1), the conv that gives x_prev - x
   const float* shift_ = nullptr;
   const float* mix_ = nullptr;

@@ -211,8 +211,8 @@ TEST(Mamba2Arch, ConfigsThatChangeTheMathAreRefusedByKey) {
 
 // Tensors: a missing conv bias, a wrong in_proj shape and a stray tensor name the tensor.
 TEST(Mamba2Arch, TensorsAreCheckedByName) {
-  const std::string no_bias = EditedTiny("nobias", "\"use_conv_bias\": true",
-                                         "\"use_conv_bias\": false");
+  const std::string no_bias =
+      EditedTiny("nobias", "\"use_conv_bias\": true", "\"use_conv_bias\": false");
   const absl::Status st = Model::Load(no_bias).status();
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
   EXPECT_THAT(st.message(), HasSubstr("conv1d.bias")) << st;

@@ -28,6 +28,44 @@ struct Turn {
   size_t cache_bytes = 0;
 };
 
+// One stateless turn: a fresh session (temperature 0.8, seed = turn) gets the whole history,
+// generates `reply` tokens with a step budget of `budget`, and is released.
+Turn RunTurn(Engine* e, const std::vector<int32_t>& history, int turn, int reply, int64_t budget) {
+  Turn t;
+  SessionState s = e->NewSession(SamplingParams{0.8f, 0, 1.f, uint64_t(turn)});
+  auto cached = e->AppendPrompt(&s, history);
+  EXPECT_TRUE(cached.ok()) << cached.status();
+  t.prompt_tokens = static_cast<int64_t>(history.size());
+  t.cached = cached.value_or(-1);
+  std::vector<StepResult> res;
+  while (static_cast<int>(t.tokens.size()) < reply) {
+    StepRequest r{&s, budget, true, 3};
+    const absl::Status st = e->Step(std::span<const StepRequest>(&r, 1), &res);
+    EXPECT_TRUE(st.ok()) << st;
+    if (!st.ok()) break;
+    if (!res[0].sampled) continue;
+    t.tokens.push_back(res[0].token);
+    t.logprobs.push_back(res[0].logprobs.logprob);
+    for (const auto& [id, lp] : res[0].logprobs.top) t.logprobs.push_back(lp);
+  }
+  e->ReleaseSession(&s);
+  t.cache_bytes = e->prefix_cache_stats().bytes;
+  return t;
+}
+
+// 10 turns; turn i adds a user message of 20 + 7 i tokens to the history, then the reply.
+std::vector<Turn> Conversation(Engine* e, int64_t budget = 1 << 30) {
+  std::vector<Turn> turns;
+  std::vector<int32_t> history;
+  for (int i = 0; i < 10; ++i) {
+    const auto msg = Tokens(20 + 7 * i, 40 + i);
+    history.insert(history.end(), msg.begin(), msg.end());
+    turns.push_back(RunTurn(e, history, i, 6, budget));
+    history.insert(history.end(), turns.back().tokens.begin(), turns.back().tokens.end());
+  }
+  return turns;
+}
+
 class EnginePrefixCache : public ::testing::TestWithParam<Param> {
  protected:
   void SetUp() override {
@@ -45,45 +83,6 @@ class EnginePrefixCache : public ::testing::TestWithParam<Param> {
     o.batch_invariant = true;
     o.prefix_cache_bytes = cache_bytes;
     return MakeEngineWith(dir_, o);
-  }
-
-  // One stateless turn: a fresh session (temperature 0.8, seed = turn) gets the whole history,
-  // generates `reply` tokens with a step budget of `budget`, and is released.
-  static Turn RunTurn(Engine* e, const std::vector<int32_t>& history, int turn, int reply,
-                      int64_t budget) {
-    Turn t;
-    SessionState s = e->NewSession(SamplingParams{0.8f, 0, 1.f, uint64_t(turn)});
-    auto cached = e->AppendPrompt(&s, history);
-    EXPECT_TRUE(cached.ok()) << cached.status();
-    t.prompt_tokens = static_cast<int64_t>(history.size());
-    t.cached = cached.value_or(-1);
-    std::vector<StepResult> res;
-    while (static_cast<int>(t.tokens.size()) < reply) {
-      StepRequest r{&s, budget, true, 3};
-      const absl::Status st = e->Step(std::span<const StepRequest>(&r, 1), &res);
-      EXPECT_TRUE(st.ok()) << st;
-      if (!st.ok()) break;
-      if (!res[0].sampled) continue;
-      t.tokens.push_back(res[0].token);
-      t.logprobs.push_back(res[0].logprobs.logprob);
-      for (const auto& [id, lp] : res[0].logprobs.top) t.logprobs.push_back(lp);
-    }
-    e->ReleaseSession(&s);
-    t.cache_bytes = e->prefix_cache_stats().bytes;
-    return t;
-  }
-
-  // 10 turns; turn i adds a user message of 20 + 7 i tokens to the history, then the reply.
-  static std::vector<Turn> Conversation(Engine* e, int64_t budget = 1 << 30) {
-    std::vector<Turn> turns;
-    std::vector<int32_t> history;
-    for (int i = 0; i < 10; ++i) {
-      const auto msg = Tokens(20 + 7 * i, 40 + i);
-      history.insert(history.end(), msg.begin(), msg.end());
-      turns.push_back(RunTurn(e, history, i, 6, budget));
-      history.insert(history.end(), turns.back().tokens.begin(), turns.back().tokens.end());
-    }
-    return turns;
   }
 
   std::string dir_;
@@ -190,6 +189,30 @@ TEST_P(EnginePrefixCache, ABadTokenChangesNothing) {
   EXPECT_TRUE(s.pending.empty());
   EXPECT_EQ(s.position, 0);
   EXPECT_EQ(e->prefix_cache_stats().lookups, 0u);
+}
+
+// The Hugging Face recurrent families (a fixed-size state per layer; Qwen3.5 with KV blocks beside
+// it): the cache changes no bit of a stateless conversation and serves its earlier turns.
+TEST(EnginePrefixCacheHf, RecurrentFamiliesReuseTheirPrefixesBitwise) {
+  for (const char* name : {"hf_mamba2_tiny", "hf_rwkv7_tiny", "hf_qwen35_tiny"}) {
+    const std::string dir = std::string(FLATSTATE_SOURCE_DIR) + "/tests/data/" + name;
+    EngineOptions o;
+    o.threads = 2;
+    o.kv_blocks = 512;
+    o.batch_invariant = true;
+    auto plain = MakeEngineWith(dir, o);
+    o.prefix_cache_bytes = 64 << 20;
+    auto cached = MakeEngineWith(dir, o);
+    ASSERT_NE(plain, nullptr) << name;
+    ASSERT_NE(cached, nullptr) << name;
+    const std::vector<Turn> want = Conversation(plain.get());
+    const std::vector<Turn> got = Conversation(cached.get());
+    ExpectSameBits(want, got);
+    int64_t reused = 0;
+    for (const Turn& t : got) reused += t.cached;
+    EXPECT_GT(reused, 0) << name;
+    EXPECT_GT(cached->prefix_cache_stats().hits, 0u) << name;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(DevicesAndKinds, EnginePrefixCache,
