@@ -109,15 +109,19 @@ void Rwkv7Mixer<D>::Forward(const float* in, float* residual, const MixerStep<D>
   Gemm<D>(xr, rows, wr_, r, false, par);
   Gemm<D>(xk, rows, wk_, k, false, par);
   Gemm<D>(xv, rows, wv_, v, false, par);
-  Lora(xw, rows, w1_, w2_, rw.decay_rank, true, false, w_bias_, tmp, logw, par);
+  Lora(xw, rows, w1_, w2_, rw.decay_rank, true, false, w_bias_, tmp, logw,
+       step.PoolFor(RD * rw.decay_rank));
   ActivateRows<D>(logw, rows, Dm, Activation::kRwkvLogDecay);
   if (!first_) {
-    Lora(xv, rows, v1_, v2_, rw.v_rank, false, false, v_bias_, tmp, z, par);
+    Lora(xv, rows, v1_, v2_, rw.v_rank, false, false, v_bias_, tmp, z,
+         step.PoolFor(RD * rw.v_rank));
     LerpToward<D>(v, step.carry, z, rows, Dm);
   }
-  Lora(xa, rows, a1_, a2_, rw.a_rank, false, false, a_bias_, tmp, a, par);
+  Lora(xa, rows, a1_, a2_, rw.a_rank, false, false, a_bias_, tmp, a, step.PoolFor(RD * rw.a_rank));
   ActivateRows<D>(a, rows, Dm, Activation::kSigmoid);
-  Lora(xg, rows, g1_, g2_, rw.gate_rank, false, true, nullptr, tmp, g, par);
+  Lora(xg, rows, g1_, g2_, rw.gate_rank, false, true, nullptr, tmp, g,
+       step.PoolFor(RD * rw.gate_rank));
+  // (The LoRAs run on the calling thread for a few rows: waking the pool costs more than they do.)
   Rwkv7Keys<D>(k, a, k_k_, k_a_, rows, rw.heads, rw.head_dim, rw.fused_l2, kk);
 
   Rwkv7Batch b;
