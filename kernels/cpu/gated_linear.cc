@@ -19,6 +19,36 @@ inline void Axpy(float a, const float* x, int n, float* y) {
   for (int j = 0; j < n; ++j) y[j] += a * x[j];
 }
 
+// The chunked form's chunk when each row has one decay (B[t * Kd], the chunk's cumulative log
+// decay up to t): o_t = e^{B_t} S_0^T q_t + sum_{s<=t} e^{B_t - B_s} (q_t . k_s) v_s and
+// S <- e^{B_L} S + sum_s e^{B_L - B_s} k_s v_s^T, one exp per (t, s) instead of one per key.
+void ScalarDecayChunk(int Kd, int Vd, const float* Q, const float* B, const float* k,
+                      int64_t k_stride, const float* v, int64_t v_stride, int64_t L, float* S,
+                      float* O) {
+  for (int64_t t = 0; t < L; ++t) {
+    float* Ot = O + t * Vd;
+    std::fill(Ot, Ot + Vd, 0.f);
+    const float* Qt = Q + t * Kd;
+    const float Bt = B[t * Kd], et = std::exp(Bt);
+    for (int i = 0; i < Kd; ++i) Axpy(Qt[i] * et, S + static_cast<int64_t>(i) * Vd, Vd, Ot);
+    for (int64_t s = 0; s <= t; ++s) {
+      const float w = Dot(Qt, k + s * k_stride, Kd) * std::exp(Bt - B[s * Kd]);
+      Axpy(w, v + s * v_stride, Vd, Ot);
+    }
+  }
+  const float BL = B[(L - 1) * Kd], eL = std::exp(BL);
+  for (int i = 0; i < Kd; ++i) {
+    float* Si = S + static_cast<int64_t>(i) * Vd;
+    for (int j = 0; j < Vd; ++j) Si[j] *= eL;
+  }
+  for (int64_t s = 0; s < L; ++s) {
+    const float f = std::exp(BL - B[s * Kd]);
+    const float* ks = k + s * k_stride;
+    for (int i = 0; i < Kd; ++i)
+      Axpy(ks[i] * f, v + s * v_stride, Vd, S + static_cast<int64_t>(i) * Vd);
+  }
+}
+
 }  // namespace
 
 size_t GatedLinearScratch(int key_dim, int value_dim, int64_t T, int chunk) {
@@ -62,6 +92,16 @@ void GatedLinearCpu(int Kd, int Vd, float scale, bool per_key, const float* q, c
         Q[t * Kd + i] = q[r * qk_stride + i] * scale;
         B[t * Kd + i] = (t == 0 ? 0.f : B[(t - 1) * Kd + i]) + log_decay(r, i);
       }
+    }
+    if (!per_key) {
+      // One decay per row (B[t * Kd] holds it): every weight is a scalar exp per (t, s).
+      ScalarDecayChunk(Kd, Vd, Q, B, k + t0 * qk_stride, qk_stride, v + t0 * v_stride, v_stride, L,
+                       S, O);
+      for (int64_t t = 0; t < L; ++t) {
+        std::memcpy(out + (t0 + t) * out_stride, O + t * Vd, sizeof(float) * Vd);
+      }
+      t0 += L;
+      continue;
     }
     // o_t = (q_t * exp(B_t))^T S_0 + sum_{s<=t} (sum_i q_t[i] k_s[i] exp(B_t[i] - B_s[i])) v_s.
     for (int64_t t = 0; t < L; ++t) {
