@@ -18,7 +18,8 @@
 // threads, and splitting a run at multiples of `chunk` changes no float.
 //
 // The op is GatedLinear<D> over a GatedLinearBatch. kCpu body: one task per (sequence, head) on
-// `par` with per-thread scratch. kCuda body (cuda/gated_linear.cu): the recurrent form for every
+// `par` with per-thread scratch, compiled as target clones (x86-64-v4 / AVX2 / baseline, chosen
+// once by the CPU; not under ASan). kCuda body (cuda/gated_linear.cu): the recurrent form for every
 // sequence, one block per (sequence, head); compiled, not yet run on a GPU.
 #ifndef FLATSTATE_KERNELS_GATED_LINEAR_H_
 #define FLATSTATE_KERNELS_GATED_LINEAR_H_

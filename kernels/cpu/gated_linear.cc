@@ -10,6 +10,15 @@
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/sequence_heads.h"
 
+// The loops below vectorise to the widest registers the CPU has: GCC / clang target clones,
+// picked once at load by the CPU's features (the same clone on every call, so batch invariance
+// and the forms' bit-exact splits hold on any one machine).
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#define FLATSTATE_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+#else
+#define FLATSTATE_VECTOR_CLONES
+#endif
+
 namespace flatstate {
 namespace {
 
@@ -22,7 +31,7 @@ inline void Axpy(float a, const float* x, int n, float* y) {
 // The chunked form's chunk when each row has one decay (B[t * Kd], the chunk's cumulative log
 // decay up to t): o_t = e^{B_t} S_0^T q_t + sum_{s<=t} e^{B_t - B_s} (q_t . k_s) v_s and
 // S <- e^{B_L} S + sum_s e^{B_L - B_s} k_s v_s^T, one exp per (t, s) instead of one per key.
-void ScalarDecayChunk(int Kd, int Vd, const float* Q, const float* B, const float* k,
+FLATSTATE_VECTOR_CLONES void ScalarDecayChunk(int Kd, int Vd, const float* Q, const float* B, const float* k,
                       int64_t k_stride, const float* v, int64_t v_stride, int64_t L, float* S,
                       float* O) {
   for (int64_t t = 0; t < L; ++t) {
@@ -57,7 +66,7 @@ size_t GatedLinearScratch(int key_dim, int value_dim, int64_t T, int chunk) {
   return static_cast<size_t>(2 * L * key_dim + key_dim + L * value_dim + key_dim);
 }
 
-void GatedLinearCpu(int Kd, int Vd, float scale, bool per_key, const float* q, const float* k,
+FLATSTATE_VECTOR_CLONES void GatedLinearCpu(int Kd, int Vd, float scale, bool per_key, const float* q, const float* k,
                     int64_t qk_stride, const float* v, int64_t v_stride, const float* g,
                     int64_t g_stride, int64_t T, int64_t pos0, int chunk, float* S, float* out,
                     int64_t out_stride, float* scratch) {
