@@ -1,6 +1,7 @@
 #include "engine/runtime/device_forward.h"
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 #include "engine/util/status_macros.h"
@@ -54,6 +55,7 @@ absl::StatusOr<std::unique_ptr<DeviceForward<D>>> DeviceForward<D>::Create(
   auto f = std::unique_ptr<DeviceForward>(new DeviceForward(model, kv, par, chunk_size, gemm));
   RETURN_IF_ERROR(f->Bind(kv));
   RETURN_IF_ERROR(Synchronize<D>());  // the weight copies are complete
+  f->head_bits_ = {};                 // the bf16 head's source bits, copied by now
   return f;
 }
 
@@ -78,10 +80,30 @@ absl::Status DeviceForward<D>::Bind(KvBlockPool* kv) {
   ASSIGN_OR_RETURN(embed_, weights_.Place(w.embed, V * hidden));
   ASSIGN_OR_RETURN(norm_, weights_.Place(w.norm, hidden));
   ASSIGN_OR_RETURN(norm_bias_, weights_.Place(w.norm_bias, hidden));
-  // The output head stays f32 whatever the layers' type (see device_forward.h).
-  ASSIGN_OR_RETURN(lm_head_,
-                   PrepareGemmWeight<D>(w.lm_head, V, hidden,
-                                        {WeightDtype::kF32, weights_.gemm().batch_invariant}));
+  // The output head: bf16 when the layers run bf16 and every head value is exactly a bf16 (a
+  // BF16 file's head, widened exactly: the same logits in half the bytes), else f32 whatever the
+  // layers' type (see device_forward.h).
+  const bool invariant = weights_.gemm().batch_invariant;
+  const int64_t head = V * hidden;
+  bool head_bf16 = weights_.gemm().dtype == WeightDtype::kBf16;
+  for (int64_t i = 0; head_bf16 && i < head; ++i) {
+    uint32_t u;
+    std::memcpy(&u, &w.lm_head[i], sizeof(u));
+    head_bf16 = (u & 0xffffu) == 0;
+  }
+  if (head_bf16) {
+    head_bits_.resize(static_cast<size_t>(head));
+    for (int64_t i = 0; i < head; ++i) {
+      uint32_t u;
+      std::memcpy(&u, &w.lm_head[i], sizeof(u));
+      head_bits_[i] = static_cast<uint16_t>(u >> 16);
+    }
+    ASSIGN_OR_RETURN(lm_head_, PrepareGemmWeightBf16<D>(head_bits_.data(), V, hidden,
+                                                        {WeightDtype::kBf16, invariant}));
+  } else {
+    ASSIGN_OR_RETURN(lm_head_,
+                     PrepareGemmWeight<D>(w.lm_head, V, hidden, {WeightDtype::kF32, invariant}));
+  }
   layers_.resize(w.layers.size());
   for (size_t l = 0; l < w.layers.size(); ++l) {
     const LayerWeights& lw = w.layers[l];

@@ -10,8 +10,9 @@
 // model says (ModelConfig::norm_kind).
 //
 // Weights are prepared for D once at Create (DeviceWeights<D>: GEMM weights as
-// GemmWeightOptions::dtype asks, the output head as f32 always (vocab x hidden: the logits stay
-// closest to the f32 model's), other tensors as f32, in place where D's memory is host memory,
+// GemmWeightOptions::dtype asks, the output head as f32 (vocab x hidden: the logits stay
+// closest to the f32 model's) except when the layers run bf16 and the head's values are all
+// exactly bf16 (a BF16 file's head: the same logits from half the bytes), other tensors as f32, in place where D's memory is host memory,
 // else copied to the device). Sessions' memory: fixed-size states in a DeviceStatePool<D> (in
 // place on the host; device slots otherwise), softmax K/V in a DeviceKvMirror<D> of the engine's
 // KvBlockPool. A step's descriptors are a DeviceStep<D>; the mixers' and MLP's scratch is one
@@ -116,6 +117,7 @@ class DeviceForward final : public ForwardPass {
   const float* norm_ = nullptr;
   const float* norm_bias_ = nullptr;
   GemmWeight<D> lm_head_;
+  std::vector<uint16_t> head_bits_;  // during Create only: a bf16 head's bits
   std::vector<Layer> layers_;
   DeviceStep<D> step_;
   // Workspace, grown as needed.
