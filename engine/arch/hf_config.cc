@@ -48,6 +48,13 @@ absl::Status HfConfigReader::Bool(const std::string& key, bool* out) {
   return absl::OkStatus();
 }
 
+absl::Status HfConfigReader::RequireBool(const std::string& key, bool want) {
+  bool v = want;
+  if (absl::Status s = Bool(key, &v); !s.ok()) return s;
+  if (v != want) return Bad(key, absl::StrCat("= ", v ? "true" : "false", " is not supported"));
+  return absl::OkStatus();
+}
+
 absl::Status HfConfigReader::TokenIds(const std::string& key, int vocab,
                                       std::vector<int32_t>* out) {
   const nlohmann::json* v = Get(key);

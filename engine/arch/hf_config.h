@@ -30,6 +30,8 @@ class HfConfigReader {
   // A finite number > 0; absent or null leaves *out.
   absl::Status Positive(const std::string& key, double* out);
   absl::Status Bool(const std::string& key, bool* out);
+  // A boolean that must be `want` when present ("... = false is not supported" otherwise).
+  absl::Status RequireBool(const std::string& key, bool want);
   // A token id or a list of them, each in [0, vocab); absent or null leaves *out.
   absl::Status TokenIds(const std::string& key, int vocab, std::vector<int32_t>* out);
   // Keys that are read elsewhere or do not change the math (architectures, transformers_version,

@@ -41,13 +41,6 @@ absl::Status ReadTimeStepLimit(HfConfigReader& r, SsmShape* ssm) {
   return absl::OkStatus();
 }
 
-absl::Status Refuse(HfConfigReader& r, const char* key, bool want) {
-  bool v = want;
-  RETURN_IF_ERROR(r.Bool(key, &v));
-  if (v != want) return r.Bad(key, absl::StrCat("= ", v ? "true" : "false", " is not supported"));
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 absl::StatusOr<ModelConfig> Mamba2Architecture::ParseConfig(
@@ -90,8 +83,8 @@ absl::StatusOr<ModelConfig> Mamba2Architecture::ParseConfig(
   double eps = c.rms_norm_eps;
   RETURN_IF_ERROR(r.Positive("layer_norm_epsilon", &eps));
   c.rms_norm_eps = static_cast<float>(eps);
-  RETURN_IF_ERROR(Refuse(r, "use_bias", false));
-  RETURN_IF_ERROR(Refuse(r, "rms_norm", true));
+  RETURN_IF_ERROR(r.RequireBool("use_bias", false));
+  RETURN_IF_ERROR(r.RequireBool("rms_norm", true));
   if (const nlohmann::json* act = r.Get("hidden_act"); act != nullptr && *act != "silu") {
     return r.Bad("hidden_act", absl::StrCat("= ", act->dump(), " is not supported (silu only)"));
   }

@@ -19,13 +19,6 @@ int DefaultRank(double c, int hidden, double factor) {
   return std::max(32, static_cast<int>(x) * 32);
 }
 
-absl::Status Require(HfConfigReader& r, const char* key, bool want) {
-  bool v = want;
-  RETURN_IF_ERROR(r.Bool(key, &v));
-  if (v != want) return r.Bad(key, absl::StrCat("= ", v ? "true" : "false", " is not supported"));
-  return absl::OkStatus();
-}
-
 constexpr char kRwkvChat[] = R"jinja({%- for m in messages -%}
 {%- if m.role == 'system' -%}System{%- elif m.role == 'user' -%}User
 {%- elif m.role == 'assistant' -%}Assistant{%- else -%}{{ m.role | capitalize }}{%- endif -%}
@@ -86,8 +79,8 @@ absl::StatusOr<ModelConfig> Rwkv7Architecture::ParseConfig(
   c.rms_norm_eps = static_cast<float>(eps);
   rw.fused_l2 = true;
   RETURN_IF_ERROR(r.Bool("fuse_norm", &rw.fused_l2));
-  RETURN_IF_ERROR(Require(r, "norm_first", true));
-  RETURN_IF_ERROR(Require(r, "norm_bias", true));
+  RETURN_IF_ERROR(r.RequireBool("norm_first", true));
+  RETURN_IF_ERROR(r.RequireBool("norm_bias", true));
   if (const nlohmann::json* act = r.Get("hidden_act"); act != nullptr && *act != "sqrelu") {
     return r.Bad("hidden_act", absl::StrCat("= ", act->dump(), " is not supported (sqrelu only)"));
   }

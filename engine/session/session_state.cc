@@ -15,30 +15,23 @@ StateLayout MakeStateLayout(const ModelConfig& config) {
     LayerStateLayout l;
     l.attention = config.layer_attention(layer);
     l.begin = out.floats;
-    if (l.attention.delta) {
-      const DeltaNetShape& dn = config.delta;
+    if (l.attention.delta || l.attention.ssm || l.attention.rwkv7) {
+      // S first; then the conv window (Gated DeltaNet, Mamba-2) or RWKV's two previous rows.
       l.s = 0;
-      l.conv = size_t(dn.value_heads) * dn.key_dim * dn.value_dim;
-      l.floats = dn.state_floats();
-      out.floats += l.floats;
-      out.layers.push_back(l);
-      continue;
-    }
-    if (l.attention.ssm) {
-      const SsmShape& ssm = config.ssm;
-      l.s = 0;
-      l.conv = size_t(ssm.heads) * ssm.state_size * ssm.head_dim;
-      l.floats = ssm.state_floats();
-      out.floats += l.floats;
-      out.layers.push_back(l);
-      continue;
-    }
-    if (l.attention.rwkv7) {
-      const Rwkv7Shape& rw = config.rwkv;
-      l.s = 0;
-      l.conv = size_t(rw.heads) * rw.head_dim * rw.head_dim;
-      l.ffn_shift = l.conv + size_t(rw.width());
-      l.floats = rw.state_floats();
+      if (l.attention.delta) {
+        const DeltaNetShape& dn = config.delta;
+        l.conv = size_t(dn.value_heads) * dn.key_dim * dn.value_dim;
+        l.floats = dn.state_floats();
+      } else if (l.attention.ssm) {
+        const SsmShape& ssm = config.ssm;
+        l.conv = size_t(ssm.heads) * ssm.state_size * ssm.head_dim;
+        l.floats = ssm.state_floats();
+      } else {
+        const Rwkv7Shape& rw = config.rwkv;
+        l.conv = size_t(rw.heads) * rw.head_dim * rw.head_dim;
+        l.ffn_shift = l.conv + size_t(rw.width());
+        l.floats = rw.state_floats();
+      }
       out.floats += l.floats;
       out.layers.push_back(l);
       continue;

@@ -151,15 +151,9 @@ void FlatstateLinearMixer<D>::Linear(const float* qkv, float* att, const MixerSt
   b.in_stride = qkv_.width;
   b.out = att;
   b.out_stride = hidden;
-  b.layer_offset = static_cast<int64_t>(lay_.begin);
-  b.s_off = static_cast<int64_t>(lay_.s);
+  step.SetSequences(lay_, res_.chunk, &b);
   b.z_off = static_cast<int64_t>(lay_.z);
   b.m_off = static_cast<int64_t>(lay_.m);
-  b.chunk = res_.chunk;
-  b.decode = s.decode.on;
-  b.num_decode = static_cast<int>(s.decode.host.size());
-  b.prefill = s.prefill.on;
-  b.num_prefill = static_cast<int>(s.prefill.host.size());
   b.row_seq = s.row_seq.on;
   b.row_t = s.row_t.on;
   b.prefill_rows = static_cast<int64_t>(s.row_t.host.size());

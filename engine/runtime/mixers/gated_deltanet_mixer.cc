@@ -71,13 +71,7 @@ void GatedDeltaNetMixer<D>::Forward(const float* in, float* residual, const Mixe
   b.gb_stride = Hv;
   b.out = o;
   b.out_stride = Vw;
-  b.layer_offset = static_cast<int64_t>(lay_.begin);
-  b.s_off = static_cast<int64_t>(lay_.s);
-  b.chunk = res_.chunk;
-  b.decode = s.decode.on;
-  b.num_decode = static_cast<int>(s.decode.host.size());
-  b.prefill = s.prefill.on;
-  b.num_prefill = static_cast<int>(s.prefill.host.size());
+  step.SetSequences(lay_, res_.chunk, &b);
   GatedDeltaRule<D>(b, step.PoolFor(rows * Hv * dn.key_dim * dn.value_dim));
   GatedHeadRmsNorm<D>(o, Vw, zbuf, zba, rows, static_cast<int>(Hv), dn.value_dim, norm_, 0,
                       c.rms_norm_eps, GateOrder::kNormThenGate);

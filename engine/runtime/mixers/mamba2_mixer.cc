@@ -75,13 +75,7 @@ void Mamba2Mixer<D>::Forward(const float* in, float* residual, const MixerStep<D
   b.g_stride = H;
   b.out = y;
   b.out_stride = inner;
-  b.layer_offset = static_cast<int64_t>(lay_.begin);
-  b.s_off = static_cast<int64_t>(lay_.s);
-  b.chunk = res_.chunk;
-  b.decode = s.decode.on;
-  b.num_decode = static_cast<int>(s.decode.host.size());
-  b.prefill = s.prefill.on;
-  b.num_prefill = static_cast<int>(s.prefill.host.size());
+  step.SetSequences(lay_, res_.chunk, &b);
   GatedLinear<D>(b, step.PoolFor(rows * H * ssm.state_size * ssm.head_dim));
   AddScaledHeads<D>(y, inner, xbc, conv, D_, rows, static_cast<int>(H), ssm.head_dim);
   const int group_dim = static_cast<int>(inner / ssm.groups);

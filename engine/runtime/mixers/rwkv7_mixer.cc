@@ -138,13 +138,7 @@ void Rwkv7Mixer<D>::Forward(const float* in, float* residual, const MixerStep<D>
   b.wka_stride = Dm;
   b.out = o;
   b.out_stride = Dm;
-  b.layer_offset = static_cast<int64_t>(lay_.begin);
-  b.s_off = static_cast<int64_t>(lay_.s);
-  b.chunk = res_.chunk;
-  b.decode = s.decode.on;
-  b.num_decode = static_cast<int>(s.decode.host.size());
-  b.prefill = s.prefill.on;
-  b.num_prefill = static_cast<int>(s.prefill.host.size());
+  step.SetSequences(lay_, res_.chunk, &b);
   Rwkv7Recurrence<D>(b, step.PoolFor(rows * Dm * rw.head_dim));
   Rwkv7Output<D>(o, r, k, v, g, r_k_, gn_w_, gn_b_, rows, rw.heads, rw.head_dim,
                  static_cast<float>(rw.head_dim) * c.rms_norm_eps);

@@ -55,6 +55,18 @@ struct MixerStep {
   // The pool for `work` multiply-adds, or the calling thread when that is too little to pay for
   // waking the pool (a batch-1 decode step). Results do not depend on the choice.
   const Parallel& PoolFor(int64_t work) const { return work < kMinParallelWork ? *serial : *pool; }
+  // A recurrent op's batch (LinearBatch, GroupedHeadBatch and its kinds): the step's decode and
+  // prefill sequences, the layer's slice of their states (`lay`) and the chunked form's chunk.
+  template <typename Batch>
+  void SetSequences(const LayerStateLayout& lay, int chunk, Batch* b) const {
+    b->layer_offset = static_cast<int64_t>(lay.begin);
+    b->s_off = static_cast<int64_t>(lay.s);
+    b->chunk = chunk;
+    b->decode = step->decode.on;
+    b->num_decode = static_cast<int>(step->decode.host.size());
+    b->prefill = step->prefill.on;
+    b->num_prefill = static_cast<int>(step->prefill.host.size());
+  }
   static constexpr int64_t kMinParallelWork = 1 << 17;
 };
 
