@@ -11,13 +11,13 @@
 #include <string>
 #include <string_view>
 
+#include "engine/util/utf8.h"
+
 namespace flatstate::hf {
 
-// Decodes the code point starting at s[i] (i < s.size()) into *cp and returns its length in
-// bytes; an ill-formed byte returns 1 with *cp = 0xFFFD.
-size_t DecodeUtf8(std::string_view s, size_t i, char32_t* cp);
-// Appends the UTF-8 encoding of `cp` to *out.
-void AppendUtf8(char32_t cp, std::string* out);
+// One code point's decoding and encoding (engine/util/utf8.h), as the tokenizer pieces call them.
+using ::flatstate::AppendUtf8;
+using ::flatstate::DecodeUtf8;
 // `s` with every ill-formed subsequence replaced by U+FFFD (maximal subparts, as Rust's
 // String::from_utf8_lossy); returns true iff it changed anything.
 bool MakeValidUtf8(std::string_view s, std::string* out);
