@@ -140,6 +140,37 @@ class HfModel:
         return y if b is None else y + b
 
 
+class StatefulHfModel(HfModel):
+    """A model whose forward(ids, state=None, **step) runs on a recurrent state from
+    new_state(): the logits of a fresh state, and greedy decoding one token at a time on it."""
+    STEP: Dict[str, str] = {}  # forward's keyword arguments for greedy's one-token steps
+
+    def logits(self, ids: Sequence[int]) -> torch.Tensor:
+        return self.forward(ids)
+
+    def greedy(self, ids: Sequence[int], n: int) -> List[int]:
+        """n argmax continuations, decoded one token at a time on the state."""
+        st = self.new_state()
+        row = self.forward(ids, st)[-1]
+        out: List[int] = []
+        for _ in range(n):
+            out.append(int(torch.argmax(row)))
+            row = self.forward([out[-1]], st, **self.STEP)[-1]
+        return out
+
+
+def greedy_main(cls, argv=None) -> int:
+    """The references' command line: MODEL_DIR IDS... [--new N] prints N greedy ids."""
+    import argparse
+    ap = argparse.ArgumentParser(description="greedy continuation under the float64 reference")
+    ap.add_argument("model_dir")
+    ap.add_argument("ids", type=int, nargs="+")
+    ap.add_argument("--new", type=int, default=16)
+    a = ap.parse_args(argv)
+    print(" ".join(str(i) for i in cls.load(a.model_dir).greedy(a.ids, a.new)))
+    return 0
+
+
 class HfLlama(HfModel):
     def __init__(self, cfg: dict, tensors: Dict[str, torch.Tensor]):
         if cfg.get("hidden_act", "silu") != "silu":
@@ -228,15 +259,7 @@ def top2_margin(row: torch.Tensor) -> float:
 
 
 def main(argv=None) -> int:
-    import argparse
-    ap = argparse.ArgumentParser(description="greedy continuation under the float64 reference")
-    ap.add_argument("model_dir")
-    ap.add_argument("ids", type=int, nargs="+")
-    ap.add_argument("--new", type=int, default=16)
-    a = ap.parse_args(argv)
-    m = HfLlama.load(a.model_dir)
-    print(" ".join(str(i) for i in m.greedy(a.ids, a.new)))
-    return 0
+    return greedy_main(HfLlama, argv)
 
 
 if __name__ == "__main__":

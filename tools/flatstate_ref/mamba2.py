@@ -70,7 +70,7 @@ for _p in (_TOOLS, _HERE):
     if _p not in sys.path:
         sys.path.insert(0, _p)
 from hf_llama import HfLlamaError  # noqa: E402
-from flatstate_ref.llama import HfModel, rms_norm  # noqa: E402
+from flatstate_ref.llama import StatefulHfModel, greedy_main, rms_norm  # noqa: E402
 from hf_mamba2 import dims, tensor_shapes  # noqa: E402
 
 F64 = torch.float64
@@ -141,7 +141,9 @@ def ssd_chunked(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Ten
     return y, S
 
 
-class HfMamba2(HfModel):
+class HfMamba2(StatefulHfModel):
+    STEP = {"mode": "recurrent"}
+
     def __init__(self, cfg: dict, tensors: Dict[str, torch.Tensor], norm_groups: int = 1):
         if cfg.get("model_type") != "mamba2":
             raise Mamba2Error(f"model_type {cfg.get('model_type')!r}: want mamba2")
@@ -242,29 +244,9 @@ class HfMamba2(HfModel):
         st["pos"] += len(ids)
         return rms_norm(h, self.t["backbone.norm_f.weight"], self.eps) @ self.lm_head.T
 
-    def logits(self, ids: Sequence[int]) -> torch.Tensor:
-        return self.forward(ids)
-
-    def greedy(self, ids: Sequence[int], n: int) -> List[int]:
-        """n argmax continuations, decoded one token at a time on the state."""
-        st = self.new_state()
-        row = self.forward(ids, st)[-1]
-        out: List[int] = []
-        for _ in range(n):
-            out.append(int(torch.argmax(row)))
-            row = self.forward([out[-1]], st, mode="recurrent")[-1]
-        return out
-
 
 def main(argv=None) -> int:
-    import argparse
-    ap = argparse.ArgumentParser(description="greedy continuation, float64 reference")
-    ap.add_argument("model_dir")
-    ap.add_argument("ids", type=int, nargs="+")
-    ap.add_argument("--new", type=int, default=16)
-    a = ap.parse_args(argv)
-    print(" ".join(str(i) for i in HfMamba2.load(a.model_dir).greedy(a.ids, a.new)))
-    return 0
+    return greedy_main(HfMamba2, argv)
 
 
 if __name__ == "__main__":

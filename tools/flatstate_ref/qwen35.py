@@ -67,7 +67,7 @@ for _p in (_TOOLS, _HERE):
         sys.path.insert(0, _p)
 from hf_llama import HfLlamaError  # noqa: E402
 from flatstate_ref.gated_delta import gated_delta_chunked, gated_delta_recurrent  # noqa: E402
-from flatstate_ref.llama import HfModel, rms_norm, rotate_half  # noqa: E402
+from flatstate_ref.llama import StatefulHfModel, greedy_main, rms_norm, rotate_half  # noqa: E402
 from hf_qwen35 import tensor_shapes  # noqa: E402
 
 F64 = torch.float64
@@ -142,7 +142,7 @@ def causal_conv(x: torch.Tensor, prev: torch.Tensor, w: torch.Tensor,
     return out + bias if bias is not None else out
 
 
-class HfQwen35(HfModel):
+class HfQwen35(StatefulHfModel):
     def __init__(self, cfg: dict, tensors: Dict[str, torch.Tensor]):
         self.cfg = text_config(cfg)
         self.t = text_tensors(tensors)
@@ -266,29 +266,9 @@ class HfQwen35(HfModel):
         st["pos"] = pos + len(ids)
         return rms1(h, self.t["model.norm.weight"], self.eps) @ self.lm_head.T
 
-    def logits(self, ids: Sequence[int]) -> torch.Tensor:
-        return self.forward(ids)
-
-    def greedy(self, ids: Sequence[int], n: int) -> List[int]:
-        """n argmax continuations, decoded one token at a time on the state."""
-        st = self.new_state()
-        row = self.forward(ids, st)[-1]
-        out: List[int] = []
-        for _ in range(n):
-            out.append(int(torch.argmax(row)))
-            row = self.forward([out[-1]], st)[-1]
-        return out
-
 
 def main(argv=None) -> int:
-    import argparse
-    ap = argparse.ArgumentParser(description="greedy continuation, float64 reference")
-    ap.add_argument("model_dir")
-    ap.add_argument("ids", type=int, nargs="+")
-    ap.add_argument("--new", type=int, default=16)
-    a = ap.parse_args(argv)
-    print(" ".join(str(i) for i in HfQwen35.load(a.model_dir).greedy(a.ids, a.new)))
-    return 0
+    return greedy_main(HfQwen35, argv)
 
 
 if __name__ == "__main__":

@@ -77,7 +77,7 @@ for _p in (_TOOLS, _HERE):
     if _p not in sys.path:
         sys.path.insert(0, _p)
 from hf_llama import HfLlamaError  # noqa: E402
-from flatstate_ref.llama import HfModel  # noqa: E402
+from flatstate_ref.llama import StatefulHfModel, greedy_main  # noqa: E402
 from hf_rwkv7 import resolved, tensor_shapes  # noqa: E402
 
 F64 = torch.float64
@@ -200,7 +200,9 @@ def wkv_naive(r, logw, k, v, kk, a, S):
 
 # ---------------------------------------------------------------------------------------------
 
-class HfRwkv7(HfModel):
+class HfRwkv7(StatefulHfModel):
+    STEP = {"mode": "recurrent"}
+
     def __init__(self, cfg: dict, tensors: Dict[str, torch.Tensor]):
         if cfg.get("model_type") != "rwkv7":
             raise Rwkv7Error(f"model_type {cfg.get('model_type')!r}: want rwkv7")
@@ -319,29 +321,9 @@ class HfRwkv7(HfModel):
         st["pos"] = pos + len(ids)
         return self._ln(h, "model.norm") @ self.lm_head.T
 
-    def logits(self, ids: Sequence[int]) -> torch.Tensor:
-        return self.forward(ids)
-
-    def greedy(self, ids: Sequence[int], n: int) -> List[int]:
-        """n argmax continuations, decoded one token at a time on the state."""
-        st = self.new_state()
-        row = self.forward(ids, st)[-1]
-        out: List[int] = []
-        for _ in range(n):
-            out.append(int(torch.argmax(row)))
-            row = self.forward([out[-1]], st, mode="recurrent")[-1]
-        return out
-
 
 def main(argv=None) -> int:
-    import argparse
-    ap = argparse.ArgumentParser(description="greedy continuation, float64 reference")
-    ap.add_argument("model_dir")
-    ap.add_argument("ids", type=int, nargs="+")
-    ap.add_argument("--new", type=int, default=16)
-    a = ap.parse_args(argv)
-    print(" ".join(str(i) for i in HfRwkv7.load(a.model_dir).greedy(a.ids, a.new)))
-    return 0
+    return greedy_main(HfRwkv7, argv)
 
 
 if __name__ == "__main__":
