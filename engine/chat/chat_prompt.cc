@@ -1,6 +1,9 @@
 #include "engine/chat/chat_prompt.h"
 
+#include <string>
+#include <string_view>
 #include <utility>
+#include <vector>
 
 #include "engine/util/status_macros.h"
 
@@ -31,6 +34,39 @@ nlohmann::ordered_json NormaliseMessages(const nlohmann::ordered_json& messages)
   return out;
 }
 
+constexpr std::string_view kProbeReply = "flatstate end-of-turn probe 7f3a";
+
+// The special token the template writes right after an assistant reply, or -1 (see the header).
+int32_t ProbeEndOfTurn(const ChatPrompt& prompt, const Tokenizer& tokenizer) {
+  for (bool with_system : {false, true}) {  // some templates want a system message first
+    Conversation c;
+    if (with_system) c.messages.push_back({{"role", "system"}, {"content", "S"}});
+    c.messages.push_back({{"role", "user"}, {"content", "Hi"}});
+    c.messages.push_back({{"role", "assistant"}, {"content", std::string(kProbeReply)}});
+    c.add_generation_prompt = false;
+    absl::StatusOr<std::string> text = prompt.Render(c);
+    if (!text.ok()) continue;
+    const size_t at = text->rfind(kProbeReply);
+    if (at == std::string::npos) return -1;
+    std::string_view tail = std::string_view(*text).substr(at + kProbeReply.size());
+    while (!tail.empty() && (tail[0] == ' ' || tail[0] == '\n' || tail[0] == '\r')) {
+      tail.remove_prefix(1);
+    }
+    if (tail.empty()) return -1;
+    absl::StatusOr<std::vector<int32_t>> special =
+        tokenizer.EncodeWithOptions(tail, {.add_special = false, .parse_special = true});
+    absl::StatusOr<std::vector<int32_t>> plain =
+        tokenizer.EncodeWithOptions(tail, {.add_special = false, .parse_special = false});
+    // A special token parses to one id that the same text encoded as text does not start with.
+    if (!special.ok() || !plain.ok() || special->empty() || plain->empty() ||
+        (*special)[0] == (*plain)[0]) {
+      return -1;
+    }
+    return (*special)[0];
+  }
+  return -1;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ChatPrompt>> ChatPrompt::Create(
@@ -42,6 +78,11 @@ absl::StatusOr<std::unique_ptr<ChatPrompt>> ChatPrompt::Create(
   p->bos_token_ = std::move(bos_token);
   p->eos_token_ = std::move(eos_token);
   p->tokenizer_ = tokenizer;
+  if (tokenizer->has_text()) {
+    if (const int32_t eot = ProbeEndOfTurn(*p, *tokenizer); eot >= 0) {
+      p->end_of_turn_ids_.push_back(eot);
+    }
+  }
   return p;
 }
 

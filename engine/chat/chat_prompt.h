@@ -9,6 +9,13 @@
 // Messages are passed to the template as sent, except that a content given as an array of text
 // parts becomes their concatenated text (a text-only model's templates read a string).
 //
+// The template's end-of-turn token: Create renders a probe conversation (a user message, then an
+// assistant reply holding a marker) without a generation prompt and takes the special token the
+// template writes right after the reply (after any spaces / newlines), e.g. Qwen's <|im_end|>,
+// Llama 3's <|eot_id|>, Gemma's <end_of_turn>. A reply then ends at that token as at EOS, also
+// when generation_config.json does not list it. A template that fails on the probe, or writes
+// plain text after the reply, has none (end_of_turn_ids() empty).
+//
 // Immutable after Create; every method is thread-safe. Create fails with the template's parse
 // error (InvalidArgument `chat template "<model>" line N: ...`); Render / Encode fail with its
 // runtime error (raise_exception, a limit) or the tokenizer's, never with partial output.
@@ -44,6 +51,8 @@ class ChatPrompt {
       const std::string& model, std::string_view source, std::string bos_token,
       std::string eos_token, const Tokenizer* tokenizer, std::vector<std::string> stop = {});
   const std::vector<std::string>& stop() const { return stop_; }
+  // The special token(s) that end an assistant turn in this template (see above); may be empty.
+  const std::vector<int32_t>& end_of_turn_ids() const { return end_of_turn_ids_; }
 
   absl::StatusOr<std::string> Render(const Conversation& c) const;
   absl::StatusOr<std::vector<int32_t>> Encode(const Conversation& c) const;
@@ -55,6 +64,7 @@ class ChatPrompt {
   std::string bos_token_, eos_token_;
   const Tokenizer* tokenizer_ = nullptr;
   std::vector<std::string> stop_;
+  std::vector<int32_t> end_of_turn_ids_;
 };
 
 }  // namespace flatstate

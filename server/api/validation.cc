@@ -1,6 +1,7 @@
 #include "server/api/validation.h"
 
 #include <cmath>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "engine/tokenizer/byte_tokenizer.h"
@@ -9,6 +10,8 @@
 
 namespace flatstate::server {
 namespace {
+
+constexpr size_t kMaxStopTokenIds = 16;
 
 // The model a request runs on when validation can know it: the one named, or (no session) the
 // default. Null when it depends on the session (or the registry is empty: validation-only uses).
@@ -144,6 +147,21 @@ absl::StatusOr<GenerateJob> ValidateGenerate(const GenerateRequest& req,
     }
     job.stop.push_back(s);
   }
+  if (req.stop_token_ids.size() > kMaxStopTokenIds) {
+    return absl::InvalidArgumentError(absl::StrCat("stop_token_ids: ", req.stop_token_ids.size(),
+                                                   " ids, at most ", kMaxStopTokenIds));
+  }
+  if (model != nullptr) {
+    if (absl::Status s = model->tokenizer().ValidateIds(req.stop_token_ids, "stop_token_ids");
+        !s.ok()) {
+      return s;
+    }
+  } else if (absl::Status s = ValidateTokens(req.stop_token_ids, std::numeric_limits<int>::max(),
+                                             "stop_token_ids");
+             !s.ok()) {
+    return s;
+  }
+  job.stop_token_ids = req.stop_token_ids;
   return job;
 }
 

@@ -40,6 +40,7 @@ struct GenerateRequest {
   std::optional<SamplingRequest> sampling;
   std::vector<std::string> stop;
   bool ignore_eos = false;
+  std::vector<int32_t> stop_token_ids;  // end like EOS, also with ignore_eos; at most 16
 };
 
 // Transport sampling params -> engine sampling params (top_p 0 means "unset" = 1); validated.

@@ -75,6 +75,9 @@ struct GenerateJob {
   // (TokenSink::OnLogprobs); < 0: none.
   int logprobs = -1;
   bool ignore_eos = false;  // generate past the model's end-of-sequence tokens
+  // Ids that end the stream like an end-of-sequence id (FinishReason::kEos), also with
+  // ignore_eos: the request's stop_token_ids and a chat template's end-of-turn token.
+  std::vector<int32_t> stop_token_ids;
   absl::Time arrival = absl::Now();
 };
 

