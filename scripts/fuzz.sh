@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang + ASan + UBSan into build-fuzz/ and runs each one for
 # FUZZ_SECONDS (default 60) from its seed corpus in tests/fuzz/corpus/<name>. Fails on any crash,
-# leak or sanitizer report. request_fuzzer needs the server (gRPC ON).
+# leak or sanitizer report. request_fuzzer and http_body_fuzzer need the server (gRPC ON).
 #   FUZZ_SECONDS=600 bash scripts/fuzz.sh   for a longer run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,7 +15,7 @@ CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWit
 targets=(safetensors_fuzzer config_fuzzer weight_index_fuzzer checkpoint_fuzzer detokenizer_fuzzer
   rwkv_vocab_fuzzer
   tokenizer_json_fuzzer template_fuzzer)
-[[ -f tests/fuzz/request_fuzzer.cc ]] && grep -q "FLATSTATE_WITH_GRPC:BOOL=ON" build-fuzz/CMakeCache.txt && targets+=(request_fuzzer redis_record_fuzzer)
+[[ -f tests/fuzz/request_fuzzer.cc ]] && grep -q "FLATSTATE_WITH_GRPC:BOOL=ON" build-fuzz/CMakeCache.txt && targets+=(request_fuzzer redis_record_fuzzer http_body_fuzzer)
 cmake --build build-fuzz -j "$(nproc)" --target "${targets[@]}"
 status=0
 for t in "${targets[@]}"; do

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/arch/architecture.h"
 #include "engine/arch/hf_config.h"
+#include "engine/model/generation_config.h"
 #include "engine/model/weight_files.h"
 #include "engine/tokenizer/byte_tokenizer.h"
 #include "engine/tokenizer/hf/hf_tokenizer.h"
@@ -26,38 +27,12 @@ std::string StripTrailingSlashes(std::string s) {
   return s;
 }
 
-// generation_config.json (Hugging Face; optional): its eos_token_id (an id or a list) joins the
-// config's end-of-sequence ids, and its bos_token_id fills one the config lacks.
+// generation_config.json (Hugging Face; optional): see generation_config.h.
 absl::Status ReadGenerationConfig(const std::string& path, ModelConfig* c) {
   absl::StatusOr<std::string> text = ReadWholeFile(path);
   if (absl::IsNotFound(text.status())) return absl::OkStatus();
   RETURN_IF_ERROR(text.status());
-  const nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not a JSON object"));
-  }
-  auto id_ok = [&](const nlohmann::json& v) {
-    return v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() < c->vocab_size;
-  };
-  if (auto it = j.find("eos_token_id"); it != j.end() && !it->is_null()) {
-    const nlohmann::json list = it->is_array() ? *it : nlohmann::json::array({*it});
-    for (const nlohmann::json& v : list) {
-      if (!id_ok(v)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(path, ": key 'eos_token_id' = ", v.dump(),
-                         " is not a token id in [0, vocab_size = ", c->vocab_size, ")"));
-      }
-      const int32_t id = v.get<int32_t>();
-      if (std::find(c->eos_token_ids.begin(), c->eos_token_ids.end(), id) ==
-          c->eos_token_ids.end()) {
-        c->eos_token_ids.push_back(id);
-      }
-    }
-  }
-  if (auto it = j.find("bos_token_id"); it != j.end() && id_ok(*it) && c->bos_token_id < 0) {
-    c->bos_token_id = it->get<int32_t>();
-  }
-  return absl::OkStatus();
+  return ApplyGenerationConfig(*text, path, c);
 }
 
 // The tokenizer of a model: flatstate's own format is byte-level; a Hugging Face folder with a

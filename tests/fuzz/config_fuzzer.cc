@@ -2,7 +2,7 @@
 // config that passes its own invariants or an error. flatstate's own format is also fed to
 // ParseModelConfig directly; Hugging Face families (LlamaForCausalLM, ..., Mamba2ForCausalLM,
 // RWKV7ForCausalLM) through their entry's ParseConfig, after JsonFromPython as Model::Load reads
-// them.
+// them; a config that parses is then also given the text as its generation_config.json.
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -11,6 +11,7 @@
 #include "engine/arch/architecture.h"
 #include "engine/arch/hf_config.h"
 #include "engine/model/config.h"
+#include "engine/model/generation_config.h"
 #include "nlohmann/json.hpp"
 
 namespace {
@@ -56,6 +57,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!arch.ok()) return 0;
   std::vector<std::string> ignored;
   auto c = (*arch)->ParseConfig(text, j, "fuzz/config.json", &ignored);
-  if (c.ok()) CheckInvariants(*c);
+  if (c.ok()) {
+    CheckInvariants(*c);
+    // The same text as the folder's generation_config.json: ids stay in the vocabulary.
+    if (flatstate::ApplyGenerationConfig(text, "fuzz/generation_config.json", &*c).ok()) {
+      CheckInvariants(*c);
+    }
+  }
   return 0;
 }
