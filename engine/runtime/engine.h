@@ -202,6 +202,14 @@ class Engine {
   // its linear state from its device slot (into a copy: `s` itself is not changed).
   absl::StatusOr<std::string> Checkpoint(const SessionState& s);
   absl::StatusOr<SessionState> Restore(std::string_view blob);
+  // A second session that continues exactly as `s` would (the same position, pending tokens,
+  // state, sampler, RNG and decoder tail): a branch of the conversation (n > 1, ForkSession).
+  // Softmax layers share `s`'s full KV blocks (which no owner writes again) and copy only the
+  // partly filled last one; a recurrent state is copied (its fixed size). `s` is synced to the
+  // host first (SyncToHost) and is otherwise unchanged; the copy holds no device slot (it gets
+  // one at its first step). Fails with ResourceExhausted when the pool has no block for the
+  // copied partial block (nothing shared then), or with the device's error.
+  absl::StatusOr<SessionState> Fork(SessionState* s);
   // The split checkpoint of `s` for incremental storage (SerializeSessionSplit with
   // KvChunkTokens(config())): only KV chunks holding tokens at or after `first_token`.
   absl::StatusOr<CheckpointSplit> CheckpointSplitFrom(const SessionState& s, int64_t first_token);
