@@ -96,6 +96,31 @@ grpc::ServerUnaryReactor* InferenceService::CreateSession(grpc::CallbackServerCo
   return r;
 }
 
+grpc::ServerUnaryReactor* InferenceService::ForkSession(grpc::CallbackServerContext* ctx,
+                                                        const pb::ForkSessionRequest* req,
+                                                        pb::Session* resp) {
+  grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
+  const absl::Time start = absl::Now();
+  absl::Status s = Authenticate(ctx);
+  if (s.ok()) s = ValidateSessionId(req->session_id());
+  std::optional<SamplingParams> sampling;
+  if (s.ok() && req->has_sampling()) {
+    absl::StatusOr<SamplingParams> sp = ConvertSampling(ToSamplingRequest(req->sampling()));
+    if (sp.ok()) sampling = *sp;
+    s = sp.status();
+  }
+  if (!s.ok()) {
+    Done(r, "ForkSession", s, start);
+    return r;
+  }
+  loop_->ForkSession(req->session_id(), sampling,
+                     [this, r, resp, start](absl::StatusOr<SessionInfo> info) {
+                       if (info.ok()) FillSession(*info, resp);
+                       Done(r, "ForkSession", info.status(), start);
+                     });
+  return r;
+}
+
 grpc::ServerUnaryReactor* InferenceService::GetSession(grpc::CallbackServerContext* ctx,
                                                        const pb::GetSessionRequest* req,
                                                        pb::Session* resp) {

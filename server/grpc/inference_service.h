@@ -41,6 +41,9 @@ class InferenceService final : public flatstate::v1::Inference::CallbackService 
   grpc::ServerUnaryReactor* RestoreSession(grpc::CallbackServerContext* ctx,
                                            const flatstate::v1::RestoreSessionRequest* req,
                                            flatstate::v1::Session* resp) override;
+  grpc::ServerUnaryReactor* ForkSession(grpc::CallbackServerContext* ctx,
+                                        const flatstate::v1::ForkSessionRequest* req,
+                                        flatstate::v1::Session* resp) override;
   grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* ctx,
                                        const flatstate::v1::ListModelsRequest* req,
                                        flatstate::v1::ListModelsResponse* resp) override;

@@ -5,6 +5,7 @@
 #include <httplib.h>
 
 #include <memory>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "server/api/validation.h"
@@ -19,6 +20,8 @@ namespace flatstate::server {
 namespace {
 
 constexpr absl::Duration kPoll = absl::Milliseconds(250);
+// n > 1: each choice's sink is polled in turn, so one wait must stay short.
+constexpr absl::Duration kChoicePoll = absl::Milliseconds(5);
 // A stream that has written nothing for this long writes an SSE comment, so a client that went
 // away is noticed (the write fails) even while a long prompt is prefilled.
 constexpr absl::Duration kKeepAlive = absl::Seconds(2);
@@ -71,43 +74,84 @@ void HttpApiServer::Completion(const httplib::Request& req, httplib::Response& r
 
   CompletionMeta meta = NewCompletionMeta(chat);
   meta.model = model_name;
-  auto sink = std::make_shared<HttpStreamSink>(job->stop);
-  // The loop notices a client that closes its connection within one step (http_peer.h). The watch
-  // ends when this handler returns, or, for a stream, when the response is released.
-  sink->WatchSocket(FindPeerSocket(req.remote_addr, req.remote_port, req.local_port));
+  // One sink per choice. The loop notices a client that closes its connection within one step
+  // (http_peer.h). The watch ends when this handler returns, or, for a stream, when the response
+  // is released.
+  const int peer = FindPeerSocket(req.remote_addr, req.remote_port, req.local_port);
+  auto sinks = std::make_shared<std::vector<std::shared_ptr<HttpStreamSink>>>();
+  for (int i = 0; i < r->n; ++i) {
+    sinks->push_back(std::make_shared<HttpStreamSink>(job->stop));
+    sinks->back()->WatchSocket(peer);
+  }
   struct StopWatch {
-    HttpStreamSink* sink;
+    std::vector<std::shared_ptr<HttpStreamSink>>* sinks;
     bool handed_off = false;
     ~StopWatch() {
-      if (!handed_off) sink->StopWatchingSocket();
+      if (handed_off) return;
+      for (const auto& sink : *sinks) sink->StopWatchingSocket();
     }
-  } stop_watch{sink.get()};
+  } stop_watch{sinks.get()};
   const int logprobs = job->logprobs;
   const Tokenizer* tokenizer = &model->tokenizer();  // the registry outlives the handlers
   const bool token_ids = r->return_token_ids || !tokenizer->has_text();
-  loop_->Generate(std::move(*job), sink);
-
-  // Wait for the first output (streams) or the end: a request refused before it ran is an HTTP
-  // error, not a stream.
-  auto pending = std::make_shared<HttpStreamSink::Batch>();
-  while (!pending->finished && !(r->stream && pending->tokens > 0)) {
-    Merge(pending.get(), sink->Next(kPoll));
+  if (r->n == 1) {
+    loop_->Generate(std::move(*job), sinks->front());
+  } else {
+    loop_->GenerateChoices(std::move(*job), {sinks->begin(), sinks->end()});
   }
-  if (pending->finished && !pending->status.ok() && (!r->stream || pending->tokens == 0)) {
-    return ReplyError(res, route, pending->status, chat);
+
+  // Wait for the first output (streams) or the end of every choice: a request refused before it
+  // ran is an HTTP error, not a stream.
+  auto pending = std::make_shared<std::vector<HttpStreamSink::Batch>>(sinks->size());
+  const absl::Duration poll = r->n == 1 ? kPoll : kChoicePoll;
+  auto all_finished = [&] {
+    for (const auto& b : *pending) {
+      if (!b.finished) return false;
+    }
+    return true;
+  };
+  auto any_output = [&] {
+    for (const auto& b : *pending) {
+      if (b.tokens > 0) return true;
+    }
+    return false;
+  };
+  while (!all_finished() && !(r->stream && any_output())) {
+    for (size_t i = 0; i < sinks->size(); ++i) {
+      if (!(*pending)[i].finished) Merge(&(*pending)[i], (*sinks)[i]->Next(poll));
+    }
+  }
+  if (!r->stream || !any_output()) {
+    for (const auto& b : *pending) {
+      if (b.finished && !b.status.ok()) return ReplyError(res, route, b.status, chat);
+    }
   }
   // A throwaway session's id names nothing after the request: only a stateful one is returned.
   meta.session_id = r->session_id;
 
   if (!r->stream) {
-    const GenerateSummary& sum = pending->summary;
-    size_t offset = 0;
-    const nlohmann::json lp = logprobs >= 0
-                                  ? LogprobsJson(chat, *tokenizer, pending->logprobs, &offset)
-                                  : nlohmann::json(nullptr);
-    nlohmann::json body =
-        CompletionJson(meta, pending->text, OpenAiFinishReason(sum.reason), lp, sum);
-    if (token_ids) body["choices"][0]["token_ids"] = pending->token_ids;
+    nlohmann::json body;
+    uint64_t completion_tokens = 0;
+    for (size_t i = 0; i < pending->size(); ++i) {
+      const HttpStreamSink::Batch& b = (*pending)[i];
+      const GenerateSummary& sum = b.summary;
+      size_t offset = 0;
+      const nlohmann::json lp = logprobs >= 0 ? LogprobsJson(chat, *tokenizer, b.logprobs, &offset)
+                                              : nlohmann::json(nullptr);
+      nlohmann::json one = CompletionJson(meta, b.text, OpenAiFinishReason(sum.reason), lp, sum);
+      nlohmann::json& choice = one["choices"][0];
+      choice["index"] = i;
+      if (token_ids) choice["token_ids"] = b.token_ids;
+      completion_tokens += sum.generated_tokens;
+      if (i == 0) {
+        body = std::move(one);
+      } else {
+        body["choices"].push_back(std::move(choice));
+      }
+    }
+    // Usage: the prompt once (prefilled once), the completions of every choice.
+    body["usage"]["completion_tokens"] = completion_tokens;
+    body["usage"]["total_tokens"] = (*pending)[0].summary.prompt_tokens + completion_tokens;
     Reply(res, route, 200, Dump(body));
     return;
   }
@@ -117,56 +161,85 @@ void HttpApiServer::Completion(const httplib::Request& req, httplib::Response& r
   const bool include_usage = r->include_usage;
   res.set_chunked_content_provider(
       "text/event-stream",
-      [sink, pending, meta, chat, logprobs, include_usage, tokenizer, token_ids](
+      [sinks, pending, meta, chat, logprobs, include_usage, tokenizer, token_ids, poll](
           size_t, httplib::DataSink& out) {
-        size_t offset = 0;
-        bool first = true;
-        auto lp_json = [&](const std::vector<TokenLogprobs>& lps) {
-          if (logprobs < 0) return nlohmann::json(nullptr);
-          return LogprobsJson(chat, *tokenizer, lps, &offset);
+        const size_t n = sinks->size();
+        std::vector<size_t> offset(n, 0);
+        std::vector<bool> first(n, true), ended(n, false);
+        bool failed = false;
+        auto cancel_all = [&] {
+          for (const auto& sink : *sinks) sink->Cancel();
         };
         auto write = [&](const std::string& s) {
           if (out.write(s.data(), s.size())) return true;
-          sink->Cancel();  // the client went away: the loop ends the stream before its next step
+          cancel_all();  // the client went away: the loop ends the streams before their next step
           return false;
         };
-        // What the handler already collected goes first.
-        HttpStreamSink::Batch b = std::move(*pending);
-        absl::Time last_write = absl::Now();
-        while (true) {
-          if (!b.text.empty() || !b.logprobs.empty() || (first && b.tokens > 0) ||
+        // Writes what batch `b` of choice `i` carries; at its end, the finish (or error) chunk.
+        auto emit = [&](size_t i, const HttpStreamSink::Batch& b) {
+          if (!b.text.empty() || !b.logprobs.empty() || (first[i] && b.tokens > 0) ||
               (token_ids && !b.token_ids.empty())) {
-            nlohmann::json chunk =
-                ChunkJson(meta, b.text, first, nullptr, lp_json(b.logprobs), include_usage);
+            const nlohmann::json lp = logprobs < 0
+                                          ? nlohmann::json(nullptr)
+                                          : LogprobsJson(chat, *tokenizer, b.logprobs, &offset[i]);
+            nlohmann::json chunk = ChunkJson(meta, b.text, first[i], nullptr, lp, include_usage);
+            chunk["choices"][0]["index"] = i;
             if (token_ids) chunk["choices"][0]["token_ids"] = b.token_ids;
             if (!write(Event(chunk))) return false;
-            first = false;
-            last_write = absl::Now();
+            first[i] = false;
           }
-          if (b.finished) break;
+          if (!b.finished) return true;
+          ended[i] = true;
+          if (!b.status.ok()) {
+            // Ended by the server after it started (shutdown, KV pool full, engine error).
+            failed = true;
+            return write(Event(ErrorJson(ToHttpError(b.status))));
+          }
+          nlohmann::json fin = ChunkJson(meta, "", first[i], OpenAiFinishReason(b.summary.reason),
+                                         nullptr, include_usage);
+          fin["choices"][0]["index"] = i;
+          return write(Event(fin));
+        };
+        // What the handler already collected goes first.
+        std::vector<GenerateSummary> sums(n);
+        for (size_t i = 0; i < n; ++i) {
+          sums[i] = (*pending)[i].summary;
+          if (!emit(i, (*pending)[i])) return false;
+        }
+        absl::Time last_write = absl::Now();
+        auto open = [&] {
+          for (size_t i = 0; i < n; ++i) {
+            if (!ended[i]) return true;
+          }
+          return false;
+        };
+        while (open()) {
+          for (size_t i = 0; i < n; ++i) {
+            if (ended[i]) continue;
+            HttpStreamSink::Batch b = (*sinks)[i]->Next(poll);
+            if (b.finished) sums[i] = b.summary;
+            if (b.tokens > 0 || b.finished) last_write = absl::Now();
+            if (!emit(i, b)) return false;
+          }
           if (absl::Now() - last_write > kKeepAlive) {
             if (!write(": keep-alive\n\n")) return false;
             last_write = absl::Now();
           }
-          b = sink->Next(kPoll);
         }
-        if (!b.status.ok()) {
-          // Ended by the server after it started (shutdown, KV pool full, engine error).
-          if (!write(Event(ErrorJson(ToHttpError(b.status))))) return false;
-        } else {
-          if (!write(Event(ChunkJson(meta, "", first, OpenAiFinishReason(b.summary.reason), nullptr,
-                                     include_usage)))) {
-            return false;
-          }
-          if (include_usage && !write(Event(UsageChunkJson(meta, b.summary)))) return false;
+        if (include_usage && !failed) {
+          GenerateSummary total = sums[0];
+          for (size_t i = 1; i < n; ++i) total.generated_tokens += sums[i].generated_tokens;
+          if (!write(Event(UsageChunkJson(meta, total)))) return false;
         }
         if (!write("data: [DONE]\n\n")) return false;
         out.done();
         return true;
       },
-      [sink](bool success) {  // before the server closes the connection
-        if (!success) sink->Cancel();
-        sink->StopWatchingSocket();
+      [sinks](bool success) {  // before the server closes the connection
+        for (const auto& sink : *sinks) {
+          if (!success) sink->Cancel();
+          sink->StopWatchingSocket();
+        }
       });
   stop_watch.handed_off = true;
 }

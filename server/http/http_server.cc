@@ -151,6 +151,10 @@ void HttpApiServer::Route() {
          [this](const httplib::Request& req, httplib::Response& res) {
            if (Authorized(req, res)) Checkpoint(req.matches[1], res);
          });
+  h.Post(R"(/v1/sessions/([^/:]+)/fork)",
+         [this](const httplib::Request& req, httplib::Response& res) {
+           if (Authorized(req, res)) Fork(req.matches[1], req, res);
+         });
 }
 
 void HttpApiServer::Models(httplib::Response& res) const {
@@ -200,6 +204,26 @@ void HttpApiServer::Checkpoint(const std::string& id, httplib::Response& res) {
       Await<CheckpointInfo>([&](auto done) { loop_->CheckpointSession(id, std::move(done)); });
   if (!c.ok()) return ReplyError(res, kRoute, c.status());
   Reply(res, kRoute, 200, Dump(CheckpointJson(*c)));
+}
+
+void HttpApiServer::Fork(const std::string& id, const httplib::Request& req,
+                         httplib::Response& res) {
+  constexpr char kRoute[] = "/v1/sessions/{id}/fork";
+  absl::StatusOr<SessionRequest> r = ParseSessionRequest(req.body);
+  if (absl::Status s = ValidateSessionId(id); !s.ok()) r = s;
+  if (r.ok() && !r->model.empty()) {
+    r = absl::InvalidArgumentError("model: a fork runs its original's model; omit model");
+  }
+  if (r.ok() && (!r->data.empty() || !r->checkpoint_id.empty())) {
+    r = absl::InvalidArgumentError(absl::StrCat(
+        r->data.empty() ? "checkpoint_id" : "data",
+        ": a fork copies the live session; restore a checkpoint with /v1/sessions:restore"));
+  }
+  if (!r.ok()) return ReplyError(res, kRoute, r.status());
+  absl::StatusOr<SessionInfo> info = Await<SessionInfo>(
+      [&](auto done) { loop_->ForkSession(id, r->sampling, std::move(done)); });
+  if (!info.ok()) return ReplyError(res, kRoute, info.status());
+  Reply(res, kRoute, 200, Dump(SessionJson(*info)));
 }
 
 void HttpApiServer::Restore(const httplib::Request& req, httplib::Response& res) {

@@ -3,7 +3,7 @@
 // as the gRPC service: GET /health, GET /v1/models, POST /v1/completions and
 // /v1/chat/completions (whole or as server-sent events), and the session extension
 // (POST /v1/sessions, GET/DELETE /v1/sessions/{id}, POST /v1/sessions/{id}/checkpoint,
-// POST /v1/sessions:restore), and llama.cpp's tokenizer endpoints (POST /tokenize, /detokenize,
+// POST /v1/sessions/{id}/fork, POST /v1/sessions:restore), and llama.cpp's tokenizer endpoints (POST /tokenize, /detokenize,
 // /apply-template; http_tokenize.cc).
 //
 // Ownership: borrows the loop and metrics (they must outlive it); owns the httplib server, its
@@ -63,6 +63,7 @@ class HttpApiServer {
   void CreateSession(const httplib::Request& req, httplib::Response& res);
   void GetSession(const std::string& id, httplib::Response& res);
   void DeleteSession(const std::string& id, httplib::Response& res);
+  void Fork(const std::string& id, const httplib::Request& req, httplib::Response& res);
   void Checkpoint(const std::string& id, httplib::Response& res);
   void Restore(const httplib::Request& req, httplib::Response& res);
   void Tokenize(const httplib::Request& req, httplib::Response& res);

@@ -240,7 +240,14 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(absl::string_view body, bool ch
   }
   std::optional<int64_t> n;
   if (absl::Status s = ReadInt(j, "n", &n); !s.ok()) return s;
-  if (n.value_or(1) != 1) return Bad("n", "only n = 1 is supported");
+  if (n.value_or(1) < 1 || n.value_or(1) > kMaxChoices) {
+    return Bad("n", absl::StrCat("must be in [1, ", kMaxChoices, "]"));
+  }
+  r.n = static_cast<int>(n.value_or(1));
+  if (r.n > 1 && !r.session_id.empty()) {
+    return Bad("n", "several choices need a stateless request (no session_id); fork the session "
+                    "(POST /v1/sessions/{id}/fork) to branch a conversation");
+  }
   if (Field(j, "functions") != nullptr) return Bad("functions", "is not supported (use tools)");
   if (!chat && Field(j, "tools") != nullptr) return Bad("tools", "needs /v1/chat/completions");
   if (absl::Status s = ReadBool(j, "stream", &r.stream); !s.ok()) return s;

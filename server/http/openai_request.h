@@ -28,6 +28,7 @@ namespace flatstate::server {
 
 inline constexpr uint32_t kDefaultCompletionMaxTokens = 16;  // OpenAI's default
 inline constexpr uint32_t kDefaultChatMaxTokens = 256;
+inline constexpr int kMaxChoices = 16;  // the most choices (`n`) one request may ask for
 
 struct OpenAiRequest {
   bool chat = false;
@@ -50,6 +51,9 @@ struct OpenAiRequest {
   nlohmann::ordered_json tools;
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
   bool add_generation_prompt = true;
+  // Choices: each one a fork of the prefilled prompt, choice i sampling with seed + i
+  // (EngineLoop::GenerateChoices); 1..kMaxChoices; > 1 only without session_id.
+  int n = 1;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   std::optional<int64_t> max_tokens;
@@ -68,7 +72,7 @@ struct OpenAiRequest {
 
 // Parses the body; unknown fields (and `user`) are ignored as OpenAI does. A completions `prompt`
 // is a string, an array of one string, an array of token ids or an array of one such array.
-// `n` other than 1, `echo`, `suffix`, `best_of` > 1, `functions` and a `tool_choice` other than
+// `n` outside [1, kMaxChoices], `echo`, `suffix`, `best_of` > 1, `functions` and a `tool_choice` other than
 // "auto" / "none" are refused naming the field (tools are passed to the model's chat template;
 // tool-call parsing of the output is not done here).
 absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(absl::string_view body, bool chat);

@@ -94,13 +94,17 @@ void EngineLoop::Generate(GenerateJob job, std::shared_ptr<TokenSink> sink) {
       [this, j, sink = std::move(sink)]() mutable { AdmitStream(std::move(*j), std::move(sink)); });
 }
 
-void EngineLoop::AdmitStream(GenerateJob job, std::shared_ptr<TokenSink> sink) {
+void EngineLoop::AdmitStream(GenerateJob job, std::shared_ptr<TokenSink> sink,
+                             std::vector<std::shared_ptr<TokenSink>> more) {
   GenerateSummary fail;
   fail.session_id = job.session_id;
   fail.model = job.model;
   fail.prompt_tokens = job.prompt.size();
   fail.reason = FinishReason::kRejected;
-  auto reject = [&](const absl::Status& s) { sink->OnFinish(fail, s); };
+  auto reject = [&](const absl::Status& s) {
+    sink->OnFinish(fail, s);
+    for (const auto& m : more) m->OnFinish(fail, s);
+  };
   if (draining_) {
     fail.reason = FinishReason::kShutdown;
     return reject(absl::UnavailableError("server is shutting down"));
@@ -108,6 +112,11 @@ void EngineLoop::AdmitStream(GenerateJob job, std::shared_ptr<TokenSink> sink) {
   if (sink->Cancelled()) {
     fail.reason = FinishReason::kCancelled;
     return reject(absl::CancelledError("cancelled before it started"));
+  }
+  if (!more.empty() && !job.session_id.empty()) {
+    return reject(absl::InvalidArgumentError(
+        "n: several choices need a stateless request (no session_id); fork the session "
+        "(ForkSession) to branch a conversation"));
   }
 
   Session* session = nullptr;
@@ -155,6 +164,10 @@ void EngineLoop::AdmitStream(GenerateJob job, std::shared_ptr<TokenSink> sink) {
   st->logprobs = job.logprobs;
   if (!job.ignore_eos) st->eos = session->model->config().eos_token_ids;
   st->eos.insert(st->eos.end(), job.stop_token_ids.begin(), job.stop_token_ids.end());
+  if (!more.empty()) {
+    st->choices = PendingChoices{std::move(more), job.stop,
+                                 job.sampling.value_or(SamplingParams{}).seed, 1};
+  }
   st->text = StreamText(std::move(job.stop));
   st->arrival = job.arrival;
   st->last_token = job.arrival;
@@ -196,6 +209,7 @@ absl::Status EngineLoop::PrepareSession(const GenerateJob& job, Session* session
 
 void EngineLoop::StepModel(LoadedModel* model) {
   Engine* engine = model->engine.get();
+  SpawnChoices(model);
   std::vector<Stream*> active;
   std::vector<StreamDemand> demand;
   for (auto& st : streams_) {
@@ -317,6 +331,14 @@ void EngineLoop::FinishStream(Stream* st, FinishReason reason, const absl::Statu
   st->sink->OnFinish(sum, status);
   if (session->throwaway) sessions_.Erase(session);
   st->session = nullptr;
+  // Choices not forked yet (the stream ended before its prompt's last step) end the same way.
+  if (st->choices.has_value()) {
+    GenerateSummary none = sum;
+    none.session_id.clear();
+    none.generated_tokens = 0;
+    for (const auto& sink : st->choices->sinks) sink->OnFinish(none, status);
+    st->choices.reset();
+  }
 }
 
 void EngineLoop::ReapFinished() {

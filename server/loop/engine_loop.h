@@ -81,9 +81,29 @@ class EngineLoop {
   void CheckpointSession(std::string session_id, Callback<CheckpointInfo> done);
   // `blob` is the checkpoint bytes (already read from the store for a checkpoint_id).
   void RestoreSession(std::string blob, Callback<SessionInfo> done);
+  // A new session that continues exactly as `session_id` would (SessionTable::Fork): a branch of
+  // the conversation. With `sampling`, the branch samples with those params and a fresh RNG
+  // seeded from them; without, it draws the same tokens the original would. FailedPrecondition
+  // while the original is generating.
+  void ForkSession(std::string session_id, std::optional<SamplingParams> sampling,
+                   Callback<SessionInfo> done);
   void GetStats(Callback<StatsInfo> done);
+  // n > 1 choices of one stateless request (`sinks[i]` gets choice i): the prompt is prefilled
+  // once, and where its last part runs in one step (RunsInOneStep, step_plan.h) the session is
+  // forked (Engine::Fork) for choices 1..n-1, choice i sampling with seed job.sampling.seed + i,
+  // so each choice is the same bits as a request of its own with that seed. A job with a
+  // session_id is refused (InvalidArgument naming n). A choice that cannot be forked (max_sessions,
+  // no KV block) ends alone with that error.
+  void GenerateChoices(GenerateJob job, std::vector<std::shared_ptr<TokenSink>> sinks);
 
  private:
+  // Choices `first`.. of an n > 1 request, forked from the stream holding them (GenerateChoices).
+  struct PendingChoices {
+    std::vector<std::shared_ptr<TokenSink>> sinks;  // choice first + i gets sinks[i]
+    std::vector<std::string> stop;
+    uint64_t seed = 0;  // choice i samples with seed + i
+    uint64_t first = 1;
+  };
   struct Stream {
     Session* session = nullptr;
     std::shared_ptr<TokenSink> sink;
@@ -97,13 +117,18 @@ class EngineLoop {
     SamplingOverride sampling;
     absl::Time arrival, last_token;
     bool done = false;
+    std::optional<PendingChoices> choices;  // n > 1: the choices still to fork from this stream
   };
 
   static constexpr int kIdleWakeMs = 200;  // idle loop wake-up (eviction scan, memory release)
 
   void Post(std::function<void()> fn);
   void Run();
-  void AdmitStream(GenerateJob job, std::shared_ptr<TokenSink> sink);
+  // `more`: the sinks of choices 1.. of an n > 1 request (GenerateChoices).
+  void AdmitStream(GenerateJob job, std::shared_ptr<TokenSink> sink,
+                   std::vector<std::shared_ptr<TokenSink>> more = {});
+  // Forks the pending choices of `model`'s streams whose prompts reached their last step.
+  void SpawnChoices(LoadedModel* model);
   // The session of a turn (Generate, Checkpoint, Delete), resident and current. Shared store: takes
   // its lease into `lease` first (Aborted naming the holder when another replica has it; counted),
   // loads it when this replica does not hold it, reloads it when another replica advanced it.

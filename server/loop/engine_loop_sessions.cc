@@ -134,6 +134,24 @@ void EngineLoop::RestoreSession(std::string blob, Callback<SessionInfo> done) {
   });
 }
 
+void EngineLoop::ForkSession(std::string session_id, std::optional<SamplingParams> sampling,
+                             Callback<SessionInfo> done) {
+  Post([this, id = std::move(session_id), sampling, done = std::move(done)] {
+    TurnLease lease(store_.get());
+    absl::StatusOr<Session*> found =
+        FindForTurn(id, &lease, "is generating; fork it between Generate calls");
+    if (!found.ok()) return done(found.status());
+    absl::StatusOr<Session*> fork = sessions_.Fork(*found, /*throwaway=*/false);
+    if (!fork.ok()) return done(fork.status());
+    if (sampling.has_value()) {
+      (*fork)->state.sampling = *sampling;
+      (*fork)->state.rng = Rng(sampling->seed);
+    }
+    (void)sessions_.Persist(*fork);  // shared store: findable by every replica (failures counted)
+    done(sessions_.Info(**fork));
+  });
+}
+
 void EngineLoop::GetStats(Callback<StatsInfo> done) {
   Post([this, done = std::move(done)] {
     StatsInfo st = Stats();

@@ -63,6 +63,14 @@ absl::StatusOr<Session*> SessionTable::Restore(LoadedModel* model, absl::string_
   return Add(model, std::move(*state), /*throwaway=*/false);
 }
 
+absl::StatusOr<Session*> SessionTable::Fork(Session* s, bool throwaway) {
+  if (absl::Status st = CheckCapacity(); !st.ok()) return st;
+  absl::StatusOr<SessionState> state = s->model->engine->Fork(&s->state);
+  if (!state.ok()) return state.status();
+  state->text_tail = s->decoder.state();  // the original's incomplete character, if any
+  return Add(s->model, std::move(*state), throwaway);
+}
+
 Session* SessionTable::Add(LoadedModel* model, SessionState state, bool throwaway) {
   return Add(NewId(), model, std::move(state), throwaway);
 }

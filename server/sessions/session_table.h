@@ -85,6 +85,10 @@ class SessionTable {
   // A new session from a checkpoint `blob` of `model` (CheckCapacity first, then
   // Engine::Restore); its decoder continues the checkpoint's incomplete character.
   absl::StatusOr<Session*> Restore(LoadedModel* model, absl::string_view blob);
+  // A new session (a new id; `throwaway` as for Create) that continues exactly as resident
+  // session `s` would: Engine::Fork (KV blocks shared, state copied) plus its decoder's
+  // incomplete character. CheckCapacity first; the engine's errors otherwise; `s` unchanged.
+  absl::StatusOr<Session*> Fork(Session* s, bool throwaway);
 
   // The session `id` (not a throwaway one), resident or not. NotFound naming session_id. Shared
   // store: a session not in memory is loaded from the store (NotFound only when the store has

@@ -7,6 +7,7 @@
 // with two special tokens. Nothing may crash or throw; every answer must serialise (nlohmann's
 // dump throws on invalid UTF-8) and every accepted job must satisfy what the engine loop assumes.
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <string>
 
@@ -25,7 +26,8 @@ using flatstate::HfTokenizer;
 using flatstate::Tokenizer;
 namespace srv = flatstate::server;
 
-// A byte-level BPE over the 256 bytes (GPT-2's byte-to-unicode map) plus ChatML's two specials.
+// A byte-level BPE over the 256 bytes (GPT-2's byte-to-unicode map), ChatML's two specials and
+// two merges.
 std::string TokenizerJson() {
   nlohmann::json vocab = nlohmann::json::object();
   int next = 0;
@@ -40,6 +42,9 @@ std::string TokenizerJson() {
     }
     vocab[utf8] = b;
   }
+  // Two merges, so BPE merging runs too.
+  vocab["hi"] = 258;
+  vocab["Ġt"] = 259;
   nlohmann::json merges = nlohmann::json::array({"h i", "Ġ t"});
   nlohmann::json added = nlohmann::json::array();
   for (auto [id, text] : {std::pair<int, const char*>{256, "<|im_start|>"}, {257, "<|im_end|>"}}) {
@@ -81,10 +86,16 @@ const Fixture& F() {
   static const Fixture* f = [] {
     auto* x = new Fixture();
     auto bpe = HfTokenizer::FromJson(TokenizerJson(), "fuzz/tokenizer.json");
-    if (!bpe.ok()) __builtin_trap();
+    if (!bpe.ok()) {
+      std::fprintf(stderr, "fixture tokenizer: %s\n", bpe.status().ToString().c_str());
+      __builtin_trap();
+    }
     x->bpe = std::move(*bpe);
     auto chat = flatstate::ChatPrompt::Create("fuzz", kChatMl, "", "<|im_end|>", x->bpe.get());
-    if (!chat.ok()) __builtin_trap();
+    if (!chat.ok()) {
+      std::fprintf(stderr, "fixture template: %s\n", chat.status().ToString().c_str());
+      __builtin_trap();
+    }
     x->chat = std::move(*chat);
     return x;
   }();

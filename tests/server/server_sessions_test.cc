@@ -1,5 +1,5 @@
 // In-process server tests of session state outside a stream: checkpoint and restore (inline and
-// by id, corrupt data), idle eviction to --checkpoint_dir and the transparent restore.
+// by id, corrupt data), forks (ForkSession), idle eviction to --checkpoint_dir and the transparent restore.
 #include <httplib.h>
 
 #include <fstream>
@@ -64,6 +64,67 @@ TEST_F(ServerTest, CheckpointRestoreInProcess) {
       grpc::Status st = stub_->RestoreSession(&ctx, rreq, &restored);
       EXPECT_EQ(st.error_code(), grpc::StatusCode::DATA_LOSS) << kind << " " << st.error_message();
     }
+  }
+}
+
+// ForkSession: each fork continues exactly as the original would; a fork given sampling params
+// samples its own branch (the same bits as a session created with them at that point would
+// not be checkable here, so: reproducible across two forks with the same params); errors.
+TEST_F(ServerTest, ForkSessionBranchesExactly) {
+  for (const char* model : {kLinear, kSoftmax}) {
+    pb::Session s = Create(model, 0.9f, 77);
+    pb::GenerateRequest req = GenRequest("", "fork me here", 10);
+    req.set_session_id(s.session_id());
+    ASSERT_TRUE(RunGenerate(stub_.get(), req).status.ok());
+    auto fork = [&](const pb::SamplingParams* sampling) {
+      pb::ForkSessionRequest freq;
+      freq.set_session_id(s.session_id());
+      if (sampling != nullptr) *freq.mutable_sampling() = *sampling;
+      pb::Session out;
+      grpc::ClientContext ctx;
+      grpc::Status st = stub_->ForkSession(&ctx, freq, &out);
+      EXPECT_TRUE(st.ok()) << st.error_message();
+      EXPECT_EQ(out.model(), model);
+      EXPECT_EQ(out.context_tokens(), 12u + 10u);
+      EXPECT_NE(out.session_id(), s.session_id());
+      return out.session_id();
+    };
+    const std::string a = fork(nullptr), b = fork(nullptr);
+    pb::SamplingParams other;
+    other.set_temperature(1.2f);
+    other.set_seed(5);
+    const std::string c = fork(&other), d = fork(&other);
+    auto more = [&](const std::string& id) {
+      pb::GenerateRequest g = GenRequest("", "", 8);
+      g.set_session_id(id);
+      StreamResult r = RunGenerate(stub_.get(), g);
+      EXPECT_TRUE(r.status.ok()) << r.status.error_message();
+      return r.tokens;
+    };
+    const std::vector<int32_t> ref = Reference(model, "fork me here", 10 + 8, 0.9f, 77);
+    const std::vector<int32_t> tail(ref.begin() + 10, ref.end());
+    EXPECT_EQ(more(a), tail) << model;
+    EXPECT_EQ(more(b), tail) << model;
+    EXPECT_EQ(more(s.session_id()), tail) << model;  // the original is untouched by its forks
+    EXPECT_EQ(more(c), more(d)) << model;
+    // Unknown and malformed ids (one that is not 32 hex digits cannot exist either): NOT_FOUND;
+    // bad sampling params name the field.
+    for (const std::string& id : {std::string(32, 'a'), std::string("nope")}) {
+      pb::ForkSessionRequest freq;
+      freq.set_session_id(id);
+      pb::Session out;
+      grpc::ClientContext ctx;
+      grpc::Status st = stub_->ForkSession(&ctx, freq, &out);
+      EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND) << st.error_message();
+    }
+    pb::ForkSessionRequest freq;
+    freq.set_session_id(s.session_id());
+    freq.mutable_sampling()->set_temperature(-1.f);
+    pb::Session out;
+    grpc::ClientContext ctx;
+    grpc::Status st = stub_->ForkSession(&ctx, freq, &out);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(st.error_message().find("temperature"), std::string::npos) << st.error_message();
   }
 }
 
