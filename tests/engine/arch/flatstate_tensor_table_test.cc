@@ -147,5 +147,50 @@ TEST(FlatstateTensorTableTest, LayerTypesMatch) {
   }
 }
 
+// gemm marks exactly the layers' GEMM weights (stored as torch_dtype says; tools/export.py's
+// BF16 / quantisable tensors).
+TEST(FlatstateTensorTableTest, GemmMarksTheLayersGemmWeights) {
+  using R = FlatstateTensor::Role;
+  for (AttentionKind kind : kKinds) {
+    for (const FlatstateTensor& t : FlatstateTensorTable(Small(kind, 3))) {
+      const bool gemm =
+          t.role == R::kWqkv || t.role == R::kWo || t.role == R::kW1 || t.role == R::kW2;
+      EXPECT_EQ(t.gemm, gemm) << t.name;
+    }
+  }
+}
+
+TEST(FlatstateTensorTableTest, MalformedTableTextIsInvalidArgument) {
+  const std::string ok_entry = R"({"name": "x.{i}", "role": "w1", "gemm": true,
+                                   "shape": ["intermediate_size", "hidden_size"]})";
+  const auto table = [](const std::string& per_layer) {
+    return absl::StrCat(R"({"before_layers": [], "after_layers": [], "per_layer": [)", per_layer,
+                        "]}");
+  };
+  const ModelConfig c = Small(AttentionKind::kGated, 3);
+  absl::StatusOr<std::vector<FlatstateTensor>> good =
+      FlatstateTensorTableFromJson(table(ok_entry), c);
+  ASSERT_TRUE(good.ok()) << good.status();
+  ASSERT_EQ(good->size(), 3u);
+  EXPECT_EQ((*good)[2].name, "x.2");
+  EXPECT_EQ((*good)[2].shape, (std::vector<int64_t>{40, 24}));
+  for (const std::string& bad : {
+           std::string("not json"),
+           std::string(R"({"per_layer": []})"),
+           table(R"({"name": "x.{i}", "role": "nope", "shape": [1]})"),
+           table(R"({"name": "x.{i}", "role": "w1", "shape": ["hidden"]})"),
+           table(R"({"name": "x.{i}", "role": "w1", "shape": ["0*hidden_size"]})"),
+           table(R"({"name": "x.{i}", "role": "w1", "shape": [1, 2]})"),
+           table(R"({"name": "x.{i}", "role": "norm", "gemm": true, "shape": [1, 2]})"),
+           table(R"({"name": "x", "role": "norm", "shape": [1]})"),
+           table(R"({"name": "x.{i}", "role": "norm", "shape": [1], "kinds": ["nope"]})"),
+           table(R"({"name": "x.{i}", "role": "norm", "shape": [1], "extra": 1})"),
+       }) {
+    EXPECT_EQ(FlatstateTensorTableFromJson(bad, c).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << bad;
+  }
+}
+
 }  // namespace
 }  // namespace flatstate
