@@ -46,8 +46,8 @@ def _extent(v, at: str) -> Tuple[int, Optional[str]]:
     if not isinstance(v, str):
         raise ValueError(f"{TABLE_PATH}: {at}: a dimension is an integer >= 1 or a string, "
                          f"not {v!r}")
-    factor, _, dim = v.rpartition("*")
-    if factor and (not factor.isdigit() or int(factor) < 1):
+    factor, star, dim = v.rpartition("*")
+    if star and (not factor.isdigit() or int(factor) < 1):
         raise ValueError(f"{TABLE_PATH}: {at}: bad factor in {v!r}")
     if dim not in DIMENSIONS:
         raise ValueError(f"{TABLE_PATH}: {at}: unknown dimension {dim!r}")

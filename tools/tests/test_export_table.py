@@ -177,6 +177,8 @@ def test_export_table_matches_the_shipped_files():
 @pytest.mark.parametrize("bad,why", [
     ({"role": "wqkv"}, "unknown role"),
     ({"shape": ["2*hidden"]}, "unknown dimension"),
+    ({"shape": ["*hidden_size"]}, "bad factor"),
+    ({"shape": ["0*hidden_size", 1]}, "bad factor"),
     ({"gemm": False}, "gemm is true exactly"),
     ({"kinds": ["nope"]}, "kinds"),
     ({"extra": 1}, "keys"),

@@ -180,6 +180,8 @@ TEST(FlatstateTensorTableTest, MalformedTableTextIsInvalidArgument) {
            table(R"({"name": "x.{i}", "role": "nope", "shape": [1]})"),
            table(R"({"name": "x.{i}", "role": "w1", "shape": ["hidden"]})"),
            table(R"({"name": "x.{i}", "role": "w1", "shape": ["0*hidden_size"]})"),
+           table(R"({"name": "x.{i}", "role": "norm", "shape": ["*hidden_size"]})"),
+           table(R"({"name": "x.{i}", "role": "norm", "shape": [0]})"),
            table(R"({"name": "x.{i}", "role": "w1", "shape": [1, 2]})"),
            table(R"({"name": "x.{i}", "role": "norm", "gemm": true, "shape": [1, 2]})"),
            table(R"({"name": "x", "role": "norm", "shape": [1]})"),
