@@ -45,6 +45,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from flatstate_ref.model import FlatstateLM, ModelConfig  # noqa: E402
+from flatstate_tensors import GEMM_SUFFIXES, tensor_table  # noqa: E402
 from model_card import model_card  # noqa: E402
 from quant import (QMAX, QUANT_BLOCK, SCALE_SUFFIX, dequantize, pack_int4,  # noqa: E402,F401
                    quantize_blocks, unpack_int4)
@@ -57,9 +58,10 @@ CARD_FILE = "MODEL_CARD.md"
 DTYPES = ("float32", "bfloat16", "int8", "int4")
 # int8 / int4: tools/quant.py (QUANT_BLOCK inputs per scale, "<name>" + SCALE_SUFFIX scales).
 # The tensors --dtype bfloat16 stores as BF16 (name suffixes): the ones the engine multiplies
-# with its weight types (docs/model-format.md). Norms, embeddings, lm_head, conv, gate and
+# with its weight types, the table's "gemm" entries (engine/arch/flatstate_tensors.json, read by
+# tools/flatstate_tensors.py; docs/model-format.md). Norms, embeddings, lm_head, conv, gate and
 # feature tensors stay F32.
-BF16_TENSORS = (".attn.wqkv.weight", ".attn.wo.weight", ".mlp.w1.weight", ".mlp.w2.weight")
+BF16_TENSORS = GEMM_SUFFIXES
 
 
 def is_bf16_tensor(name: str) -> bool:
@@ -75,42 +77,13 @@ class ExportError(Exception):
 # ----------------------------------------------------------------------------------------------
 
 def expected_tensor_names(cfg: ModelConfig) -> List[str]:
-    """The exact state_dict names of FlatstateLM(cfg), in sorted order."""
-    names = ["embed.weight", "norm.weight", "lm_head.weight"]
-    for i in range(cfg.num_hidden_layers):
-        p = f"layers.{i}."
-        names += [p + "attn_norm.weight", p + "attn.wqkv.weight", p + "attn.wo.weight",
-                  p + "mlp_norm.weight", p + "mlp.w1.weight", p + "mlp.w2.weight"]
-        if cfg.has_conv:
-            names.append(p + "attn.conv")
-        if cfg.attention_kind == "cosine":
-            names.append(p + "attn.decay_logit")
-        if cfg.attention_kind in ("favor", "gated"):
-            names.append(p + "attn.feature_proj")
-        if cfg.attention_kind == "gated":
-            names += [p + "attn.feature_log_scale", p + "attn.gate.weight", p + "attn.gate.bias"]
-    return sorted(names)
+    """The exact state_dict names of FlatstateLM(cfg), in sorted order (the tensor table,
+    engine/arch/flatstate_tensors.json, which the C++ loader reads too)."""
+    return sorted(t.name for t in tensor_table(cfg))
 
 
 def expected_shapes(cfg: ModelConfig) -> Dict[str, Tuple[int, ...]]:
-    D, H, hd = cfg.hidden_size, cfg.num_attention_heads, cfg.head_dim
-    shapes = {"embed.weight": (cfg.vocab_size, D), "norm.weight": (D,),
-              "lm_head.weight": (cfg.vocab_size, D)}
-    for i in range(cfg.num_hidden_layers):
-        p = f"layers.{i}."
-        shapes.update({p + "attn_norm.weight": (D,), p + "attn.wqkv.weight": (3 * D, D),
-                       p + "attn.wo.weight": (D, D), p + "mlp_norm.weight": (D,),
-                       p + "mlp.w1.weight": (cfg.intermediate_size, D),
-                       p + "mlp.w2.weight": (D, cfg.intermediate_size),
-                       p + "attn.conv": (D, cfg.conv_kernel_size),
-                       p + "attn.decay_logit": (H,),
-                       p + "attn.feature_proj": (cfg.favor_num_features
-                                                 if cfg.attention_kind == "favor"
-                                                 else cfg.rfa_num_features, hd),
-                       p + "attn.feature_log_scale": (H,), p + "attn.gate.weight": (H, D),
-                       p + "attn.gate.bias": (H,)})
-    names = set(expected_tensor_names(cfg))
-    return {k: v for k, v in shapes.items() if k in names}
+    return {t.name: t.shape for t in tensor_table(cfg)}
 
 
 def check_state_dict(cfg: ModelConfig, sd: Dict[str, torch.Tensor]) -> None:

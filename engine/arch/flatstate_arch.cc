@@ -115,7 +115,7 @@ std::vector<Expected> ExpectedTensors(const ModelConfig& c, ModelWeights* w) {
         dest = &w->lm_head;
         break;
     }
-    if (gemm != nullptr) {
+    if (t.gemm) {
       AddGemm(&e, d, t.name, t.shape[0], t.shape[1], gemm);
     } else {
       e.push_back({t.name, t.shape, dest});
@@ -201,39 +201,6 @@ absl::Status CheckQuantized(const std::string& weights_path, const std::string& 
 }
 
 }  // namespace
-
-std::vector<FlatstateTensor> FlatstateTensorTable(const ModelConfig& c) {
-  using R = FlatstateTensor::Role;
-  const int64_t D = c.hidden_size, H = c.num_attention_heads, hd = c.head_dim;
-  const int64_t F = c.intermediate_size, K = c.conv_kernel_size, V = c.vocab_size;
-  std::vector<FlatstateTensor> t;
-  t.push_back({"embed.weight", {V, D}, R::kEmbed});
-  for (int i = 0; i < c.num_hidden_layers; ++i) {
-    const std::string p = absl::StrCat("layers.", i, ".");
-    t.push_back({p + "attn_norm.weight", {D}, R::kAttnNorm, i});
-    if (c.layer_has_conv(i)) t.push_back({p + "attn.conv", {D, K}, R::kConv, i});
-    t.push_back({p + "attn.wqkv.weight", {3 * D, D}, R::kWqkv, i});
-    t.push_back({p + "attn.wo.weight", {D, D}, R::kWo, i});
-    if (c.layer_attention(i).softmax) {
-      // a softmax layer (the softmax kind's, or of layer_types): no kind-specific tensors
-    } else if (c.attention_kind == AttentionKind::kCosine) {
-      t.push_back({p + "attn.decay_logit", {H}, R::kDecayLogit, i});
-    } else if (c.attention_kind == AttentionKind::kFavor) {
-      t.push_back({p + "attn.feature_proj", {c.favor_num_features, hd}, R::kFeatureProj, i});
-    } else if (c.attention_kind == AttentionKind::kGated) {
-      t.push_back({p + "attn.feature_proj", {c.rfa_num_features, hd}, R::kFeatureProj, i});
-      t.push_back({p + "attn.feature_log_scale", {H}, R::kFeatureLogScale, i});
-      t.push_back({p + "attn.gate.weight", {H, D}, R::kGateWeight, i});
-      t.push_back({p + "attn.gate.bias", {H}, R::kGateBias, i});
-    }
-    t.push_back({p + "mlp_norm.weight", {D}, R::kMlpNorm, i});
-    t.push_back({p + "mlp.w1.weight", {F, D}, R::kW1, i});
-    t.push_back({p + "mlp.w2.weight", {D, F}, R::kW2, i});
-  }
-  t.push_back({"norm.weight", {D}, R::kNorm});
-  t.push_back({"lm_head.weight", {V, D}, R::kLmHead});
-  return t;
-}
 
 absl::StatusOr<ModelConfig> FlatstateArchitecture::ParseConfig(
     absl::string_view text, const nlohmann::json& /*j*/, absl::string_view path,

@@ -1,12 +1,15 @@
 // flatstate's own model format (config "architectures": ["FlatstateForCausalLM"], or a config
 // with "attention_kind" and neither key): the eight shipped kinds (docs/model-format.md).
 //
-// Tensor names (and shapes) in model.safetensors, D = hidden, H = heads, hd = head_dim,
+// Tensor names (and shapes) in model.safetensors, in order: the table is data,
+// engine/arch/flatstate_tensors.json, compiled in and interpreted by FlatstateTensorTable
+// (flatstate_tensors.h; tools/export.py reads the same file). D = hidden, H = heads, hd = head_dim,
 // F = intermediate, K = conv_kernel_size, NF = favor_num_features, R = rfa_num_features
-// (docs/kinds.md for gated, window and hybrid):
+// (docs/kinds.md for gated, window and hybrid; a softmax layer of layer_types has no conv and no
+// kind-specific tensor):
 //   embed.weight                      [256, D]
 //   layers.{i}.attn_norm.weight       [D]
-//   layers.{i}.attn.conv              [D, K]        (ModelConfig::has_conv)
+//   layers.{i}.attn.conv              [D, K]        (ModelConfig::layer_has_conv)
 //   layers.{i}.attn.wqkv.weight       [3D, D]       rows: q (D), k (D), v (D); head h = rows h*hd..
 //   layers.{i}.attn.wo.weight         [D, D]
 //   layers.{i}.attn.decay_logit       [H]           (cosine)
@@ -28,36 +31,9 @@
 #define FLATSTATE_ENGINE_ARCH_FLATSTATE_ARCH_H_
 
 #include "engine/arch/architecture.h"
+#include "engine/arch/flatstate_tensors.h"
 
 namespace flatstate {
-
-// One row of the tensor table above, before the stored layout of torch_dtype (BF16 bits, or the
-// int8 / int4 quants and their "_scale" tensor: engine/model/weights.h): the loader, and the test
-// model writer (tests/util/model_writer.h), read this one table.
-struct FlatstateTensor {
-  enum class Role {
-    kEmbed,
-    kAttnNorm,
-    kConv,
-    kWqkv,
-    kWo,
-    kDecayLogit,
-    kFeatureProj,
-    kFeatureLogScale,
-    kGateWeight,
-    kGateBias,
-    kMlpNorm,
-    kW1,
-    kW2,
-    kNorm,
-    kLmHead
-  };
-  std::string name;
-  std::vector<int64_t> shape;
-  Role role;
-  int layer = -1;  // -1: not a layer's
-};
-std::vector<FlatstateTensor> FlatstateTensorTable(const ModelConfig& config);
 
 class FlatstateArchitecture final : public Architecture {
  public:

@@ -14,7 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "engine/arch/flatstate_arch.h"
+#include "engine/arch/flatstate_tensors.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -235,7 +235,7 @@ std::vector<NamedTensor> RandomModelTensors(const ModelConfig& cfg, uint64_t see
   Rng rng(seed);
   using R = FlatstateTensor::Role;
   std::vector<NamedTensor> t;
-  // The loader's own table (engine/arch/flatstate_arch.h), values drawn in its order.
+  // The loader's own table (engine/arch/flatstate_tensors.h), values drawn in its order.
   for (const FlatstateTensor& e : FlatstateTensorTable(cfg)) {
     switch (e.role) {
       case R::kAttnNorm:
@@ -266,20 +266,15 @@ std::vector<NamedTensor> RandomModelTensors(const ModelConfig& cfg, uint64_t see
         t.push_back(Normal(e.name, e.shape, 0.f, scale, rng));
         break;
     }
-  }
-  if (cfg.torch_dtype != TorchDtype::kFloat32) {
-    for (NamedTensor& x : t) {
-      for (const char* gemm :
-           {".attn.wqkv.weight", ".attn.wo.weight", ".mlp.w1.weight", ".mlp.w2.weight"}) {
-        if (!x.name.ends_with(gemm)) continue;
-        if (cfg.torch_dtype != TorchDtype::kBfloat16) {
-          x.quantized = cfg.torch_dtype;
-          continue;
-        }
-        x.bf16 = true;
-        for (float& v : x.data) v = FromBf16Bits(Bf16Bits(v));
-      }
+    // The layers' GEMM weights take torch_dtype's stored type.
+    if (!e.gemm || cfg.torch_dtype == TorchDtype::kFloat32) continue;
+    NamedTensor& x = t.back();
+    if (cfg.torch_dtype != TorchDtype::kBfloat16) {
+      x.quantized = cfg.torch_dtype;
+      continue;
     }
+    x.bf16 = true;
+    for (float& v : x.data) v = FromBf16Bits(Bf16Bits(v));
   }
   return t;
 }

@@ -60,15 +60,15 @@ std::string RawSafetensors(std::string_view header_json, std::string_view data);
 // Writes SerializeSafetensors(tensors) to `path`; returns `path`.
 std::string WriteSafetensors(const std::string& path, const std::vector<NamedTensor>& tensors);
 
-// Every tensor of the model.h naming table for `cfg`, in file order, filled with deterministic
-// pseudo-random values: matrices ~ N(0, scale^2); norm weights 1; conv kernel last tap 1 and
-// the others ~ N(0, (scale/10)^2) plus the same small noise on the last tap; decay_logit
-// 0.5 + small noise; feature_proj ~ N(0, 1); gated: feature_log_scale ~ N(0, 0.01), gate rows
-// ~ N(0, scale^2), gate bias ~ N(1, 0.25). With cfg.torch_dtype bfloat16 the layers' GEMM
-// weights (attn.wqkv, attn.wo, mlp.w1, mlp.w2) are marked bf16 and hold the widened nearest-even
-// bf16 of the values the float32 config gets from the same seed (every other tensor is equal);
-// with int8 / int4 they hold the float32 config's values, marked `quantized` (so the file stores
-// their quantisation).
+// Every tensor of the format's table (engine/arch/flatstate_tensors.h) for `cfg`, in file order,
+// filled with deterministic pseudo-random values: matrices ~ N(0, scale^2); norm weights 1; conv
+// kernel last tap 1 and the others ~ N(0, (scale/10)^2) plus the same small noise on the last
+// tap; decay_logit 0.5 + small noise; feature_proj ~ N(0, 1); gated: feature_log_scale
+// ~ N(0, 0.01), gate rows ~ N(0, scale^2), gate bias ~ N(1, 0.25). With cfg.torch_dtype bfloat16
+// the layers' GEMM weights (the table's gemm rows: attn.wqkv, attn.wo, mlp.w1, mlp.w2) are marked
+// bf16 and hold the widened nearest-even bf16 of the values the float32 config gets from the same
+// seed (every other tensor is equal); with int8 / int4 they hold the float32 config's values,
+// marked `quantized` (so the file stores their quantisation).
 std::vector<NamedTensor> RandomModelTensors(const ModelConfig& cfg, uint64_t seed,
                                             float scale = 0.05f);
 // The shapes random-weight models use. Small: 2 layers, d_model 64, 4 heads of 16, MLP 128,
