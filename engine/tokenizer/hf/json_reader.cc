@@ -1,6 +1,7 @@
 #include "engine/tokenizer/hf/json_reader.h"
 
 #include <cstdlib>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "engine/tokenizer/hf/text_util.h"
@@ -31,10 +32,11 @@ class Reader {
     return false;
   }
   void Ws() {
-    while (pos_ < s_.size() &&
-           (s_[pos_] == ' ' || s_[pos_] == '\n' || s_[pos_] == '\r' || s_[pos_] == '\t')) {
-      ++pos_;
-    }
+    const char* const data = s_.data();
+    const size_t n = s_.size();
+    size_t p = pos_;
+    while (p < n && (data[p] == ' ' || data[p] == '\n' || data[p] == '\r' || data[p] == '\t')) ++p;
+    pos_ = p;
   }
   bool Eat(char c) {
     Ws();
@@ -69,32 +71,86 @@ class Reader {
     return true;
   }
 
-  bool String(std::string* out) {
+  // A string at pos_: a view into the text when it has no escapes, else decoded into scratch_
+  // (valid until the next call).
+  bool StringView(std::string_view* out) {
     if (pos_ >= s_.size() || s_[pos_] != '"') return Fail("expected a string");
-    ++pos_;
-    out->clear();
+    const size_t start = ++pos_;
+    if (!Run()) return false;
+    if (s_[pos_] == '"') {
+      *out = s_.substr(start, pos_ - start);
+      ++pos_;
+      return true;
+    }
+    scratch_.assign(s_.data() + start, pos_ - start);
+    if (!Escaped(&scratch_)) return false;
+    *out = scratch_;
+    return true;
+  }
+  bool String(std::string* out) {
+    std::string_view v;
+    if (!StringView(&v)) return false;
+    out->assign(v.data(), v.size());
+    return true;
+  }
+
+  // Moves pos_ over string characters (valid UTF-8, no control character) up to the next '"' or
+  // '\\'. Plain ASCII is skipped eight bytes at a time.
+  bool Run() {
+    const char* const data = s_.data();
+    const size_t n = s_.size();
+    size_t p = pos_;
     while (true) {
-      size_t run = pos_;
-      while (run < s_.size() && s_[run] != '"' && s_[run] != '\\' &&
-             static_cast<uint8_t>(s_[run]) >= 0x20 && static_cast<uint8_t>(s_[run]) < 0x80) {
-        ++run;
+      while (p + 8 <= n && !Special8(data + p)) p += 8;
+      while (p < n) {
+        const uint8_t c = static_cast<uint8_t>(data[p]);
+        if (c == '"' || c == '\\' || c < 0x20 || c >= 0x80) break;
+        ++p;
       }
-      out->append(s_.data() + pos_, run - pos_);
-      pos_ = run;
-      if (pos_ >= s_.size()) return Fail("unterminated string");
-      const uint8_t c = static_cast<uint8_t>(s_[pos_]);
-      if (c == '"') {
+      if (p >= n) {
+        pos_ = p;
+        return Fail("unterminated string");
+      }
+      const uint8_t c = static_cast<uint8_t>(data[p]);
+      if (c < 0x80) {
+        pos_ = p;
+        return c >= 0x20 || Fail("control character in string");
+      }
+      if (c >= 0xC2 && c <= 0xDF && p + 1 < n &&
+          (static_cast<uint8_t>(data[p + 1]) & 0xC0) == 0x80) {
+        p += 2;  // the common two-byte case, inline
+        continue;
+      }
+      char32_t cp;
+      const size_t len = DecodeUtf8(s_, p, &cp);
+      if (cp == 0xFFFD && len == 1) {
+        pos_ = p;
+        return Fail("invalid UTF-8 in string");
+      }
+      p += len;
+    }
+  }
+
+  // True when one of the 8 bytes at p is '"', '\\', below 0x20 or 0x80 and up.
+  static bool Special8(const char* p) {
+    constexpr uint64_t kOnes = 0x0101010101010101ull, kHigh = 0x8080808080808080ull;
+    uint64_t w;
+    std::memcpy(&w, p, 8);
+    const auto has_zero = [](uint64_t x) { return (x - kOnes) & ~x & kHigh; };
+    return ((w | has_zero(w ^ (kOnes * '"')) | has_zero(w ^ (kOnes * '\\')) |
+             ((w - kOnes * 0x20) & ~w)) &
+            kHigh) != 0;
+  }
+
+  // The rest of a string from an escape at pos_, appended to *out up to the closing '"'.
+  bool Escaped(std::string* out) {
+    while (true) {
+      const size_t run = pos_;
+      if (!Run()) return false;
+      out->append(s_.data() + run, pos_ - run);
+      if (s_[pos_] == '"') {
         ++pos_;
         return true;
-      }
-      if (c < 0x20) return Fail("control character in string");
-      if (c >= 0x80) {
-        char32_t cp;
-        const size_t n = DecodeUtf8(s_, pos_, &cp);
-        if (cp == 0xFFFD && n == 1) return Fail("invalid UTF-8 in string");
-        out->append(s_.data() + pos_, n);
-        pos_ += n;
-        continue;
       }
       ++pos_;  // backslash
       if (pos_ >= s_.size()) return Fail("unterminated string");
@@ -251,41 +307,81 @@ class Reader {
     parts_->vocab_captured = true;
     ++pos_;
     if (Eat('}')) return true;
+    std::string_view key;
     do {
       Ws();
-      std::pair<std::string, nlohmann::json> e;
-      if (!String(&e.first)) return false;
+      if (!StringView(&key)) return false;
       if (!Eat(':')) return Fail("expected ':'");
-      if (!Value(&e.second, depth + 1, kOther)) return false;
-      parts_->vocab.push_back(std::move(e));
+      Ws();
+      int32_t id;
+      if (SmallId(&id)) {
+        parts_->AddToken(key, id);
+        continue;
+      }
+      const std::string owned(key);  // scratch_ may be reused by the value
+      nlohmann::json v;
+      if (!Value(&v, depth + 1, kOther)) return false;
+      parts_->AddToken(owned, v);
     } while (Eat(','));
     return Eat('}') || Fail("expected ',' or '}'");
+  }
+
+  // A plain decimal integer in [0, 2^24) at pos_ (what Number would read as that integer);
+  // leaves pos_ alone and returns false for anything else.
+  bool SmallId(int32_t* id) {
+    size_t p = pos_;
+    uint32_t v = 0;
+    while (p < s_.size() && p - pos_ < 9 && s_[p] >= '0' && s_[p] <= '9') {
+      v = v * 10 + static_cast<uint32_t>(s_[p] - '0');
+      ++p;
+    }
+    if (p == pos_ || p - pos_ > 8 || (s_[pos_] == '0' && p - pos_ > 1) || v >= (1u << 24)) {
+      return false;
+    }
+    if (p < s_.size()) {
+      const char c = s_[p];
+      if ((c >= '0' && c <= '9') || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-') {
+        return false;
+      }
+    }
+    pos_ = p;
+    *id = static_cast<int32_t>(v);
+    return true;
   }
 
   bool Merges(int depth) {
     parts_->merges_captured = true;
     ++pos_;
     if (Eat(']')) return true;
-    std::string a, b;
+    std::string& arena = parts_->arena;
+    std::string_view a, b;
     do {
       Ws();
       const size_t start = pos_;
       const char c = pos_ < s_.size() ? s_[pos_] : '\0';
       bool ok = false;
       if (c == '"') {
-        if (!String(&a)) return false;
+        if (!StringView(&a)) return false;
         const size_t sp = a.find(' ');
-        if (sp != std::string::npos) {
-          AddMerge(std::string_view(a).substr(0, sp), std::string_view(a).substr(sp + 1));
+        if (sp != std::string_view::npos) {
+          const size_t mark = arena.size();
+          arena.append(a.data(), sp);
+          AddMerge(mark, sp, a.substr(sp + 1));
           ok = true;
         }
       } else if (c == '[') {
         ++pos_;
         Ws();
-        if (String(&a) && Eat(',') && (Ws(), String(&b)) && Eat(']')) {
-          AddMerge(a, b);
-          ok = true;
-        } else {
+        const size_t mark = arena.size();
+        if (StringView(&a)) {
+          arena.append(a.data(), a.size());  // before b reuses scratch_
+          if (Eat(',') && (Ws(), StringView(&b)) && Eat(']')) {
+            AddMerge(mark, a.size(), b);
+            ok = true;
+          }
+        }
+        if (!ok) {
+          arena.resize(mark);
           error_.clear();
         }
       }
@@ -301,27 +397,44 @@ class Reader {
     return Eat(']') || Fail("expected ',' or ']'");
   }
 
-  void AddMerge(std::string_view a, std::string_view b) {
-    std::string& arena = parts_->arena;
-    const uint32_t ao = static_cast<uint32_t>(arena.size());
-    arena.append(a.data(), a.size());
-    const uint32_t bo = static_cast<uint32_t>(arena.size());
-    arena.append(b.data(), b.size());
-    parts_->merges.push_back(
-        {ao, static_cast<uint32_t>(a.size()), bo, static_cast<uint32_t>(b.size())});
+  // A merge whose first half is arena[a, a + a_len), the arena's end, and whose second half is
+  // b, appended after it.
+  void AddMerge(size_t a, size_t a_len, std::string_view b) {
+    const size_t bo = a + a_len;
+    parts_->merges.push_back({static_cast<uint32_t>(a), static_cast<uint32_t>(a_len),
+                              static_cast<uint32_t>(bo), static_cast<uint32_t>(b.size())});
+    parts_->arena.append(b.data(), b.size());
   }
 
   std::string_view s_;
   BpeParts* parts_;
   size_t pos_ = 0;
   std::string error_;
+  std::string scratch_;
 };
 
 }  // namespace
 
+void BpeParts::AddToken(std::string_view key, const nlohmann::json& value) {
+  if (value.is_number_integer() && value.get<int64_t>() >= 0 &&
+      value.get<int64_t>() < (int64_t{1} << 24)) {
+    AddToken(key, value.get<int32_t>());
+  } else if (!vocab_bad) {
+    vocab_bad = true;
+    bad_key = std::string(key);
+    bad_value = value.dump();
+  }
+}
+
 absl::StatusOr<nlohmann::json> ReadTokenizerJson(std::string_view text, const std::string& file,
                                                  BpeParts* parts) {
   *parts = BpeParts();
+  if (text.size() >= (uint64_t{1} << 32)) {
+    return absl::InvalidArgumentError(absl::StrCat(file, ": too large (4 GiB or more)"));
+  }
+  // Token strings are never longer than their JSON text: reserving the text's size (virtual
+  // memory, touched only as written) spares the arena's regrowth copies.
+  parts->arena.reserve(text.size());
   Reader r(text, parts);
   nlohmann::json out;
   if (!r.Document(&out)) {

@@ -1,0 +1,59 @@
+#include "engine/tokenizer/hf/token_index.h"
+
+namespace flatstate::hf {
+
+void TokenIndex::Build(const std::vector<std::string>& tokens,
+                       const std::vector<uint8_t>& present) {
+  tokens_ = tokens.data();
+  size_t n = 0;
+  for (uint8_t p : present) n += p;
+  size_t cap = 16;
+  while (cap * 7 < n * 10) cap *= 2;
+  slots_.assign(cap, 0);
+  mask_ = cap - 1;
+  repeated_ = false;
+  for (size_t id = 0; id < tokens.size(); ++id) {
+    if (!present[id]) continue;
+    const std::string& s = tokens[id];
+    const uint64_t h = Hash(s.data(), s.size());
+    const uint64_t slot = (static_cast<uint64_t>(Tag(h)) << 32) | (id + 1);
+    for (uint64_t i = h & mask_;; i = (i + 1) & mask_) {
+      const uint64_t v = slots_[i];
+      if (v == 0) {
+        slots_[i] = slot;
+        break;
+      }
+      if (static_cast<uint32_t>(v >> 32) == Tag(h) && tokens_[static_cast<uint32_t>(v) - 1] == s) {
+        slots_[i] = slot;  // a larger id for the same string
+        repeated_ = true;
+        break;
+      }
+    }
+  }
+}
+
+void TokenIndex::PrefetchToken(uint64_t h) const {
+  if (slots_.empty()) return;
+  for (uint64_t i = h & mask_;; i = (i + 1) & mask_) {
+    const uint64_t v = slots_[i];
+    if (v == 0) return;
+    if (static_cast<uint32_t>(v >> 32) == Tag(h)) {
+      __builtin_prefetch(&tokens_[static_cast<uint32_t>(v) - 1]);
+      return;
+    }
+  }
+}
+
+int32_t TokenIndex::FindHashed(std::string_view s, uint64_t h) const {
+  if (slots_.empty()) return -1;
+  for (uint64_t i = h & mask_;; i = (i + 1) & mask_) {
+    const uint64_t v = slots_[i];
+    if (v == 0) return -1;
+    if (static_cast<uint32_t>(v >> 32) == Tag(h)) {
+      const int32_t id = static_cast<int32_t>(static_cast<uint32_t>(v) - 1);
+      if (tokens_[id] == s) return id;
+    }
+  }
+}
+
+}  // namespace flatstate::hf
