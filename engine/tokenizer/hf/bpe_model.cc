@@ -11,10 +11,6 @@
 namespace flatstate::hf {
 namespace {
 
-uint64_t PairKey(int32_t a, int32_t b) {
-  return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
-}
-
 absl::Status Err(const std::string& where, const std::string& msg) {
   return absl::InvalidArgumentError(absl::StrCat(where, msg));
 }
@@ -102,11 +98,7 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::jso
   for (const absl::Status& e : errors) {
     if (!e.ok()) return e;
   }
-  m->merges_.reserve(n);
-  for (size_t i = 0; i < n; ++i) {
-    m->merges_.insert_or_assign(resolved[i].first,
-                                Merge{static_cast<int32_t>(i), resolved[i].second});
-  }
+  m->merges_.Build(resolved);
   return m;
 }
 
@@ -181,7 +173,7 @@ absl::Status BpeModel::ResolveMerge(const BpeParts& parts, size_t i, const uint6
     }
   }
   *next_id = ij + 1;
-  *out = {PairKey(ia, ib), ij};
+  *out = {PairIndex::Key(ia, ib), ij};
   return absl::OkStatus();
 }
 
@@ -285,9 +277,9 @@ void BpeModel::MergeWord(std::string_view piece, std::vector<int32_t>* ids) cons
   const auto push_pair = [&](int32_t pos) {
     const int32_t nx = sym[pos].next;
     if (nx < 0) return;
-    auto it = merges_.find(PairKey(sym[pos].id, sym[nx].id));
-    if (it == merges_.end()) return;
-    queue.emplace((static_cast<int64_t>(it->second.rank) << 32) | it->second.new_id, pos);
+    const PairIndex::Value* m = merges_.Find(PairIndex::Key(sym[pos].id, sym[nx].id));
+    if (m == nullptr) return;
+    queue.emplace((static_cast<int64_t>(m->rank) << 32) | m->new_id, pos);
   };
   for (int32_t p = 0; p + 1 < static_cast<int32_t>(sym.size()); ++p) push_pair(p);
   while (!queue.empty()) {
@@ -296,9 +288,9 @@ void BpeModel::MergeWord(std::string_view piece, std::vector<int32_t>* ids) cons
     Symbol& left = sym[pos];
     if (!left.alive || left.next < 0) continue;
     Symbol& right = sym[left.next];
-    auto it = merges_.find(PairKey(left.id, right.id));
+    const PairIndex::Value* m = merges_.Find(PairIndex::Key(left.id, right.id));
     const int32_t new_id = static_cast<int32_t>(key & 0xFFFFFFFF);
-    if (it == merges_.end() || it->second.new_id != new_id) continue;
+    if (m == nullptr || m->new_id != new_id) continue;
     left.id = new_id;
     right.alive = false;
     left.next = right.next;

@@ -46,10 +46,6 @@ class BpeModel {
   int32_t id_end() const { return static_cast<int32_t>(id_to_token_.size()); }
 
  private:
-  struct Merge {
-    int32_t rank;
-    int32_t new_id;
-  };
   static constexpr int kShards = 16;
   static constexpr size_t kCachePerShard = 10000 / kShards;
   static constexpr size_t kMaxCachedPiece = 256;
@@ -73,7 +69,7 @@ class BpeModel {
   TokenIndex vocab_;  // reads id_to_token_
   std::vector<std::string> id_to_token_;
   std::vector<uint8_t> has_token_;
-  absl::flat_hash_map<uint64_t, Merge> merges_;
+  PairIndex merges_;
   std::array<int32_t, 256> byte_ids_{};  // <0xNN> ids (-1 absent) when byte_fallback
   bool byte_fallback_ = false;
   bool ignore_merges_ = false;

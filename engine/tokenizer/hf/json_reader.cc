@@ -1,5 +1,6 @@
 #include "engine/tokenizer/hf/json_reader.h"
 
+#include <bit>
 #include <cstdlib>
 #include <cstring>
 
@@ -95,21 +96,25 @@ class Reader {
   }
 
   // Moves pos_ over string characters (valid UTF-8, no control character) up to the next '"' or
-  // '\\'. Plain ASCII is skipped eight bytes at a time.
+  // '\\'. Finds the next byte to look at eight bytes at a time.
   bool Run() {
     const char* const data = s_.data();
     const size_t n = s_.size();
     size_t p = pos_;
     while (true) {
-      while (p + 8 <= n && !Special8(data + p)) p += 8;
-      while (p < n) {
-        const uint8_t c = static_cast<uint8_t>(data[p]);
-        if (c == '"' || c == '\\' || c < 0x20 || c >= 0x80) break;
-        ++p;
-      }
-      if (p >= n) {
-        pos_ = p;
-        return Fail("unterminated string");
+      if (p + 8 <= n) {
+        const uint64_t m = Special8(data + p);
+        if (m == 0) {
+          p += 8;
+          continue;
+        }
+        p += static_cast<size_t>(std::countr_zero(m)) / 8;
+      } else {
+        while (p < n && !IsSpecial(static_cast<uint8_t>(data[p]))) ++p;
+        if (p >= n) {
+          pos_ = p;
+          return Fail("unterminated string");
+        }
       }
       const uint8_t c = static_cast<uint8_t>(data[p]);
       if (c < 0x80) {
@@ -131,15 +136,18 @@ class Reader {
     }
   }
 
-  // True when one of the 8 bytes at p is '"', '\\', below 0x20 or 0x80 and up.
-  static bool Special8(const char* p) {
+  static bool IsSpecial(uint8_t c) { return c == '"' || c == '\\' || c < 0x20 || c >= 0x80; }
+  // The high bit of each of the 8 bytes at p that is '"', '\\', below 0x20 or 0x80 and up (the
+  // lowest set bit is exact; bits above it may be spurious).
+  static uint64_t Special8(const char* p) {
+    static_assert(std::endian::native == std::endian::little);
     constexpr uint64_t kOnes = 0x0101010101010101ull, kHigh = 0x8080808080808080ull;
     uint64_t w;
     std::memcpy(&w, p, 8);
-    const auto has_zero = [](uint64_t x) { return (x - kOnes) & ~x & kHigh; };
-    return ((w | has_zero(w ^ (kOnes * '"')) | has_zero(w ^ (kOnes * '\\')) |
-             ((w - kOnes * 0x20) & ~w)) &
-            kHigh) != 0;
+    const auto has_zero = [](uint64_t x) { return (x - kOnes) & ~x; };
+    return (w | has_zero(w ^ (kOnes * '"')) | has_zero(w ^ (kOnes * '\\')) |
+            ((w - kOnes * 0x20) & ~w)) &
+           kHigh;
   }
 
   // The rest of a string from an escape at pos_, appended to *out up to the closing '"'.

@@ -56,4 +56,27 @@ int32_t TokenIndex::FindHashed(std::string_view s, uint64_t h) const {
   }
 }
 
+void PairIndex::Build(const std::vector<std::pair<uint64_t, int32_t>>& pairs) {
+  const size_t n = pairs.size();
+  size_t cap = 16;
+  int bits = 4;
+  while (cap * 7 < n * 10) cap *= 2, ++bits;
+  slots_.assign(cap, Entry{kEmpty, {0, 0}});
+  mask_ = cap - 1;
+  shift_ = 64 - bits;
+  constexpr size_t kAhead = 16;  // slots are cache misses: prefetched this many inserts early
+  for (size_t r = 0; r < n; ++r) {
+    if (r + kAhead < n) __builtin_prefetch(&slots_[Slot(pairs[r + kAhead].first)]);
+    const uint64_t key = pairs[r].first;
+    const Value v{static_cast<int32_t>(r), pairs[r].second};
+    for (uint64_t i = Slot(key);; i = (i + 1) & mask_) {
+      Entry& e = slots_[i];
+      if (e.key == kEmpty || e.key == key) {
+        e = Entry{key, v};
+        break;
+      }
+    }
+  }
+}
+
 }  // namespace flatstate::hf

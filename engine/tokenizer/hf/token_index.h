@@ -1,10 +1,16 @@
-// TokenIndex: token string -> id for a BPE vocabulary, built for load time. An open-addressing
+// Look-up tables of a BPE model (bpe_model.h), built for load time.
+//
+// TokenIndex: token string -> id for a BPE vocabulary. An open-addressing
 // table of 64-bit slots (32 bits of the string's hash, id + 1) with linear probing, sized to a
 // load factor <= 0.7; the strings themselves are not copied: a slot's id points into the caller's
 // id -> token table, which the index reads on look-up (so it must outlive the index and not
 // move; BpeModel owns both).
 //
-// Immutable after Build, so thread-safe. Nothing fails: a missing token is -1.
+// PairIndex: (left id, right id) -> (rank, merged id) for the merges, 16-byte slots with linear
+// probing at a load factor <= 0.7.
+//
+// Both own their slots only, are immutable after Build, so thread-safe. Nothing fails: a missing
+// token is -1, a missing pair nullptr.
 #ifndef FLATSTATE_ENGINE_TOKENIZER_HF_TOKEN_INDEX_H_
 #define FLATSTATE_ENGINE_TOKENIZER_HF_TOKEN_INDEX_H_
 
@@ -81,6 +87,41 @@ class TokenIndex {
   std::vector<uint64_t> slots_;          // (tag << 32) | (id + 1); 0 is empty
   uint64_t mask_ = 0;
   bool repeated_ = false;
+};
+
+class PairIndex {
+ public:
+  struct Value {
+    int32_t rank;
+    int32_t new_id;
+  };
+  // The key of a pair of ids (each in [0, 2^31)).
+  static uint64_t Key(int32_t a, int32_t b) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
+  }
+  // pairs[r] = (key, merged id) of the merge of rank r; a key listed twice keeps its last rank
+  // (as inserting in rank order into a map would).
+  void Build(const std::vector<std::pair<uint64_t, int32_t>>& pairs);
+  const Value* Find(uint64_t key) const {
+    if (slots_.empty()) return nullptr;
+    for (uint64_t i = Slot(key);; i = (i + 1) & mask_) {
+      const Entry& e = slots_[i];
+      if (e.key == key) return &e.value;
+      if (e.key == kEmpty) return nullptr;
+    }
+  }
+
+ private:
+  static constexpr uint64_t kEmpty = ~uint64_t{0};  // ids are below 2^31: no pair has this key
+  struct Entry {
+    uint64_t key;
+    Value value;
+  };
+  uint64_t Slot(uint64_t key) const { return (key * 0x9E3779B97F4A7C15ull) >> shift_; }
+
+  std::vector<Entry> slots_;
+  uint64_t mask_ = 0;
+  int shift_ = 63;
 };
 
 }  // namespace flatstate::hf
