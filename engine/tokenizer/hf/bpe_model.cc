@@ -1,5 +1,6 @@
 #include "engine/tokenizer/hf/bpe_model.h"
 
+#include <atomic>
 #include <queue>
 #include <thread>
 
@@ -79,21 +80,30 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::jso
     if (j.contains("merges")) return Err(where, ".merges: not a list");
     return m;
   }
-  // Resolving a merge is three vocabulary look-ups; large files split that over two threads
-  // (read-only), then insert in rank order. The first bad merge is reported either way.
+  // Resolving a merge is three vocabulary look-ups; large files share that (read-only) with a
+  // second thread in chunks taken in turn, so that a second thread the scheduler starts late (a
+  // busy machine) costs at most the chunk it took, then the merges are indexed in rank order.
+  // The first bad merge is reported either way: each chunk stops at its first, the lowest
+  // chunk's is returned.
+  constexpr size_t kChunk = 8192;
   const size_t n = parts->merges.size();
+  const size_t chunks = (n + kChunk - 1) / kChunk;
   std::vector<std::pair<uint64_t, int32_t>> resolved(n);
-  std::vector<absl::Status> errors(2);
-  const auto resolve = [&](size_t lo, size_t hi, absl::Status* error) {
-    absl::Status s = m->ResolveMerges(*parts, lo, hi, resolved.data());
-    if (!s.ok()) *error = Err(where, std::string(s.message()));
+  std::vector<absl::Status> errors(chunks);
+  std::atomic<size_t> next_chunk{0};
+  const auto resolve = [&] {
+    for (size_t c; (c = next_chunk.fetch_add(1, std::memory_order_relaxed)) < chunks;) {
+      absl::Status s =
+          m->ResolveMerges(*parts, c * kChunk, std::min(n, (c + 1) * kChunk), resolved.data());
+      if (!s.ok()) errors[c] = Err(where, std::string(s.message()));
+    }
   };
   if (n >= 65536) {
-    std::thread second(resolve, n / 2, n, &errors[1]);
-    resolve(0, n / 2, &errors[0]);
+    std::thread second(resolve);
+    resolve();
     second.join();
   } else {
-    resolve(0, n, &errors[0]);
+    resolve();
   }
   for (const absl::Status& e : errors) {
     if (!e.ok()) return e;
