@@ -1,10 +1,10 @@
 // Look-up tables of a BPE model (bpe_model.h), built for load time.
 //
-// TokenIndex: token string -> id for a BPE vocabulary. An open-addressing
-// table of 64-bit slots (32 bits of the string's hash, id + 1) with linear probing, sized to a
-// load factor <= 0.7; the strings themselves are not copied: a slot's id points into the caller's
-// id -> token table, which the index reads on look-up (so it must outlive the index and not
-// move; BpeModel owns both).
+// TokenIndex: token string -> id for a BPE vocabulary. An open-addressing table of 64-bit slots
+// (32 bits of the string's hash, id + 1) with linear probing, sized to a load factor <= 0.7; the
+// strings themselves are not copied: a slot's id points into the caller's id -> token table,
+// which the index reads on look-up (so it must outlive the index and not move; BpeModel owns
+// both).
 //
 // PairIndex: (left id, right id) -> (rank, merged id) for the merges, 16-byte slots with linear
 // probing at a load factor <= 0.7.
