@@ -1,5 +1,6 @@
 #include "engine/tokenizer/hf/bpe_model.h"
 
+#include <atomic>
 #include <queue>
 #include <thread>
 
@@ -10,10 +11,6 @@
 
 namespace flatstate::hf {
 namespace {
-
-uint64_t PairKey(int32_t a, int32_t b) {
-  return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
-}
 
 absl::Status Err(const std::string& where, const std::string& msg) {
   return absl::InvalidArgumentError(absl::StrCat(where, msg));
@@ -47,36 +44,30 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::jso
   if (!parts->vocab_captured) {
     auto vit = j.find("vocab");
     if (vit == j.end() || !vit->is_object()) return Err(where, ".vocab: missing or not an object");
-    for (auto it = vit->begin(); it != vit->end(); ++it) parts->vocab.emplace_back(it.key(), *it);
+    for (auto it = vit->begin(); it != vit->end(); ++it) parts->AddToken(it.key(), *it);
+  }
+  if (parts->vocab_bad) {
+    return Err(where, absl::StrCat(".vocab[", Quote(parts->bad_key), "]: id ", parts->bad_value,
+                                   " is not an integer in [0, 16777216)"));
   }
   int32_t max_id = -1;
-  for (auto& [key, value] : parts->vocab) {
-    if (!value.is_number_integer() || value.get<int64_t>() < 0 ||
-        value.get<int64_t>() >= (int64_t{1} << 24)) {
-      return Err(where, absl::StrCat(".vocab[", Quote(key), "]: id ", value.dump(),
-                                     " is not an integer in [0, 16777216)"));
-    }
-    max_id = std::max(max_id, value.get<int32_t>());
-  }
+  for (const BpeParts::Token& t : parts->vocab) max_id = std::max(max_id, t.id);
   if (max_id >= static_cast<int32_t>(parts->vocab.size()) + (1 << 20)) {
     return Err(where, absl::StrCat(".vocab: ids must be dense; the largest is ", max_id, " for ",
                                    parts->vocab.size(), " tokens"));
   }
   m->id_to_token_.resize(max_id + 1);
   m->has_token_.assign(max_id + 1, 0);
-  for (auto& [key, value] : parts->vocab) {
-    const int32_t id = value.get<int32_t>();
-    if (m->has_token_[id]) {
-      if (m->id_to_token_[id] == key) continue;  // a repeated key
-      return Err(where, absl::StrCat(".vocab[", Quote(key), "]: id ", id, " is used twice"));
+  for (const BpeParts::Token& t : parts->vocab) {
+    const std::string_view key = parts->Str(t.off, t.len);
+    if (m->has_token_[t.id]) {
+      if (m->id_to_token_[t.id] == key) continue;  // a repeated key
+      return Err(where, absl::StrCat(".vocab[", Quote(key), "]: id ", t.id, " is used twice"));
     }
-    m->id_to_token_[id] = std::move(key);
-    m->has_token_[id] = 1;
+    m->id_to_token_[t.id].assign(key.data(), key.size());
+    m->has_token_[t.id] = 1;
   }
-  m->vocab_.reserve(parts->vocab.size());
-  for (int32_t id = 0; id <= max_id; ++id) {
-    if (m->has_token_[id]) m->vocab_.insert_or_assign(m->id_to_token_[id], id);
-  }
+  m->vocab_.Build(m->id_to_token_, m->has_token_);
   parts->vocab.clear();
   if (auto it = j.find("unk_token"); it != j.end() && it->is_string()) {
     m->unk_id_ = m->TokenToId(it->get<std::string>());
@@ -89,72 +80,114 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::jso
     if (j.contains("merges")) return Err(where, ".merges: not a list");
     return m;
   }
-  // Resolving a merge is three vocabulary look-ups; large files split that over two threads
-  // (read-only), then insert in rank order. The first bad merge is reported either way.
+  // Resolving a merge is three vocabulary look-ups; large files share that (read-only) with a
+  // second thread in chunks taken in turn, so that a second thread the scheduler starts late (a
+  // busy machine) costs at most the chunk it took, then the merges are indexed in rank order.
+  // The first bad merge is reported either way: each chunk stops at its first, the lowest
+  // chunk's is returned.
+  constexpr size_t kChunk = 8192;
   const size_t n = parts->merges.size();
+  const size_t chunks = (n + kChunk - 1) / kChunk;
   std::vector<std::pair<uint64_t, int32_t>> resolved(n);
-  std::vector<absl::Status> errors(2);
-  const auto resolve = [&](size_t lo, size_t hi, absl::Status* error) {
-    std::string joined;
-    for (size_t i = lo; i < hi; ++i) {
-      absl::Status s = m->ResolveMerge(*parts, i, &joined, &resolved[i]);
-      if (!s.ok()) {
-        *error = Err(where, std::string(s.message()));
-        return;
-      }
+  std::vector<absl::Status> errors(chunks);
+  std::atomic<size_t> next_chunk{0};
+  const auto resolve = [&] {
+    for (size_t c; (c = next_chunk.fetch_add(1, std::memory_order_relaxed)) < chunks;) {
+      absl::Status s =
+          m->ResolveMerges(*parts, c * kChunk, std::min(n, (c + 1) * kChunk), resolved.data());
+      if (!s.ok()) errors[c] = Err(where, std::string(s.message()));
     }
   };
   if (n >= 65536) {
-    std::thread second(resolve, n / 2, n, &errors[1]);
-    resolve(0, n / 2, &errors[0]);
+    std::thread second(resolve);
+    resolve();
     second.join();
   } else {
-    resolve(0, n, &errors[0]);
+    resolve();
   }
   for (const absl::Status& e : errors) {
     if (!e.ok()) return e;
   }
-  m->merges_.reserve(n);
-  for (size_t i = 0; i < n; ++i) {
-    m->merges_.insert_or_assign(resolved[i].first,
-                                Merge{static_cast<int32_t>(i), resolved[i].second});
-  }
+  m->merges_.Build(resolved);
   return m;
 }
 
-absl::Status BpeModel::ResolveMerge(const BpeParts& parts, size_t i, std::string* joined,
+absl::Status BpeModel::ResolveMerges(const BpeParts& parts, size_t lo, size_t hi,
+                                     std::pair<uint64_t, int32_t>* resolved) const {
+  // The look-ups are cache misses (random ids into tables of megabytes), so they are pipelined:
+  // each merge's halves are hashed and their index slots prefetched kAhead merges early, their
+  // candidate token strings kAhead / 2 merges early.
+  constexpr size_t kAhead = 16, kRing = 32;
+  uint64_t ring[kRing][2];
+  const auto hash = [&](size_t k) {
+    const BpeParts::Merge& e = parts.merges[k];
+    if (e.a_len == BpeParts::kBadMerge) return;
+    uint64_t* h = ring[k % kRing];
+    h[0] = TokenIndex::Hash(parts.arena.data() + e.a, e.a_len);
+    h[1] = TokenIndex::Hash(parts.arena.data() + e.b, e.b_len);
+    vocab_.PrefetchSlot(h[0]);
+    vocab_.PrefetchSlot(h[1]);
+  };
+  const auto peek = [&](size_t k) {
+    if (parts.merges[k].a_len == BpeParts::kBadMerge) return;
+    vocab_.PrefetchToken(ring[k % kRing][0]);
+    vocab_.PrefetchToken(ring[k % kRing][1]);
+  };
+  for (size_t k = lo; k < std::min(hi, lo + kAhead); ++k) hash(k);
+  for (size_t k = lo; k < std::min(hi, lo + kAhead / 2); ++k) peek(k);
+  std::string joined;
+  int32_t next_id = -1;
+  for (size_t i = lo; i < hi; ++i) {
+    if (i + kAhead < hi) hash(i + kAhead);
+    if (i + kAhead / 2 < hi) peek(i + kAhead / 2);
+    absl::Status s = ResolveMerge(parts, i, ring[i % kRing], &joined, &next_id, &resolved[i]);
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BpeModel::ResolveMerge(const BpeParts& parts, size_t i, const uint64_t hashes[2],
+                                    std::string* joined, int32_t* next_id,
                                     std::pair<uint64_t, int32_t>* out) const {
   const BpeParts::Merge& e = parts.merges[i];
   if (e.a_len == BpeParts::kBadMerge) {
     return absl::InvalidArgumentError(
         absl::StrCat(".merges[", i, "]: expected \"a b\" or [a, b], got ", parts.bad_merges[e.a]));
   }
-  const std::string_view a(parts.arena.data() + e.a, e.a_len);
-  const std::string_view b(parts.arena.data() + e.b, e.b_len);
-  const int32_t ia = TokenToId(a), ib = TokenToId(b);
+  const std::string_view a = parts.Str(e.a, e.a_len);
+  std::string_view b = parts.Str(e.b, e.b_len);
+  const int32_t ia = vocab_.FindHashed(a, hashes[0]), ib = vocab_.FindHashed(b, hashes[1]);
   if (ia < 0 || ib < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(".merges[", i, "]: token ", Quote(ia < 0 ? a : b), " is not in model.vocab"));
   }
-  joined->assign(a);
-  if (!prefix_.empty() && b.substr(0, prefix_.size()) == prefix_) {
-    joined->append(b.substr(prefix_.size()));
-  } else {
-    joined->append(b);
+  if (!prefix_.empty() && b.substr(0, prefix_.size()) == prefix_) b.remove_prefix(prefix_.size());
+  // Trained vocabularies list merged tokens in merge order, so the id after the last merge's is
+  // tried first; it stands only when no string has two ids (the index then maps to the largest).
+  int32_t ij = -1;
+  const int32_t guess = *next_id;
+  if (guess >= 0 && guess < id_end() && has_token_[guess] && !vocab_.has_repeated_strings()) {
+    const std::string& t = id_to_token_[guess];
+    if (t.size() == a.size() + b.size() && t.compare(0, a.size(), a) == 0 &&
+        t.compare(a.size(), b.size(), b) == 0) {
+      ij = guess;
+    }
   }
-  const int32_t ij = TokenToId(*joined);
   if (ij < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(".merges[", i, "]: merged token ", Quote(*joined), " is not in model.vocab"));
+    joined->assign(a);
+    joined->append(b);
+    ij = TokenToId(*joined);
+    if (ij < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(".merges[", i, "]: merged token ",
+                                                     Quote(*joined), " is not in model.vocab"));
+    }
   }
-  *out = {PairKey(ia, ib), ij};
+  *next_id = ij + 1;
+  *out = {PairIndex::Key(ia, ib), ij};
   return absl::OkStatus();
 }
 
-int32_t BpeModel::TokenToId(std::string_view token) const {
-  auto it = vocab_.find(absl::string_view(token.data(), token.size()));
-  return it == vocab_.end() ? -1 : it->second;
-}
+int32_t BpeModel::TokenToId(std::string_view token) const { return vocab_.Find(token); }
 
 const std::string* BpeModel::IdToToken(int32_t id) const {
   if (id < 0 || id >= id_end() || !has_token_[id]) return nullptr;
@@ -254,9 +287,9 @@ void BpeModel::MergeWord(std::string_view piece, std::vector<int32_t>* ids) cons
   const auto push_pair = [&](int32_t pos) {
     const int32_t nx = sym[pos].next;
     if (nx < 0) return;
-    auto it = merges_.find(PairKey(sym[pos].id, sym[nx].id));
-    if (it == merges_.end()) return;
-    queue.emplace((static_cast<int64_t>(it->second.rank) << 32) | it->second.new_id, pos);
+    const PairIndex::Value* m = merges_.Find(PairIndex::Key(sym[pos].id, sym[nx].id));
+    if (m == nullptr) return;
+    queue.emplace((static_cast<int64_t>(m->rank) << 32) | m->new_id, pos);
   };
   for (int32_t p = 0; p + 1 < static_cast<int32_t>(sym.size()); ++p) push_pair(p);
   while (!queue.empty()) {
@@ -265,9 +298,9 @@ void BpeModel::MergeWord(std::string_view piece, std::vector<int32_t>* ids) cons
     Symbol& left = sym[pos];
     if (!left.alive || left.next < 0) continue;
     Symbol& right = sym[left.next];
-    auto it = merges_.find(PairKey(left.id, right.id));
+    const PairIndex::Value* m = merges_.Find(PairIndex::Key(left.id, right.id));
     const int32_t new_id = static_cast<int32_t>(key & 0xFFFFFFFF);
-    if (it == merges_.end() || it->second.new_id != new_id) continue;
+    if (m == nullptr || m->new_id != new_id) continue;
     left.id = new_id;
     right.alive = false;
     left.next = right.next;

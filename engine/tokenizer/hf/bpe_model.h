@@ -23,6 +23,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "engine/tokenizer/hf/json_reader.h"
+#include "engine/tokenizer/hf/token_index.h"
 #include "nlohmann/json.hpp"
 
 namespace flatstate::hf {
@@ -45,10 +46,6 @@ class BpeModel {
   int32_t id_end() const { return static_cast<int32_t>(id_to_token_.size()); }
 
  private:
-  struct Merge {
-    int32_t rank;
-    int32_t new_id;
-  };
   static constexpr int kShards = 16;
   static constexpr size_t kCachePerShard = 10000 / kShards;
   static constexpr size_t kMaxCachedPiece = 256;
@@ -59,14 +56,20 @@ class BpeModel {
 
   BpeModel() = default;
   void MergeWord(std::string_view piece, std::vector<int32_t>* ids) const;
-  // Merge i of `parts` as (pair key, merged id); errors start with ".merges[i]".
-  absl::Status ResolveMerge(const BpeParts& parts, size_t i, std::string* joined,
+  // Merges [lo, hi) of `parts` as (pair key, merged id) into resolved[lo, hi); the first bad
+  // one's error starts with ".merges[i]".
+  absl::Status ResolveMerges(const BpeParts& parts, size_t lo, size_t hi,
+                             std::pair<uint64_t, int32_t>* resolved) const;
+  // Merge i, whose halves hash to hashes[0..1]. *next_id: the id tried first for the merged
+  // token; set to the merged id + 1.
+  absl::Status ResolveMerge(const BpeParts& parts, size_t i, const uint64_t hashes[2],
+                            std::string* joined, int32_t* next_id,
                             std::pair<uint64_t, int32_t>* out) const;
 
-  absl::flat_hash_map<absl::string_view, int32_t> vocab_;  // keys point into id_to_token_
+  TokenIndex vocab_;  // reads id_to_token_
   std::vector<std::string> id_to_token_;
   std::vector<uint8_t> has_token_;
-  absl::flat_hash_map<uint64_t, Merge> merges_;
+  PairIndex merges_;
   std::array<int32_t, 256> byte_ids_{};  // <0xNN> ids (-1 absent) when byte_fallback
   bool byte_fallback_ = false;
   bool ignore_merges_ = false;

@@ -1,5 +1,10 @@
 #include "engine/tokenizer/hf/hf_tokenizer.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "absl/strings/str_cat.h"
 #include "engine/tokenizer/byte_tokenizer.h"
 #include "engine/tokenizer/hf/text_util.h"
@@ -7,15 +12,52 @@
 #include "nlohmann/json.hpp"
 
 namespace flatstate {
+namespace {
+
+// A regular file mapped read-only (the page cache's pages, no copy); empty when it cannot be.
+class MappedFile {
+ public:
+  explicit MappedFile(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    struct stat st;
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+      void* p = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ,
+                       MAP_PRIVATE | MAP_POPULATE, fd, 0);
+      if (p != MAP_FAILED) data_ = static_cast<const char*>(p), size_ = st.st_size;
+    }
+    ::close(fd);
+  }
+  ~MappedFile() {
+    if (data_ != nullptr) ::munmap(const_cast<char*>(data_), size_);
+  }
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  bool ok() const { return data_ != nullptr; }
+  std::string_view text() const { return {data_, size_}; }
+
+ private:
+  const char* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::FromFile(const std::string& path) {
-  auto text = ReadWholeFile(path);
-  if (!text.ok()) return text.status();
+  // tokenizer.json is tens of megabytes at most: mapped rather than copied; read (which also
+  // words the errors) when it cannot be mapped.
+  MappedFile mapped(path);
+  std::string read;
+  if (!mapped.ok()) {
+    auto text = ReadWholeFile(path);
+    if (!text.ok()) return text.status();
+    read = std::move(*text);
+  }
   const size_t slash = path.find_last_of('/');
   const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
   auto config = hf::TokenizerConfig::LoadDir(dir);
   if (!config.ok()) return config.status();
-  return FromJson(*text, path, std::move(*config));
+  return FromJson(mapped.ok() ? mapped.text() : std::string_view(read), path, std::move(*config));
 }
 
 absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::FromJson(std::string_view json,

@@ -42,7 +42,8 @@ namespace flatstate {
 
 class HfTokenizer final : public Tokenizer {
  public:
-  // Reads `path` (a tokenizer.json) and, beside it, tokenizer_config.json / chat_template.jinja.
+  // Reads `path` (a tokenizer.json; mapped, so it must not be truncated while this runs, as with
+  // the weight files) and, beside it, tokenizer_config.json / chat_template.jinja.
   static absl::StatusOr<std::unique_ptr<HfTokenizer>> FromFile(const std::string& path);
   // From tokenizer.json text; `file` names it in errors.
   static absl::StatusOr<std::unique_ptr<HfTokenizer>> FromJson(std::string_view json,

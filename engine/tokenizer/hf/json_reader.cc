@@ -3,7 +3,7 @@
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
-#include "engine/tokenizer/hf/text_util.h"
+#include "engine/tokenizer/hf/json_string.h"
 
 namespace flatstate::hf {
 namespace {
@@ -31,10 +31,11 @@ class Reader {
     return false;
   }
   void Ws() {
-    while (pos_ < s_.size() &&
-           (s_[pos_] == ' ' || s_[pos_] == '\n' || s_[pos_] == '\r' || s_[pos_] == '\t')) {
-      ++pos_;
-    }
+    const char* const data = s_.data();
+    const size_t n = s_.size();
+    size_t p = pos_;
+    while (p < n && (data[p] == ' ' || data[p] == '\n' || data[p] == '\r' || data[p] == '\t')) ++p;
+    pos_ = p;
   }
   bool Eat(char c) {
     Ws();
@@ -50,99 +51,19 @@ class Reader {
     return true;
   }
 
-  bool Hex4(uint32_t* v) {
-    if (pos_ + 4 > s_.size()) return Fail("short \\u escape");
-    *v = 0;
-    for (int k = 0; k < 4; ++k) {
-      const char c = s_[pos_++];
-      *v <<= 4;
-      if (c >= '0' && c <= '9') {
-        *v |= c - '0';
-      } else if (c >= 'a' && c <= 'f') {
-        *v |= c - 'a' + 10;
-      } else if (c >= 'A' && c <= 'F') {
-        *v |= c - 'A' + 10;
-      } else {
-        return Fail("bad \\u escape");
-      }
-    }
-    return true;
+  // A string at pos_ (json_string.h): a view of the text when it has no escapes, else of
+  // scratch_ (valid until the next string).
+  bool StringView(std::string_view* out) {
+    JsonStringScanner scan(s_, pos_, &scratch_);
+    const bool ok = scan.Read(out);
+    pos_ = scan.pos();
+    return ok || Fail(scan.error());
   }
-
   bool String(std::string* out) {
-    if (pos_ >= s_.size() || s_[pos_] != '"') return Fail("expected a string");
-    ++pos_;
-    out->clear();
-    while (true) {
-      size_t run = pos_;
-      while (run < s_.size() && s_[run] != '"' && s_[run] != '\\' &&
-             static_cast<uint8_t>(s_[run]) >= 0x20 && static_cast<uint8_t>(s_[run]) < 0x80) {
-        ++run;
-      }
-      out->append(s_.data() + pos_, run - pos_);
-      pos_ = run;
-      if (pos_ >= s_.size()) return Fail("unterminated string");
-      const uint8_t c = static_cast<uint8_t>(s_[pos_]);
-      if (c == '"') {
-        ++pos_;
-        return true;
-      }
-      if (c < 0x20) return Fail("control character in string");
-      if (c >= 0x80) {
-        char32_t cp;
-        const size_t n = DecodeUtf8(s_, pos_, &cp);
-        if (cp == 0xFFFD && n == 1) return Fail("invalid UTF-8 in string");
-        out->append(s_.data() + pos_, n);
-        pos_ += n;
-        continue;
-      }
-      ++pos_;  // backslash
-      if (pos_ >= s_.size()) return Fail("unterminated string");
-      const char e = s_[pos_++];
-      switch (e) {
-        case '"':
-          out->push_back('"');
-          break;
-        case '\\':
-          out->push_back('\\');
-          break;
-        case '/':
-          out->push_back('/');
-          break;
-        case 'b':
-          out->push_back('\b');
-          break;
-        case 'f':
-          out->push_back('\f');
-          break;
-        case 'n':
-          out->push_back('\n');
-          break;
-        case 'r':
-          out->push_back('\r');
-          break;
-        case 't':
-          out->push_back('\t');
-          break;
-        case 'u': {
-          uint32_t v;
-          if (!Hex4(&v)) return false;
-          if (v >= 0xDC00 && v < 0xE000) return Fail("lone low surrogate");
-          if (v >= 0xD800 && v < 0xDC00) {
-            uint32_t lo;
-            if (s_.substr(pos_, 2) != "\\u") return Fail("lone high surrogate");
-            pos_ += 2;
-            if (!Hex4(&lo)) return false;
-            if (lo < 0xDC00 || lo >= 0xE000) return Fail("bad low surrogate");
-            v = 0x10000 + ((v - 0xD800) << 10) + (lo - 0xDC00);
-          }
-          AppendUtf8(v, out);
-          break;
-        }
-        default:
-          return Fail("bad escape");
-      }
-    }
+    std::string_view v;
+    if (!StringView(&v)) return false;
+    out->assign(v.data(), v.size());
+    return true;
   }
 
   bool Number(nlohmann::json* out) {
@@ -251,41 +172,81 @@ class Reader {
     parts_->vocab_captured = true;
     ++pos_;
     if (Eat('}')) return true;
+    std::string_view key;
     do {
       Ws();
-      std::pair<std::string, nlohmann::json> e;
-      if (!String(&e.first)) return false;
+      if (!StringView(&key)) return false;
       if (!Eat(':')) return Fail("expected ':'");
-      if (!Value(&e.second, depth + 1, kOther)) return false;
-      parts_->vocab.push_back(std::move(e));
+      Ws();
+      int32_t id;
+      if (SmallId(&id)) {
+        parts_->AddToken(key, id);
+        continue;
+      }
+      const std::string owned(key);  // scratch_ may be reused by the value
+      nlohmann::json v;
+      if (!Value(&v, depth + 1, kOther)) return false;
+      parts_->AddToken(owned, v);
     } while (Eat(','));
     return Eat('}') || Fail("expected ',' or '}'");
+  }
+
+  // A plain decimal integer in [0, 2^24) at pos_ (what Number would read as that integer);
+  // leaves pos_ alone and returns false for anything else.
+  bool SmallId(int32_t* id) {
+    size_t p = pos_;
+    uint32_t v = 0;
+    while (p < s_.size() && p - pos_ < 9 && s_[p] >= '0' && s_[p] <= '9') {
+      v = v * 10 + static_cast<uint32_t>(s_[p] - '0');
+      ++p;
+    }
+    if (p == pos_ || p - pos_ > 8 || (s_[pos_] == '0' && p - pos_ > 1) || v >= (1u << 24)) {
+      return false;
+    }
+    if (p < s_.size()) {
+      const char c = s_[p];
+      if ((c >= '0' && c <= '9') || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-') {
+        return false;
+      }
+    }
+    pos_ = p;
+    *id = static_cast<int32_t>(v);
+    return true;
   }
 
   bool Merges(int depth) {
     parts_->merges_captured = true;
     ++pos_;
     if (Eat(']')) return true;
-    std::string a, b;
+    std::string& arena = parts_->arena;
+    std::string_view a, b;
     do {
       Ws();
       const size_t start = pos_;
       const char c = pos_ < s_.size() ? s_[pos_] : '\0';
       bool ok = false;
       if (c == '"') {
-        if (!String(&a)) return false;
+        if (!StringView(&a)) return false;
         const size_t sp = a.find(' ');
-        if (sp != std::string::npos) {
-          AddMerge(std::string_view(a).substr(0, sp), std::string_view(a).substr(sp + 1));
+        if (sp != std::string_view::npos) {
+          const size_t mark = arena.size();
+          arena.append(a.data(), sp);
+          AddMerge(mark, sp, a.substr(sp + 1));
           ok = true;
         }
       } else if (c == '[') {
         ++pos_;
         Ws();
-        if (String(&a) && Eat(',') && (Ws(), String(&b)) && Eat(']')) {
-          AddMerge(a, b);
-          ok = true;
-        } else {
+        const size_t mark = arena.size();
+        if (StringView(&a)) {
+          arena.append(a.data(), a.size());  // before b reuses scratch_
+          if (Eat(',') && (Ws(), StringView(&b)) && Eat(']')) {
+            AddMerge(mark, a.size(), b);
+            ok = true;
+          }
+        }
+        if (!ok) {
+          arena.resize(mark);
           error_.clear();
         }
       }
@@ -301,27 +262,44 @@ class Reader {
     return Eat(']') || Fail("expected ',' or ']'");
   }
 
-  void AddMerge(std::string_view a, std::string_view b) {
-    std::string& arena = parts_->arena;
-    const uint32_t ao = static_cast<uint32_t>(arena.size());
-    arena.append(a.data(), a.size());
-    const uint32_t bo = static_cast<uint32_t>(arena.size());
-    arena.append(b.data(), b.size());
-    parts_->merges.push_back(
-        {ao, static_cast<uint32_t>(a.size()), bo, static_cast<uint32_t>(b.size())});
+  // A merge whose first half is arena[a, a + a_len), the arena's end, and whose second half is
+  // b, appended after it.
+  void AddMerge(size_t a, size_t a_len, std::string_view b) {
+    const size_t bo = a + a_len;
+    parts_->merges.push_back({static_cast<uint32_t>(a), static_cast<uint32_t>(a_len),
+                              static_cast<uint32_t>(bo), static_cast<uint32_t>(b.size())});
+    parts_->arena.append(b.data(), b.size());
   }
 
   std::string_view s_;
   BpeParts* parts_;
   size_t pos_ = 0;
   std::string error_;
+  std::string scratch_;
 };
 
 }  // namespace
 
+void BpeParts::AddToken(std::string_view key, const nlohmann::json& value) {
+  if (value.is_number_integer() && value.get<int64_t>() >= 0 &&
+      value.get<int64_t>() < (int64_t{1} << 24)) {
+    AddToken(key, value.get<int32_t>());
+  } else if (!vocab_bad) {
+    vocab_bad = true;
+    bad_key = std::string(key);
+    bad_value = value.dump();
+  }
+}
+
 absl::StatusOr<nlohmann::json> ReadTokenizerJson(std::string_view text, const std::string& file,
                                                  BpeParts* parts) {
   *parts = BpeParts();
+  if (text.size() >= (uint64_t{1} << 32)) {
+    return absl::InvalidArgumentError(absl::StrCat(file, ": too large (4 GiB or more)"));
+  }
+  // Token strings are never longer than their JSON text: reserving the text's size (virtual
+  // memory, touched only as written) spares the arena's regrowth copies.
+  parts->arena.reserve(text.size());
   Reader r(text, parts);
   nlohmann::json out;
   if (!r.Document(&out)) {

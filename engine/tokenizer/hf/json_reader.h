@@ -2,7 +2,7 @@
 // model.merges, hundreds of thousands of entries) is read straight into flat vectors instead of
 // an nlohmann DOM (whose objects are std::maps), everything else into nlohmann::json. Strict
 // RFC 8259 (no comments, no trailing commas), strings must be valid UTF-8 with paired \u
-// surrogates; nesting deeper than 256 levels is refused.
+// surrogates; nesting deeper than 256 levels is refused, and so is a text of 4 GiB or more.
 //
 // Stateless functions; thread-safe. Fails with InvalidArgument "<file>: not valid JSON at byte N:
 // <reason>".
@@ -21,10 +21,18 @@
 namespace flatstate::hf {
 
 // model.vocab and model.merges as read; `captured` false when they were absent or not an object /
-// a list (then the DOM holds whatever was there).
+// a list (then the DOM holds whatever was there). Token strings are kept in one arena.
 struct BpeParts {
   bool vocab_captured = false;
-  std::vector<std::pair<std::string, nlohmann::json>> vocab;  // in file order
+  // One per vocab entry, in file order: the key as offset and length into `arena`, and its id.
+  struct Token {
+    uint32_t off, len;
+    int32_t id;
+  };
+  std::vector<Token> vocab;
+  // The first entry whose value is not an integer in [0, 2^24): its key and its value's JSON.
+  bool vocab_bad = false;
+  std::string bad_key, bad_value;
   bool merges_captured = false;
   // One per merge: its two halves as offsets into `arena`; a malformed entry has a_len ==
   // kBadMerge and `a` indexes bad_merges (its JSON text, for the error).
@@ -35,6 +43,18 @@ struct BpeParts {
   std::vector<Merge> merges;
   std::string arena;
   std::vector<std::string> bad_merges;
+
+  // Appends one vocab entry whose value is an id in [0, 2^24).
+  void AddToken(std::string_view key, int32_t id) {
+    vocab.push_back({static_cast<uint32_t>(arena.size()), static_cast<uint32_t>(key.size()), id});
+    arena.append(key.data(), key.size());
+  }
+  // Appends one vocab entry whose value is any JSON (recorded as the first bad one unless it is
+  // an id in [0, 2^24)).
+  void AddToken(std::string_view key, const nlohmann::json& value);
+  std::string_view Str(uint32_t off, uint32_t len) const {
+    return std::string_view(arena.data() + off, len);
+  }
 };
 
 // The document without model.vocab / model.merges when they were captured into *parts.
