@@ -277,7 +277,10 @@ absl::Status Engine::Step(std::span<const StepRequest> requests, std::vector<Ste
     res.consumed = static_cast<int64_t>(runs_[r].tokens.size());
     s->pending.erase(s->pending.begin(), s->pending.begin() + res.consumed);
     MaybeSnapshot(s);
-    if (s->pending.empty() && requests[i].sample) sampled_runs_.push_back(r);
+    if (s->pending.empty() && requests[i].sample) {
+      sampled_runs_.push_back(r);
+      ForkChoices(requests[i], &res);
+    }
   }
   // Each draw reads its own logits row and advances its own session's rng, so spreading the
   // draws over the pool changes no bit.
@@ -295,11 +298,24 @@ absl::Status Engine::Step(std::span<const StepRequest> requests, std::vector<Ste
       if (requests[i].logprobs >= 0) {
         res.logprobs = ComputeLogprobs(logits, V, res.token, requests[i].logprobs);
       }
+      for (size_t k = 0; k < res.choices.size(); ++k) {
+        ChoiceDraw& d = res.choices[k];
+        if (!d.status.ok()) continue;
+        SessionState* c = requests[i].choices[k];
+        d.token = SampleToken(logits, V, c->sampling, &c->rng, &scratch);
+        if (requests[i].logprobs >= 0) {
+          d.logprobs = ComputeLogprobs(logits, V, d.token, requests[i].logprobs);
+        }
+      }
     }
   });
   for (size_t r : sampled_runs_) {
     const size_t i = run_of_[r];
     requests[i].session->pending.push_back((*results)[i].token);
+    const std::vector<ChoiceDraw>& draws = (*results)[i].choices;
+    for (size_t k = 0; k < draws.size(); ++k) {
+      if (draws[k].status.ok()) requests[i].choices[k]->pending.push_back(draws[k].token);
+    }
   }
   runs_.clear();
   for (size_t i = 0; i < results->size(); ++i) {
@@ -338,6 +354,29 @@ absl::StatusOr<CheckpointSplit> Engine::CheckpointSplitFrom(const SessionState& 
   }
   ASSIGN_OR_RETURN(const SessionState* host, HostView(s));
   return SerializeSessionSplit(ckpt_model_, *host, kv_.get(), chunk_tokens, first_token);
+}
+
+void Engine::ForkChoices(const StepRequest& request, StepResult* result) {
+  result->choices.assign(request.choices.size(), ChoiceDraw{});
+  for (size_t k = 0; k < request.choices.size(); ++k) {
+    SessionState* c = request.choices[k];
+    if (c == nullptr || c->position != 0 || !c->pending.empty() || !c->kv_blocks.empty()) {
+      result->choices[k].status =
+          absl::InvalidArgumentError(absl::StrCat("choice ", k, " is not a fresh session"));
+      continue;
+    }
+    absl::StatusOr<SessionState> f = Fork(request.session);
+    if (!f.ok()) {
+      result->choices[k].status = f.status();
+      continue;
+    }
+    SamplingParams sampling = c->sampling;
+    Rng rng = c->rng;
+    ReleaseSession(c);
+    *c = std::move(*f);
+    c->sampling = sampling;
+    c->rng = rng;
+  }
 }
 
 absl::StatusOr<SessionState> Engine::Fork(SessionState* s) {

@@ -114,6 +114,20 @@ struct StepRequest {
   // >= 0: also report the sampled token's log-probability and the `logprobs` most likely tokens
   // with theirs (StepResult::logprobs; ComputeLogprobs, logprobs.h). < 0: none.
   int logprobs = -1;
+  // n > 1 choices of one prompt: fresh sessions (NewSession: nothing run, no KV blocks) that,
+  // when this request samples, each become a fork of `session` (Fork) taken after its pending
+  // tokens ran, and draw their own token from the same logits with their own sampler and RNG
+  // (kept through the fork). So choice k is the bits of a session with its sampler that
+  // prefilled the prompt alone, at the cost of one prefill. Untouched when the request does not
+  // sample this step.
+  std::span<SessionState* const> choices = {};
+};
+
+// One choice's draw (StepRequest::choices): its fork's status, then its token like StepResult's.
+struct ChoiceDraw {
+  absl::Status status;
+  int32_t token = -1;
+  TokenLogprobs logprobs;
 };
 
 struct StepResult {
@@ -124,6 +138,8 @@ struct StepResult {
   bool sampled = false;
   int32_t token = -1;      // the sampled token (now the session's only pending token)
   TokenLogprobs logprobs;  // when sampled and the request asked for them
+  // When sampled: one draw per StepRequest::choices entry, in order.
+  std::vector<ChoiceDraw> choices;
 };
 
 class Engine {
@@ -222,6 +238,9 @@ class Engine {
   absl::Status ValidateTokens(std::span<const int32_t> tokens) const;
   // Stores the prefix-cache snapshots `s` is marked for, if it has reached them.
   void MaybeSnapshot(SessionState* s);
+  // StepRequest::choices of a request about to sample: each fresh session becomes a fork of
+  // its session, keeping its own sampler and RNG; result->choices gets one status per choice.
+  void ForkChoices(const StepRequest& request, StepResult* result);
   // `s` with a current host copy: `s` itself, or (CUDA linear, slot newer than `linear`) a copy
   // in host_view_ refreshed from the slot, valid until the next call.
   absl::StatusOr<const SessionState*> HostView(const SessionState& s);

@@ -48,15 +48,6 @@ inline int64_t ChunkGridTokens(int64_t position, int64_t pending, int64_t budget
   return n;
 }
 
-// True when the next step runs all `pending` (>= 1) tokens whatever its budget: they end at or
-// before the first grid point after `position`, so ChunkGridTokens never splits them. Sessions
-// forked here (n > 1 choices of one prompt) each run that last part of the prompt themselves and
-// compute the same bits as a session that prefilled the whole prompt alone.
-inline bool RunsInOneStep(int64_t position, int64_t pending, int64_t chunk_size) {
-  const int64_t c = std::max<int64_t>(chunk_size, 1);
-  return pending >= 1 && position + pending <= (position / c + 1) * c;
-}
-
 }  // namespace flatstate
 
 #endif  // FLATSTATE_ENGINE_RUNTIME_STEP_PLAN_H_

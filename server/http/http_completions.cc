@@ -20,8 +20,6 @@ namespace flatstate::server {
 namespace {
 
 constexpr absl::Duration kPoll = absl::Milliseconds(250);
-// n > 1: each choice's sink is polled in turn, so one wait must stay short.
-constexpr absl::Duration kChoicePoll = absl::Milliseconds(5);
 // A stream that has written nothing for this long writes an SSE comment, so a client that went
 // away is noticed (the write fails) even while a long prompt is prefilled.
 constexpr absl::Duration kKeepAlive = absl::Seconds(2);
@@ -79,8 +77,10 @@ void HttpApiServer::Completion(const httplib::Request& req, httplib::Response& r
   // is released.
   const int peer = FindPeerSocket(req.remote_addr, req.remote_port, req.local_port);
   auto sinks = std::make_shared<std::vector<std::shared_ptr<HttpStreamSink>>>();
+  // n > 1: one waker for all choices, so the handler sleeps until any of them has output.
+  auto waker = r->n > 1 ? std::make_shared<SinkWaker>() : nullptr;
   for (int i = 0; i < r->n; ++i) {
-    sinks->push_back(std::make_shared<HttpStreamSink>(job->stop));
+    sinks->push_back(std::make_shared<HttpStreamSink>(job->stop, waker));
     sinks->back()->WatchSocket(peer);
   }
   struct StopWatch {
@@ -103,7 +103,9 @@ void HttpApiServer::Completion(const httplib::Request& req, httplib::Response& r
   // Wait for the first output (streams) or the end of every choice: a request refused before it
   // ran is an HTTP error, not a stream.
   auto pending = std::make_shared<std::vector<HttpStreamSink::Batch>>(sinks->size());
-  const absl::Duration poll = r->n == 1 ? kPoll : kChoicePoll;
+  // One choice: wait in its sink. Several: wait on the waker, then take what each sink has.
+  const absl::Duration poll = waker == nullptr ? kPoll : absl::ZeroDuration();
+  uint64_t seen = 0;
   auto all_finished = [&] {
     for (const auto& b : *pending) {
       if (!b.finished) return false;
@@ -117,6 +119,7 @@ void HttpApiServer::Completion(const httplib::Request& req, httplib::Response& r
     return false;
   };
   while (!all_finished() && !(r->stream && any_output())) {
+    if (waker != nullptr) seen = waker->Wait(seen, kPoll);
     for (size_t i = 0; i < sinks->size(); ++i) {
       if (!(*pending)[i].finished) Merge(&(*pending)[i], (*sinks)[i]->Next(poll));
     }
@@ -161,8 +164,8 @@ void HttpApiServer::Completion(const httplib::Request& req, httplib::Response& r
   const bool include_usage = r->include_usage;
   res.set_chunked_content_provider(
       "text/event-stream",
-      [sinks, pending, meta, chat, logprobs, include_usage, tokenizer, token_ids, poll](
-          size_t, httplib::DataSink& out) {
+      [sinks, pending, meta, chat, logprobs, include_usage, tokenizer, token_ids, poll, waker,
+       seen](size_t, httplib::DataSink& out) mutable {
         const size_t n = sinks->size();
         std::vector<size_t> offset(n, 0);
         std::vector<bool> first(n, true), ended(n, false);
@@ -214,6 +217,7 @@ void HttpApiServer::Completion(const httplib::Request& req, httplib::Response& r
           return false;
         };
         while (open()) {
+          if (waker != nullptr) seen = waker->Wait(seen, kPoll);
           for (size_t i = 0; i < n; ++i) {
             if (ended[i]) continue;
             HttpStreamSink::Batch b = (*sinks)[i]->Next(poll);

@@ -7,6 +7,18 @@
 
 namespace flatstate::server {
 
+void SinkWaker::Notify() {
+  absl::MutexLock lock(&mu_);
+  ++count_;
+}
+
+uint64_t SinkWaker::Wait(uint64_t seen, absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto passed = [this, seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return count_ != seen; };
+  mu_.AwaitWithTimeout(absl::Condition(&passed), timeout);
+  return count_;
+}
+
 bool HttpStreamSink::Cancelled() const {
   if (cancelled_.load(std::memory_order_acquire)) return true;
   if (!PeerClosed(socket_.load(std::memory_order_acquire))) return false;
@@ -19,11 +31,13 @@ void HttpStreamSink::OnTokens(std::vector<int32_t> token_ids, std::string text) 
   tokens_ += token_ids.size();
   token_ids_.insert(token_ids_.end(), token_ids.begin(), token_ids.end());
   text_ += text;
+  if (waker_ != nullptr) waker_->Notify();
 }
 
 void HttpStreamSink::OnLogprobs(const TokenLogprobs& logprobs) {
   absl::MutexLock lock(&mu_);
   logprobs_.push_back(logprobs);
+  if (waker_ != nullptr) waker_->Notify();
 }
 
 void HttpStreamSink::OnFinish(const GenerateSummary& summary, const absl::Status& status) {
@@ -31,6 +45,7 @@ void HttpStreamSink::OnFinish(const GenerateSummary& summary, const absl::Status
   finished_ = true;
   summary_ = summary;
   status_ = status;
+  if (waker_ != nullptr) waker_->Notify();
 }
 
 size_t HttpStreamSink::SafeEndLocked() const {

@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,20 @@
 #include "server/core/loop_types.h"
 
 namespace flatstate::server {
+
+// Wakes the one handler thread that reads several sinks (the choices of an n > 1 request): every
+// sink sharing it bumps a counter when output arrives, and Wait returns once the counter passes
+// what the reader saw. Thread-safe.
+class SinkWaker {
+ public:
+  void Notify();
+  // Waits up to `timeout` for the counter to pass `seen`; returns its value.
+  uint64_t Wait(uint64_t seen, absl::Duration timeout);
+
+ private:
+  absl::Mutex mu_;
+  uint64_t count_ ABSL_GUARDED_BY(mu_) = 0;
+};
 
 class HttpStreamSink final : public TokenSink {
  public:
@@ -38,7 +53,10 @@ class HttpStreamSink final : public TokenSink {
     absl::Status status;
   };
 
-  explicit HttpStreamSink(std::vector<std::string> stop) : stop_(std::move(stop)) {}
+  // `waker` (may be null) is notified whenever output or the end arrives.
+  explicit HttpStreamSink(std::vector<std::string> stop,
+                          std::shared_ptr<SinkWaker> waker = nullptr)
+      : stop_(std::move(stop)), waker_(std::move(waker)) {}
 
   // Waits up to `timeout` for output or the end; returns at once when some is there.
   Batch Next(absl::Duration timeout);
@@ -58,6 +76,7 @@ class HttpStreamSink final : public TokenSink {
   size_t SafeEndLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::vector<std::string> stop_;
+  const std::shared_ptr<SinkWaker> waker_;
   mutable std::atomic<bool> cancelled_{false};
   std::atomic<int> socket_{-1};
   absl::Mutex mu_;

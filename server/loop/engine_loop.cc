@@ -166,7 +166,7 @@ void EngineLoop::AdmitStream(GenerateJob job, std::shared_ptr<TokenSink> sink,
   st->eos.insert(st->eos.end(), job.stop_token_ids.begin(), job.stop_token_ids.end());
   if (!more.empty()) {
     st->choices = PendingChoices{std::move(more), job.stop,
-                                 job.sampling.value_or(SamplingParams{}).seed, 1};
+                                 job.sampling.value_or(SamplingParams{}).seed};
   }
   st->text = StreamText(std::move(job.stop));
   st->arrival = job.arrival;
@@ -209,7 +209,6 @@ absl::Status EngineLoop::PrepareSession(const GenerateJob& job, Session* session
 
 void EngineLoop::StepModel(LoadedModel* model) {
   Engine* engine = model->engine.get();
-  SpawnChoices(model);
   std::vector<Stream*> active;
   std::vector<StreamDemand> demand;
   for (auto& st : streams_) {
@@ -234,10 +233,21 @@ void EngineLoop::StepModel(LoadedModel* model) {
   const std::vector<StreamStep> plan = scheduler.Plan(demand, free_blocks);
   std::vector<StepRequest> reqs;
   std::vector<Stream*> owners;
+  // n > 1: the choices forked in this step (sessions, and their states for the engine), per request.
+  std::vector<std::vector<Session*>> choice_sessions(active.size());
+  std::vector<std::vector<SessionState*>> choice_states(active.size());
   for (size_t i = 0; i < active.size(); ++i) {
     if (plan[i].action == StreamAction::kRun) {
-      reqs.push_back(
-          StepRequest{&active[i]->session->state, plan[i].tokens, true, active[i]->logprobs});
+      StepRequest req;
+      req.session = &active[i]->session->state;
+      req.max_tokens = plan[i].tokens;
+      req.logprobs = active[i]->logprobs;
+      const int64_t pending = static_cast<int64_t>(active[i]->session->state.pending.size());
+      if (active[i]->choices.has_value() && plan[i].tokens >= pending) {
+        choice_sessions[reqs.size()] = StartChoices(active[i], &choice_states[reqs.size()]);
+        req.choices = choice_states[reqs.size()];
+      }
+      reqs.push_back(req);
       owners.push_back(active[i]);
     } else if (plan[i].action == StreamAction::kKvExhausted) {
       FinishStream(active[i], FinishReason::kKvPoolFull,
@@ -259,6 +269,13 @@ void EngineLoop::StepModel(LoadedModel* model) {
   int64_t ran = 0;
   for (size_t i = 0; i < owners.size(); ++i) {
     const StepResult& r = results[i];
+    if (!choice_sessions[i].empty()) {
+      if (r.status.ok() && r.sampled) {
+        AdoptChoices(owners[i], choice_sessions[i], r);
+      } else {
+        DropChoiceSessions(choice_sessions[i]);
+      }
+    }
     if (!r.status.ok()) {
       FinishStream(owners[i],
                    r.status.code() == absl::StatusCode::kResourceExhausted

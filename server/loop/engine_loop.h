@@ -89,20 +89,19 @@ class EngineLoop {
                    Callback<SessionInfo> done);
   void GetStats(Callback<StatsInfo> done);
   // n > 1 choices of one stateless request (`sinks[i]` gets choice i): the prompt is prefilled
-  // once, and where its last part runs in one step (RunsInOneStep, step_plan.h) the session is
-  // forked (Engine::Fork) for choices 1..n-1, choice i sampling with seed job.sampling.seed + i,
-  // so each choice is the same bits as a request of its own with that seed. A job with a
-  // session_id is refused (InvalidArgument naming n). A choice that cannot be forked (max_sessions,
-  // no KV block) ends alone with that error.
+  // once; in the step that samples its first token the engine forks the session for choices
+  // 1..n-1 (StepRequest::choices), choice i drawing from the same logits with seed
+  // job.sampling.seed + i, so each choice is the same bits as a request of its own with that
+  // seed. A job with a session_id is refused (InvalidArgument naming n). A choice that cannot be
+  // forked (max_sessions, no KV block) ends alone with that error.
   void GenerateChoices(GenerateJob job, std::vector<std::shared_ptr<TokenSink>> sinks);
 
  private:
-  // Choices `first`.. of an n > 1 request, forked from the stream holding them (GenerateChoices).
+  // Choices 1.. of an n > 1 request, forked from the stream holding them (GenerateChoices).
   struct PendingChoices {
-    std::vector<std::shared_ptr<TokenSink>> sinks;  // choice first + i gets sinks[i]
+    std::vector<std::shared_ptr<TokenSink>> sinks;  // choice i + 1 gets sinks[i]
     std::vector<std::string> stop;
     uint64_t seed = 0;  // choice i samples with seed + i
-    uint64_t first = 1;
   };
   struct Stream {
     Session* session = nullptr;
@@ -127,8 +126,15 @@ class EngineLoop {
   // `more`: the sinks of choices 1.. of an n > 1 request (GenerateChoices).
   void AdmitStream(GenerateJob job, std::shared_ptr<TokenSink> sink,
                    std::vector<std::shared_ptr<TokenSink>> more = {});
-  // Forks the pending choices of `model`'s streams whose prompts reached their last step.
-  void SpawnChoices(LoadedModel* model);
+  // n > 1: the sessions of `st`'s pending choices, created for the step in which its prompt's
+  // last part runs (their states go in StepRequest::choices, `states`); a choice whose session
+  // cannot be created ends at once with the error.
+  std::vector<Session*> StartChoices(Stream* st, std::vector<SessionState*>* states);
+  // After that step: each choice the engine forked becomes a stream of its own with its first
+  // token; one it could not fork ends with the error. `sessions` as StartChoices returned them.
+  void AdoptChoices(Stream* st, const std::vector<Session*>& sessions, const StepResult& r);
+  // The step did not sample `st` (it failed): the choices' sessions go, the choices stay pending.
+  void DropChoiceSessions(const std::vector<Session*>& sessions);
   // The session of a turn (Generate, Checkpoint, Delete), resident and current. Shared store: takes
   // its lease into `lease` first (Aborted naming the holder when another replica has it; counted),
   // loads it when this replica does not hold it, reloads it when another replica advanced it.

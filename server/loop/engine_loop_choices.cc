@@ -1,11 +1,13 @@
 // EngineLoop: n > 1 choices of one request (GenerateChoices). The first choice's stream prefills
-// the prompt; when the rest of its prompt runs in one step, SpawnChoices forks its session once
-// per other choice (Engine::Fork: KV blocks shared, state copied) and gives each fork a stream of
-// its own, re-seeded, which from then on runs like any other stream.
+// the prompt alone. In the step that runs the last part of its prompt, StepModel passes one fresh
+// session per other choice (StartChoices) as StepRequest::choices: the engine forks the prompt's
+// session into each right after the prompt ran and draws every choice's first token from the
+// same logits with that choice's own sampler and RNG (seed + i). AdoptChoices then gives each
+// choice a stream of its own, which from then on runs like any other stream. The prompt is
+// prefilled once, whatever n.
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "engine/runtime/step_plan.h"
 #include "server/loop/engine_loop.h"
 
 namespace flatstate::server {
@@ -21,48 +23,69 @@ void EngineLoop::GenerateChoices(GenerateJob job, std::vector<std::shared_ptr<To
   });
 }
 
-void EngineLoop::SpawnChoices(LoadedModel* model) {
-  std::vector<std::unique_ptr<Stream>> spawned;
-  for (auto& st : streams_) {
-    if (st->done || !st->choices.has_value() || st->session->model != model) continue;
-    const SessionState& s = st->session->state;
-    if (!RunsInOneStep(s.position, static_cast<int64_t>(s.pending.size()),
-                       model->engine->chunk_size())) {
+std::vector<Session*> EngineLoop::StartChoices(Stream* st, std::vector<SessionState*>* states) {
+  PendingChoices& ch = *st->choices;
+  std::vector<Session*> sessions;
+  std::vector<std::shared_ptr<TokenSink>> kept;
+  for (size_t k = 0; k < ch.sinks.size(); ++k) {
+    SamplingParams sampling = st->session->state.sampling;
+    sampling.seed = ch.seed + 1 + k;
+    absl::StatusOr<Session*> s = sessions_.Create(st->session->model, sampling, /*throwaway=*/true);
+    if (!s.ok()) {
+      GenerateSummary fail{"", st->session->model->name, FinishReason::kRejected,
+                           st->prompt_tokens};
+      ch.sinks[k]->OnFinish(fail, absl::Status(s.status().code(),
+                                                absl::StrCat("n: choice ", k + 1, ": ",
+                                                             s.status().message())));
       continue;
     }
-    PendingChoices choices = std::move(*st->choices);
-    st->choices.reset();
-    for (size_t i = 0; i < choices.sinks.size(); ++i) {
-      std::shared_ptr<TokenSink>& sink = choices.sinks[i];
-      const uint64_t seed = choices.seed + choices.first + i;
-      absl::StatusOr<Session*> fork = sessions_.Fork(st->session, /*throwaway=*/true);
-      if (!fork.ok()) {
-        GenerateSummary fail{"", model->name, FinishReason::kRejected, st->prompt_tokens};
-        sink->OnFinish(fail, absl::Status(fork.status().code(),
-                                          absl::StrCat("n: choice ", choices.first + i,
-                                                       " could not be forked: ",
-                                                       fork.status().message())));
-        continue;
-      }
-      Session* f = *fork;
-      f->state.sampling.seed = seed;
-      f->state.rng = Rng(seed);
-      f->generating = true;
-      auto c = std::make_unique<Stream>();
-      c->session = f;
-      c->sink = std::move(sink);
-      c->max_new_tokens = st->max_new_tokens;
-      c->prompt_tokens = st->prompt_tokens;
-      c->cached_prompt_tokens = st->cached_prompt_tokens;
-      c->logprobs = st->logprobs;
-      c->eos = st->eos;
-      c->text = StreamText(choices.stop);
-      c->arrival = st->arrival;
-      c->last_token = st->last_token;
-      spawned.push_back(std::move(c));
-    }
+    (*s)->generating = true;
+    sessions.push_back(*s);
+    states->push_back(&(*s)->state);
+    kept.push_back(std::move(ch.sinks[k]));
   }
-  for (auto& c : spawned) streams_.push_back(std::move(c));
+  ch.sinks = std::move(kept);  // sinks[k] now belongs to sessions[k]
+  return sessions;
+}
+
+void EngineLoop::AdoptChoices(Stream* st, const std::vector<Session*>& sessions,
+                              const StepResult& r) {
+  PendingChoices ch = std::move(*st->choices);
+  st->choices.reset();
+  for (size_t k = 0; k < sessions.size(); ++k) {
+    const ChoiceDraw& d = r.choices[k];
+    if (!d.status.ok()) {
+      GenerateSummary fail{"", st->session->model->name, FinishReason::kRejected,
+                           st->prompt_tokens};
+      sessions_.Erase(sessions[k]);
+      ch.sinks[k]->OnFinish(fail, absl::Status(d.status.code(),
+                                                absl::StrCat("n: a choice could not be forked: ",
+                                                             d.status.message())));
+      continue;
+    }
+    auto c = std::make_unique<Stream>();
+    c->session = sessions[k];
+    c->sink = std::move(ch.sinks[k]);
+    c->max_new_tokens = st->max_new_tokens;
+    c->prompt_tokens = st->prompt_tokens;
+    c->cached_prompt_tokens = st->cached_prompt_tokens;
+    c->logprobs = st->logprobs;
+    c->eos = st->eos;
+    c->text = StreamText(ch.stop);
+    c->arrival = st->arrival;
+    c->last_token = st->last_token;
+    streams_.push_back(std::move(c));
+    StepResult first;
+    first.consumed = r.consumed;
+    first.sampled = true;
+    first.token = d.token;
+    first.logprobs = d.logprobs;
+    EmitToken(streams_.back().get(), first);
+  }
+}
+
+void EngineLoop::DropChoiceSessions(const std::vector<Session*>& sessions) {
+  for (Session* s : sessions) sessions_.Erase(s);
 }
 
 }  // namespace flatstate::server

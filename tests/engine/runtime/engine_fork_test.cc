@@ -1,15 +1,14 @@
 // Engine::Fork (engine.h) on every Device and attention kind, and on the Hugging Face hybrids: a
 // fork taken mid-generation continues exactly as the original does (the same tokens, bit for bit,
-// run alone or in one batch with the original); a fork taken where the rest of the prompt runs in
-// one step (RunsInOneStep, step_plan.h) and re-seeded gives the bits of a separate session with
-// that seed that prefilled the whole prompt (what n > 1 relies on); softmax forks share the full
-// KV blocks and copy only the partly filled one, and every block goes back when both are released.
+// run alone or in one batch with the original); n > 1 choices (StepRequest::choices) forked when
+// the prompt's first token is drawn give, each, the bits of a separate session with their seed
+// that prefilled the whole prompt, under any step budget; softmax forks share the full KV blocks
+// and copy only the partly filled one, and every block goes back when both are released.
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "engine/runtime/engine.h"
-#include "engine/runtime/step_plan.h"
 #include "gtest/gtest.h"
 #include "tests/engine/runtime/engine_test_util.h"
 
@@ -30,16 +29,6 @@ std::vector<int32_t> Continue(Engine* e, SessionState* s, int n) {
     if (res[0].sampled) out.push_back(res[0].token);
   }
   return out;
-}
-
-// Runs `s`'s prompt until the rest of it runs in one step (the n > 1 fork point).
-void PrefillToTheForkPoint(Engine* e, SessionState* s, int64_t budget) {
-  std::vector<StepResult> res;
-  while (!RunsInOneStep(s->position, static_cast<int64_t>(s->pending.size()), e->chunk_size())) {
-    StepRequest r{s, budget, false};
-    ASSERT_TRUE(e->Step(std::span<const StepRequest>(&r, 1), &res).ok());
-    ASSERT_FALSE(res[0].sampled);
-  }
 }
 
 void ExpectForksBehave(Engine* e, const std::string& what) {
@@ -74,24 +63,63 @@ void ExpectForksBehave(Engine* e, const std::string& what) {
   e->ReleaseSession(&*b);
   e->ReleaseSession(&*c);
 
-  // The n > 1 fork point: choices re-seeded 11 and 12 equal separate sessions seeded so.
+  // n > 1: choices seeded 11 and 12 drawn in the prompt's sampling step equal separate sessions
+  // seeded so; the prompt runs once (the choices run nothing before their first token).
   for (int64_t budget : {int64_t{1} << 30, int64_t{40}}) {
     SessionState p = e->NewSession(kHot);
     ASSERT_TRUE(e->Append(&p, prompt).ok());
-    PrefillToTheForkPoint(e, &p, budget);
-    for (uint64_t seed : {11u, 12u}) {
-      absl::StatusOr<SessionState> f = e->Fork(&p);
-      ASSERT_TRUE(f.ok()) << f.status();
-      f->sampling.seed = seed;
-      f->rng = Rng(seed);
+    SessionState c11 = e->NewSession({kHot.temperature, 0, 1.f, 11});
+    SessionState c12 = e->NewSession({kHot.temperature, 0, 1.f, 12});
+    SessionState* choices[2] = {&c11, &c12};
+    std::vector<StepResult> res;
+    std::vector<int32_t> first;
+    int64_t ran = 0;
+    while (first.empty()) {
+      StepRequest r{&p, budget, true};
+      r.choices = choices;
+      ASSERT_TRUE(e->Step(std::span<const StepRequest>(&r, 1), &res).ok());
+      ran += res[0].consumed;
+      if (!res[0].sampled) {
+        EXPECT_TRUE(res[0].choices.empty());
+        EXPECT_EQ(c11.position, 0);  // untouched until the sampling step
+        continue;
+      }
+      ASSERT_EQ(res[0].choices.size(), 2u);
+      for (const ChoiceDraw& d : res[0].choices) {
+        ASSERT_TRUE(d.status.ok()) << d.status;
+        first.push_back(d.token);
+      }
+    }
+    EXPECT_EQ(ran, static_cast<int64_t>(prompt.size()));
+    EXPECT_EQ(c11.position, static_cast<int64_t>(prompt.size()));
+    for (int k = 0; k < 2; ++k) {
+      const uint64_t seed = 11 + k;
       SessionState alone = e->NewSession({kHot.temperature, 0, 1.f, seed});
-      EXPECT_EQ(Continue(e, &*f, 12), GenerateAlone(e, &alone, prompt, 12, budget))
-          << "seed " << seed << " budget " << budget;
-      e->ReleaseSession(&*f);
+      const std::vector<int32_t> want = GenerateAlone(e, &alone, prompt, 12, budget);
+      std::vector<int32_t> got = {first[k]};
+      const std::vector<int32_t> rest = Continue(e, choices[k], 11);
+      got.insert(got.end(), rest.begin(), rest.end());
+      EXPECT_EQ(got, want) << "seed " << seed << " budget " << budget;
       e->ReleaseSession(&alone);
+      e->ReleaseSession(choices[k]);
     }
     e->ReleaseSession(&p);
   }
+  // A choice that is not a fresh session is refused alone; the request still samples.
+  SessionState p = e->NewSession(kHot);
+  SessionState used = e->NewSession(kHot);
+  ASSERT_TRUE(e->Append(&used, prompt).ok());
+  ASSERT_TRUE(e->Append(&p, Tokens(10, 9)).ok());
+  SessionState* bad[1] = {&used};
+  StepRequest r{&p, 1 << 30, true};
+  r.choices = bad;
+  std::vector<StepResult> out;
+  ASSERT_TRUE(e->Step(std::span<const StepRequest>(&r, 1), &out).ok());
+  ASSERT_TRUE(out[0].sampled);
+  ASSERT_EQ(out[0].choices.size(), 1u);
+  EXPECT_EQ(out[0].choices[0].status.code(), absl::StatusCode::kInvalidArgument);
+  e->ReleaseSession(&p);
+  e->ReleaseSession(&used);
 }
 
 class EngineFork : public ::testing::TestWithParam<DeviceKind> {};
