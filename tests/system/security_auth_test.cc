@@ -119,6 +119,14 @@ std::vector<Rpc> AllRpcs(pb::Inference::Stub* stub, rpb::ServerReflection::Stub*
          return stub->RestoreSession(ctx, req, &s);
        },
        Code::NOT_FOUND},
+      {"ForkSession",
+       [=](grpc::ClientContext* ctx) {
+         pb::ForkSessionRequest req;
+         req.set_session_id(absent);
+         pb::Session s;
+         return stub->ForkSession(ctx, req, &s);
+       },
+       Code::NOT_FOUND},
       {"ListModels",
        [=](grpc::ClientContext* ctx) {
          pb::ListModelsResponse resp;
@@ -219,7 +227,7 @@ TEST(SecurityTest, ReflectionNeedsTheTokenAndDescribesTheApi) {
   }
   EXPECT_EQ(services, (std::set<std::string>{"flatstate.v1.Inference", "grpc.health.v1.Health",
                                              "grpc.reflection.v1alpha.ServerReflection"}));
-  // The file declaring the service: all eight RPCs.
+  // The file declaring the service: all nine RPCs.
   ASSERT_EQ(r.responses[1].file_descriptor_response().file_descriptor_proto_size(), 1);
   google::protobuf::FileDescriptorProto file;
   ASSERT_TRUE(
@@ -227,7 +235,7 @@ TEST(SecurityTest, ReflectionNeedsTheTokenAndDescribesTheApi) {
   EXPECT_EQ(file.name(), "flatstate/v1/inference.proto");
   ASSERT_EQ(file.service_size(), 1);
   EXPECT_EQ(file.service(0).name(), "Inference");
-  EXPECT_EQ(file.service(0).method_size(), 8);
+  EXPECT_EQ(file.service(0).method_size(), 9);
   EXPECT_EQ(r.responses[2].error_response().error_code(), static_cast<int>(Code::NOT_FOUND));
   EXPECT_EQ(r.responses[2].original_request().file_containing_symbol(), "no.such.Symbol");
   EXPECT_EQ(r.responses[3].file_descriptor_response().file_descriptor_proto_size(), 1);

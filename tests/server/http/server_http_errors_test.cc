@@ -41,7 +41,8 @@ TEST_F(HttpTest, BadRequestsAre400NamingTheParam) {
       {"/v1/completions", R"({"prompt": "a", "max_tokens": "x"})", "max_tokens"},
       {"/v1/completions", R"({"prompt": "a", "max_tokens": 0})", "max_tokens"},
       {"/v1/completions", R"({"prompt": "a", "max_tokens": 100000000})", "max_tokens"},
-      {"/v1/completions", R"({"prompt": "a", "n": 2})", "n"},
+      {"/v1/completions", R"({"prompt": "a", "n": 17})", "n"},
+      {"/v1/completions", R"({"prompt": "a", "n": 0})", "n"},
       {"/v1/completions", R"({"prompt": "a", "temperature": -1})", "temperature"},
       {"/v1/completions", R"({"prompt": "a", "top_p": 1.5})", "top_p"},
       {"/v1/completions", R"({"prompt": "a", "stop": 3})", "stop"},
@@ -54,7 +55,7 @@ TEST_F(HttpTest, BadRequestsAre400NamingTheParam) {
        "messages[0].role"},
       {"/v1/chat/completions", json{{"messages", ok_msgs}, {"top_logprobs", 2}}.dump(),
        "top_logprobs"},
-      {"/v1/chat/completions", json{{"messages", ok_msgs}, {"n", 3}}.dump(), "n"},
+      {"/v1/chat/completions", json{{"messages", ok_msgs}, {"n", 17}}.dump(), "n"},
       {"/v1/sessions:restore", R"({"data": "!!!not base64"})", "data"},
       {"/v1/sessions:restore", R"({"checkpoint_id": "zz"})", "checkpoint_id"},
   };
