@@ -2,7 +2,9 @@
 
 #include <cmath>
 #include <limits>
+#include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "engine/tokenizer/byte_tokenizer.h"
 #include "server/loop/stream_text.h"
@@ -61,10 +63,35 @@ absl::StatusOr<std::string> ReadCheckpointById(const std::string& id, const Sess
   return store.GetCheckpoint(id);
 }
 
+absl::Status LoadInitialState(const std::string& checkpoint_id, const SessionStore& store,
+                              GenerateJob* job) {
+  if (checkpoint_id.empty()) return absl::OkStatus();
+  absl::StatusOr<std::string> blob = ReadCheckpointById(checkpoint_id, store);
+  if (!blob.ok()) {
+    absl::string_view msg = blob.status().message();
+    if (absl::StartsWith(msg, "checkpoint_id: ")) msg.remove_prefix(15);
+    return absl::Status(blob.status().code(), absl::StrCat("initial_state: ", msg));
+  }
+  job->initial_state = std::move(*blob);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<GenerateJob> ValidateGenerate(const GenerateRequest& req,
                                              const ModelRegistry& models,
                                              const ServerOptions& options) {
   GenerateJob job;
+  if (!req.initial_state.empty()) {
+    if (!req.session_id.empty()) {
+      return absl::InvalidArgumentError(
+          "initial_state: a session continues its own state; send initial_state without "
+          "session_id (or restore the checkpoint as a session)");
+    }
+    if (!IsValidId(req.initial_state)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "initial_state: '", req.initial_state,
+          "' is not a checkpoint id (32 lower-case hex characters)"));
+    }
+  }
   if (absl::Status s = ValidateModelName(req.model, models); !s.ok()) return s;
   if (!req.session_id.empty()) {
     if (absl::Status s = ValidateSessionId(req.session_id); !s.ok()) return s;
@@ -119,7 +146,8 @@ absl::StatusOr<GenerateJob> ValidateGenerate(const GenerateRequest& req,
         "prompt: ", n,
         " tokens exceed the server limit max_prompt_tokens = ", options.max_prompt_tokens));
   }
-  if (job.prompt.empty() && !job.prompt_text.has_value() && req.session_id.empty()) {
+  if (job.prompt.empty() && !job.prompt_text.has_value() && req.session_id.empty() &&
+      req.initial_state.empty()) {
     return absl::InvalidArgumentError(
         "prompt: empty input on a throwaway session (set prompt or prompt_tokens, or pass the "
         "session_id of a session to continue)");

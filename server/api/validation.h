@@ -41,6 +41,9 @@ struct GenerateRequest {
   std::vector<std::string> stop;
   bool ignore_eos = false;
   std::vector<int32_t> stop_token_ids;  // end like EOS, also with ignore_eos; at most 16
+  // The checkpoint_id of a stored checkpoint a stateless request starts from instead of an
+  // empty state ("initial states"; LoadInitialState reads it). Not with session_id.
+  std::string initial_state;
 };
 
 // Transport sampling params -> engine sampling params (top_p 0 means "unset" = 1); validated.
@@ -60,6 +63,12 @@ absl::Status ValidateSessionId(const std::string& id);
 // transport thread: the I/O stays off the engine loop. InvalidArgument naming checkpoint_id for a
 // malformed id, else the store's status (NotFound for an unknown one).
 absl::StatusOr<std::string> ReadCheckpointById(const std::string& id, const SessionStore& store);
+
+// A validated request's initial_state (a checkpoint id; empty: nothing to do) read from `store`
+// into job->initial_state, on the calling transport thread. Errors name initial_state:
+// InvalidArgument for a malformed id, the store's NotFound for an unknown one.
+absl::Status LoadInitialState(const std::string& checkpoint_id, const SessionStore& store,
+                              GenerateJob* job);
 
 }  // namespace flatstate::server
 

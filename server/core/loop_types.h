@@ -78,6 +78,10 @@ struct GenerateJob {
   // Ids that end the stream like an end-of-sequence id (FinishReason::kEos), also with
   // ignore_eos: the request's stop_token_ids and a chat template's end-of-turn token.
   std::vector<int32_t> stop_token_ids;
+  // A stateless job's starting state: the bytes of a checkpoint (GenerateRequest::initial_state,
+  // read by LoadInitialState) the throwaway session is restored from before the prompt runs. Its
+  // model is the checkpoint's; the job's sampling params, when set, replace the checkpoint's.
+  std::optional<std::string> initial_state;
   absl::Time arrival = absl::Now();
 };
 

@@ -27,6 +27,7 @@ GenerateRequest ToGenerateRequest(const flatstate::v1::GenerateRequest& req) {
   g.stop.assign(req.stop().begin(), req.stop().end());
   g.ignore_eos = req.ignore_eos();
   g.stop_token_ids.assign(req.stop_token_ids().begin(), req.stop_token_ids().end());
+  g.initial_state = req.initial_state();
   return g;
 }
 

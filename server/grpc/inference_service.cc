@@ -57,6 +57,12 @@ grpc::ServerWriteReactor<pb::GenerateResponse>* InferenceService::Generate(
   absl::StatusOr<GenerateJob> job =
       s.ok() ? ValidateGenerate(ToGenerateRequest(*req), loop_->models(), options_)
              : absl::StatusOr<GenerateJob>(s);
+  if (job.ok()) {
+    // The checkpoint is read here, on the transport thread: the loop does no store I/O for it.
+    if (absl::Status st = LoadInitialState(req->initial_state(), loop_->store(), &*job); !st.ok()) {
+      job = st;
+    }
+  }
   if (!job.ok()) {
     if (options_.log_requests) {
       std::fprintf(stderr, "[flatstate] Generate session=%s status=%s error=\"%s\"\n",

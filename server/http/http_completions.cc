@@ -69,6 +69,9 @@ void HttpApiServer::Completion(const httplib::Request& req, httplib::Response& r
   absl::StatusOr<GenerateJob> job =
       ToGenerateJobFor(*r, model->engine->model(), loop_->models(), options_);
   if (!job.ok()) return ReplyError(res, route, job.status(), chat);
+  if (absl::Status s = LoadInitialState(r->initial_state, loop_->store(), &*job); !s.ok()) {
+    return ReplyError(res, route, s, chat);
+  }
 
   CompletionMeta meta = NewCompletionMeta(chat);
   meta.model = model_name;

@@ -225,6 +225,7 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(absl::string_view body, bool ch
   r.chat = chat;
   if (absl::Status s = ReadString(j, "model", &r.model); !s.ok()) return s;
   if (absl::Status s = ReadString(j, "session_id", &r.session_id); !s.ok()) return s;
+  if (absl::Status s = ReadString(j, "initial_state", &r.initial_state); !s.ok()) return s;
   if (chat) {
     if (absl::Status s = ReadMessages(j, &r.messages, &r.config_template_error); !s.ok()) return s;
     if (absl::Status s = ReadChatTemplateFields(body, j, &r); !s.ok()) return s;
@@ -305,6 +306,7 @@ absl::StatusOr<GenerateJob> ToGenerateJob(const OpenAiRequest& req, const ChatTe
   g.stop = req.stop;
   g.ignore_eos = req.ignore_eos;
   g.stop_token_ids = req.stop_token_ids;
+  g.initial_state = req.initial_state;
   // A chat prompt already in tokens was rendered by the model's own template: its EOS ends it.
   if (req.chat && !req.prompt_is_tokens)
     g.stop.insert(g.stop.end(), tmpl.stop.begin(), tmpl.stop.end());

@@ -34,6 +34,7 @@ struct OpenAiRequest {
   bool chat = false;
   std::string model;       // empty: the session's model or the default model
   std::string session_id;  // extension: continue this session
+  std::string initial_state;  // extension: a stored checkpoint's id to start from (stateless)
   std::string prompt;      // completions, as text
   // completions, as token ids (`prompt` an array of integers, or of one such array); then
   // prompt_is_tokens and `prompt` is empty.

@@ -125,7 +125,9 @@ void EngineLoop::AdmitStream(GenerateJob job, std::shared_ptr<TokenSink> sink,
     absl::StatusOr<LoadedModel*> model = models_.Resolve(job.model);
     if (!model.ok()) return reject(model.status());
     absl::StatusOr<Session*> created =
-        sessions_.Create(*model, job.sampling.value_or(SamplingParams{}), /*throwaway=*/true);
+        job.initial_state.has_value()
+            ? StartFromState(*model, *job.initial_state, job.sampling)
+            : sessions_.Create(*model, job.sampling.value_or(SamplingParams{}), /*throwaway=*/true);
     if (!created.ok()) return reject(created.status());
     session = *created;
   } else {

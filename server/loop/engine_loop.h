@@ -123,6 +123,11 @@ class EngineLoop {
 
   void Post(std::function<void()> fn);
   void Run();
+  // A throwaway session restored from checkpoint `blob` (GenerateJob::initial_state) of `model`,
+  // with `sampling` (when set) instead of the checkpoint's sampler and RNG. Errors name
+  // initial_state: DataLoss (corrupt), FailedPrecondition (another model's checkpoint).
+  absl::StatusOr<Session*> StartFromState(LoadedModel* model, const std::string& blob,
+                                          const std::optional<SamplingParams>& sampling);
   // `more`: the sinks of choices 1.. of an n > 1 request (GenerateChoices).
   void AdmitStream(GenerateJob job, std::shared_ptr<TokenSink> sink,
                    std::vector<std::shared_ptr<TokenSink>> more = {});

@@ -152,6 +152,31 @@ void EngineLoop::ForkSession(std::string session_id, std::optional<SamplingParam
   });
 }
 
+absl::StatusOr<Session*> EngineLoop::StartFromState(LoadedModel* model, const std::string& blob,
+                                                    const std::optional<SamplingParams>& sampling) {
+  auto named = [](const absl::Status& s) {
+    return absl::Status(s.code(), absl::StrCat("initial_state: ", s.message()));
+  };
+  absl::StatusOr<CheckpointHeader> header = ReadCheckpointHeader(blob);
+  if (!header.ok()) return named(header.status());
+  if (header->fingerprint != model->fingerprint()) {
+    const LoadedModel* owner = models_.FindByFingerprint(header->fingerprint);
+    return absl::FailedPreconditionError(absl::StrCat(
+        "initial_state: the checkpoint is of ",
+        owner != nullptr ? absl::StrCat("model '", owner->name, "'")
+                         : std::string("a model this server has not loaded"),
+        ", not of model '", model->name, "' that the request runs on",
+        owner != nullptr ? "; name its model" : ""));
+  }
+  absl::StatusOr<Session*> s = sessions_.Restore(model, blob, /*throwaway=*/true);
+  if (!s.ok()) return named(s.status());
+  if (sampling.has_value()) {
+    (*s)->state.sampling = *sampling;
+    (*s)->state.rng = Rng(sampling->seed);
+  }
+  return s;
+}
+
 void EngineLoop::GetStats(Callback<StatsInfo> done) {
   Post([this, done = std::move(done)] {
     StatsInfo st = Stats();

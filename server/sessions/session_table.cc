@@ -55,12 +55,13 @@ absl::StatusOr<Session*> SessionTable::Create(LoadedModel* model, const Sampling
   return Add(model, model->engine->NewSession(sampling), throwaway);
 }
 
-absl::StatusOr<Session*> SessionTable::Restore(LoadedModel* model, absl::string_view blob) {
+absl::StatusOr<Session*> SessionTable::Restore(LoadedModel* model, absl::string_view blob,
+                                               bool throwaway) {
   if (absl::Status s = CheckCapacity(); !s.ok()) return s;
   absl::StatusOr<SessionState> state =
       model->engine->Restore(std::string_view(blob.data(), blob.size()));
   if (!state.ok()) return state.status();
-  return Add(model, std::move(*state), /*throwaway=*/false);
+  return Add(model, std::move(*state), throwaway);
 }
 
 absl::StatusOr<Session*> SessionTable::Fork(Session* s, bool throwaway) {

@@ -84,7 +84,8 @@ class SessionTable {
                                   bool throwaway);
   // A new session from a checkpoint `blob` of `model` (CheckCapacity first, then
   // Engine::Restore); its decoder continues the checkpoint's incomplete character.
-  absl::StatusOr<Session*> Restore(LoadedModel* model, absl::string_view blob);
+  absl::StatusOr<Session*> Restore(LoadedModel* model, absl::string_view blob,
+                                   bool throwaway = false);
   // A new session (a new id; `throwaway` as for Create) that continues exactly as resident
   // session `s` would: Engine::Fork (KV blocks shared, state copied) plus its decoder's
   // incomplete character. CheckCapacity first; the engine's errors otherwise; `s` unchanged.

@@ -128,6 +128,39 @@ TEST_F(ServerTest, ForkSessionBranchesExactly) {
   }
 }
 
+// GenerateRequest.initial_state: a stateless Generate starts from a stored checkpoint exactly as
+// the session continues; with a session_id it is refused, an unknown id is NOT_FOUND.
+TEST_F(ServerTest, GenerateStartsFromAStoredState) {
+  pb::Session s = Create(kLinear, 0.9f, 77);
+  pb::GenerateRequest req = GenRequest("", "state here", 6);
+  req.set_session_id(s.session_id());
+  ASSERT_TRUE(RunGenerate(stub_.get(), req).status.ok());
+  pb::CheckpointSessionRequest creq;
+  creq.set_session_id(s.session_id());
+  pb::Checkpoint ck;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub_->CheckpointSession(&ctx, creq, &ck).ok());
+  }
+  pb::GenerateRequest more = GenRequest("", "", 8);
+  more.set_session_id(s.session_id());
+  StreamResult want = RunGenerate(stub_.get(), more);
+  ASSERT_TRUE(want.status.ok()) << want.status.error_message();
+  pb::GenerateRequest from = GenRequest(kLinear, "", 8);
+  from.set_initial_state(ck.checkpoint_id());
+  StreamResult got = RunGenerate(stub_.get(), from);
+  ASSERT_TRUE(got.status.ok()) << got.status.error_message();
+  EXPECT_EQ(got.tokens, want.tokens);
+  from.set_session_id(s.session_id());
+  EXPECT_EQ(RunGenerate(stub_.get(), from).status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  from.clear_session_id();
+  from.set_initial_state(std::string(32, 'd'));
+  StreamResult missing = RunGenerate(stub_.get(), from);
+  EXPECT_EQ(missing.status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_NE(missing.status.error_message().find("initial_state"), std::string::npos)
+      << missing.status.error_message();
+}
+
 TEST(ServerEviction, IdleSessionEvictedAndRestoredTransparently) {
   server::ServerOptions o = TestOptions();
   o.session_idle_ttl = absl::Milliseconds(500);

@@ -2,7 +2,9 @@
 // is the same tokens and text as a request of its own with seed s + i (the prompt prefilled once,
 // then forked: EngineLoop::GenerateChoices), whole and streamed, completions and chat, on a linear
 // and a softmax model; POST /v1/sessions/{id}/fork branches a session that continues exactly as
-// the original; bad `n` and fork requests are 400 / 404 naming the problem.
+// the original; a stateless request with initial_state starts from a stored checkpoint exactly as
+// the session it was taken from continues; bad `n`, fork and initial_state requests are 400 / 404
+// / 409 naming the problem.
 #include <map>
 #include <string>
 #include <vector>
@@ -135,6 +137,60 @@ TEST_F(ChoicesTest, ForkedSessionsContinueExactlyAsTheOriginal) {
     EXPECT_EQ(neg.status, 400) << neg.raw;
     HttpReply missing = Post("/v1/sessions/" + std::string(32, 'b') + "/fork", json::object());
     EXPECT_EQ(missing.status, 404) << missing.raw;
+  }
+}
+
+TEST_F(ChoicesTest, RequestsStartFromAStoredStateExactly) {
+  for (const char* model : {kLinear, kSoftmax}) {
+    const std::string id = NewSession(model);
+    json turn = {{"model", model}, {"session_id", id}, {"prompt", kPrompt},
+                 {"max_tokens", 4}, {"temperature", 0.8}, {"seed", 4}};
+    ASSERT_EQ(Post("/v1/completions", turn).status, 200);
+    HttpReply ck = Post("/v1/sessions/" + id + "/checkpoint", json::object());
+    ASSERT_EQ(ck.status, 200) << ck.raw;
+    const std::string state = ck.body["checkpoint_id"];
+    // Without sampling params the checkpoint's sampler and RNG go on: the session's own next turn.
+    HttpReply a = Post("/v1/completions", {{"session_id", id}, {"prompt", " and"},
+                                           {"max_tokens", 10}, {"return_token_ids", true}});
+    ASSERT_EQ(a.status, 200) << a.raw;
+    for (int twice = 0; twice < 2; ++twice) {  // the stored state is not used up
+      HttpReply b = Post("/v1/completions", {{"model", model}, {"initial_state", state},
+                                             {"prompt", " and"}, {"max_tokens", 10},
+                                             {"return_token_ids", true}});
+      ASSERT_EQ(b.status, 200) << b.raw;
+      EXPECT_EQ(b.body["choices"][0]["token_ids"], a.body["choices"][0]["token_ids"]) << model;
+      EXPECT_EQ(b.body["usage"]["context_tokens"], kPrompt.size() + 4 + 4 + 10) << b.raw;
+    }
+    // With n and a seed: choice i is the request of its own with seed + i, from the same state.
+    json from = {{"model", model}, {"initial_state", state}, {"prompt", " and"},
+                 {"max_tokens", 8}, {"temperature", 0.9}, {"seed", 30},
+                 {"return_token_ids", true}};
+    json both = from;
+    both["n"] = 2;
+    HttpReply c = Post("/v1/completions", both);
+    ASSERT_EQ(c.status, 200) << c.raw;
+    for (int i = 0; i < 2; ++i) {
+      from["seed"] = 30 + i;
+      HttpReply one = Post("/v1/completions", from);
+      ASSERT_EQ(one.status, 200) << one.raw;
+      EXPECT_EQ(c.body["choices"][i]["token_ids"], one.body["choices"][0]["token_ids"]) << i;
+    }
+    // Errors name initial_state.
+    const std::string other = model == std::string(kLinear) ? kSoftmax : kLinear;
+    struct Bad {
+      json body;
+      int status;
+    };
+    for (const Bad& bad : {Bad{{{"initial_state", state}, {"session_id", id}, {"prompt", "x"}}, 400},
+                           Bad{{{"initial_state", "zz"}, {"prompt", "x"}}, 400},
+                           Bad{{{"initial_state", std::string(32, 'c')}, {"prompt", "x"}}, 404},
+                           Bad{{{"model", other}, {"initial_state", state}, {"prompt", "x"}}, 409}}) {
+      json body = bad.body;
+      body["max_tokens"] = 2;
+      HttpReply r = Post("/v1/completions", body);
+      EXPECT_EQ(r.status, bad.status) << body.dump() << " " << r.raw;
+      EXPECT_EQ(r.body["error"]["param"], "initial_state") << r.raw;
+    }
   }
 }
 
