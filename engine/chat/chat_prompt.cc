@@ -78,6 +78,7 @@ absl::StatusOr<std::unique_ptr<ChatPrompt>> ChatPrompt::Create(
   p->bos_token_ = std::move(bos_token);
   p->eos_token_ = std::move(eos_token);
   p->tokenizer_ = tokenizer;
+  p->tool_call_format_ = DetectToolCallFormat(source);
   if (tokenizer->has_text()) {
     if (const int32_t eot = ProbeEndOfTurn(*p, *tokenizer); eot >= 0) {
       p->end_of_turn_ids_.push_back(eot);

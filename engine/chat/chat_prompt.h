@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/chat/tool_calls.h"
 #include "engine/template/chat_template.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "nlohmann/json.hpp"
@@ -53,6 +54,8 @@ class ChatPrompt {
   const std::vector<std::string>& stop() const { return stop_; }
   // The special token(s) that end an assistant turn in this template (see above); may be empty.
   const std::vector<int32_t>& end_of_turn_ids() const { return end_of_turn_ids_; }
+  // How this template's model writes tool calls (engine/chat/tool_calls.h).
+  ToolCallFormat tool_call_format() const { return tool_call_format_; }
 
   absl::StatusOr<std::string> Render(const Conversation& c) const;
   absl::StatusOr<std::vector<int32_t>> Encode(const Conversation& c) const;
@@ -65,6 +68,7 @@ class ChatPrompt {
   const Tokenizer* tokenizer_ = nullptr;
   std::vector<std::string> stop_;
   std::vector<int32_t> end_of_turn_ids_;
+  ToolCallFormat tool_call_format_ = ToolCallFormat::kNone;
 };
 
 }  // namespace flatstate

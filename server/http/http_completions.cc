@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "engine/chat/tool_calls.h"
 #include "server/api/validation.h"
 #include "server/http/http_peer.h"
 #include "server/http/http_server.h"
@@ -96,6 +97,13 @@ void HttpApiServer::Completion(const httplib::Request& req, httplib::Response& r
   } stop_watch{sinks.get()};
   const int logprobs = job->logprobs;
   const Tokenizer* tokenizer = &model->tokenizer();  // the registry outlives the handlers
+  // A chat with tools on a model whose template teaches a tool-call form: replies are parsed
+  // for calls (engine/chat/tool_calls.h) unless tool_choice is "none".
+  ToolCallFormat tool_format = ToolCallFormat::kNone;
+  if (const ChatPrompt* p = model->engine->model().chat_prompt();
+      chat && p != nullptr && !r->tools.is_null() && !r->tool_choice_none) {
+    tool_format = p->tool_call_format();
+  }
   const bool token_ids = r->return_token_ids || !tokenizer->has_text();
   if (r->n == 1) {
     loop_->Generate(std::move(*job), sinks->front());
@@ -147,6 +155,15 @@ void HttpApiServer::Completion(const httplib::Request& req, httplib::Response& r
       nlohmann::json one = CompletionJson(meta, b.text, OpenAiFinishReason(sum.reason), lp, sum);
       nlohmann::json& choice = one["choices"][0];
       choice["index"] = i;
+      if (tool_format != ToolCallFormat::kNone) {
+        const ParsedReply parsed = ParseToolCalls(b.text, tool_format);
+        if (!parsed.calls.empty()) {
+          choice["message"]["content"] =
+              parsed.content.empty() ? nlohmann::json(nullptr) : nlohmann::json(parsed.content);
+          choice["message"]["tool_calls"] = ToolCallsJson(parsed.calls, /*with_index=*/false);
+          choice["finish_reason"] = "tool_calls";
+        }
+      }
       if (token_ids) choice["token_ids"] = b.token_ids;
       completion_tokens += sum.generated_tokens;
       if (i == 0) {
@@ -168,8 +185,10 @@ void HttpApiServer::Completion(const httplib::Request& req, httplib::Response& r
   res.set_chunked_content_provider(
       "text/event-stream",
       [sinks, pending, meta, chat, logprobs, include_usage, tokenizer, token_ids, poll, waker,
-       seen](size_t, httplib::DataSink& out) mutable {
+       seen, tool_format](size_t, httplib::DataSink& out) mutable {
         const size_t n = sinks->size();
+        // Tool calls: from where a call may start, a choice's text is held until it ends.
+        std::vector<ToolCallStreamer> calls_of(n, ToolCallStreamer(tool_format));
         std::vector<size_t> offset(n, 0);
         std::vector<bool> first(n, true), ended(n, false);
         bool failed = false;
@@ -183,12 +202,19 @@ void HttpApiServer::Completion(const httplib::Request& req, httplib::Response& r
         };
         // Writes what batch `b` of choice `i` carries; at its end, the finish (or error) chunk.
         auto emit = [&](size_t i, const HttpStreamSink::Batch& b) {
-          if (!b.text.empty() || !b.logprobs.empty() || (first[i] && b.tokens > 0) ||
+          std::string text = calls_of[i].Push(b.text);
+          std::vector<ToolCall> calls;
+          if (b.finished) {
+            ParsedReply rest = calls_of[i].Finish();
+            text += rest.content;
+            calls = std::move(rest.calls);
+          }
+          if (!text.empty() || !b.logprobs.empty() || (first[i] && b.tokens > 0) ||
               (token_ids && !b.token_ids.empty())) {
             const nlohmann::json lp = logprobs < 0
                                           ? nlohmann::json(nullptr)
                                           : LogprobsJson(chat, *tokenizer, b.logprobs, &offset[i]);
-            nlohmann::json chunk = ChunkJson(meta, b.text, first[i], nullptr, lp, include_usage);
+            nlohmann::json chunk = ChunkJson(meta, text, first[i], nullptr, lp, include_usage);
             chunk["choices"][0]["index"] = i;
             if (token_ids) chunk["choices"][0]["token_ids"] = b.token_ids;
             if (!write(Event(chunk))) return false;
@@ -201,8 +227,18 @@ void HttpApiServer::Completion(const httplib::Request& req, httplib::Response& r
             failed = true;
             return write(Event(ErrorJson(ToHttpError(b.status))));
           }
-          nlohmann::json fin = ChunkJson(meta, "", first[i], OpenAiFinishReason(b.summary.reason),
-                                         nullptr, include_usage);
+          if (!calls.empty()) {
+            nlohmann::json chunk = ChunkJson(meta, "", first[i], nullptr, nullptr, include_usage);
+            chunk["choices"][0]["index"] = i;
+            chunk["choices"][0]["delta"].erase("content");
+            chunk["choices"][0]["delta"]["tool_calls"] = ToolCallsJson(calls, /*with_index=*/true);
+            if (!write(Event(chunk))) return false;
+            first[i] = false;
+          }
+          nlohmann::json fin =
+              ChunkJson(meta, "", first[i],
+                        calls.empty() ? OpenAiFinishReason(b.summary.reason) : "tool_calls",
+                        nullptr, include_usage);
           fin["choices"][0]["index"] = i;
           return write(Event(fin));
         };

@@ -207,6 +207,7 @@ absl::Status ReadChatTemplateFields(absl::string_view body, const json& j, OpenA
     if (!tc->is_string() || (*tc != "auto" && *tc != "none")) {
       return Bad("tool_choice", "only \"auto\" and \"none\" are supported");
     }
+    r->tool_choice_none = *tc == "none";
   }
   if (auto k = o.find("chat_template_kwargs"); k != o.end() && !k->is_null()) {
     if (!k->is_object()) return Bad("chat_template_kwargs", "must be an object");

@@ -50,6 +50,7 @@ struct OpenAiRequest {
   // add_generation_prompt (vLLM's extension; default true).
   nlohmann::ordered_json chat_messages;
   nlohmann::ordered_json tools;
+  bool tool_choice_none = false;  // tool_choice "none": the reply is not parsed for tool calls
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
   bool add_generation_prompt = true;
   // Choices: each one a fork of the prefilled prompt, choice i sampling with seed + i

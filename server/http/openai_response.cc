@@ -41,6 +41,18 @@ const char* OpenAiFinishReason(FinishReason r) {
   return r == FinishReason::kStop || r == FinishReason::kEos ? "stop" : "length";
 }
 
+json ToolCallsJson(const std::vector<ToolCall>& calls, bool with_index) {
+  json out = json::array();
+  for (size_t k = 0; k < calls.size(); ++k) {
+    json c{{"id", "call_" + NewId().substr(0, 24)},
+           {"type", "function"},
+           {"function", {{"name", calls[k].name}, {"arguments", calls[k].arguments}}}};
+    if (with_index) c["index"] = k;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 json UsageJson(const GenerateSummary& s) {
   return json{{"prompt_tokens", s.prompt_tokens},
               {"prompt_tokens_details", {{"cached_tokens", s.cached_prompt_tokens}}},

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/chat/tool_calls.h"
 #include "engine/sampling/logprobs.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "nlohmann/json.hpp"
@@ -35,6 +36,10 @@ CompletionMeta NewCompletionMeta(bool chat);
 const char* OpenAiFinishReason(FinishReason r);
 
 nlohmann::json UsageJson(const GenerateSummary& summary);
+
+// OpenAI's tool_calls array: {"id": "call_<hex>", "type": "function", "function": {"name",
+// "arguments"}} per call (ids fresh per call), with "index" for stream deltas.
+nlohmann::json ToolCallsJson(const std::vector<ToolCall>& calls, bool with_index);
 
 // How logprobs name a token: its text when its bytes (Tokenizer::TokenBytes) are valid UTF-8,
 // "bytes:\xNN..." when they are not (OpenAI's and llama.cpp's spelling of a partial character),

@@ -69,6 +69,7 @@ const std::string& ChatModelsDir() {
     const nlohmann::json config{
         {"eos_token", "<|im_end|>"},
         {"chat_template",
+         "{#- calls are written <tool_call>...</tool_call> (Hermes) #}"
          "{%- if messages[0].role == 'robot' %}{{ raise_exception('no robots') }}{% endif %}"
          "{%- for m in messages %}{{ '<|im_start|>' + m.role + '\\n' + m.content }}"
          "{% if tools and loop.first %} [{{ tools | length }} tools]{% endif %}"
@@ -188,6 +189,29 @@ TEST_F(ChatTemplateApiTest, StopTokenIdsEndTheReplyAlsoWithIgnoreEos) {
               std::string::npos)
         << r.raw;
   }
+}
+
+// The template names the Hermes form, so replies to a request with tools are parsed for calls; a
+// reply without one (this random model writes none) streams exactly the text it has whole.
+TEST_F(ChatTemplateApiTest, RepliesWithToolsStreamTheirTextWhole) {
+  json body = {{"messages", {{{"role", "user"}, {"content", "weather?"}}}},
+               {"tools", {{{"type", "function"}, {"function", {{"name", "get_weather"}}}}}},
+               {"max_tokens", 40},
+               {"temperature", 1.5},
+               {"seed", 3},
+               {"ignore_eos", true}};
+  HttpReply whole = Post("/v1/chat/completions", body);
+  ASSERT_EQ(whole.status, 200) << whole.raw;
+  EXPECT_EQ(whole.body["choices"][0]["finish_reason"], "length") << whole.raw;
+  EXPECT_FALSE(whole.body["choices"][0]["message"].contains("tool_calls")) << whole.raw;
+  body["stream"] = true;
+  HttpReply streamed = Post("/v1/chat/completions", body);
+  ASSERT_EQ(streamed.status, 200) << streamed.raw;
+  const SseBody sse = ParseSse(streamed.raw);
+  ASSERT_TRUE(sse.well_formed && sse.done) << streamed.raw;
+  std::string text;
+  for (const json& ev : sse.events) text += ev["choices"][0]["delta"].value("content", "");
+  EXPECT_EQ(text, whole.body["choices"][0]["message"]["content"]);
 }
 
 TEST_F(ChatTemplateApiTest, TemplateErrorsAre400sNamingTheLine) {
