@@ -136,7 +136,13 @@ absl::StatusOr<std::shared_ptr<const CompiledGrammar>> CompiledGrammar::FromPars
           auto [it, inserted] =
               class_ids.try_emplace(ranges, static_cast<uint32_t>(g->classes_.size()));
           if (inserted) {
-            Class c{s.chars, {}};
+            const CodePointSet non_ascii = CodePointSet::FromRanges({{0x80, kMaxCodePoint}});
+            const CodePointSet both = CodePointSet::FromRanges([&] {
+              auto r = s.chars.ranges();
+              r.insert(r.end(), non_ascii.ranges().begin(), non_ascii.ranges().end());
+              return r;
+            }());
+            Class c{s.chars, {}, both == s.chars};
             s.chars.LeadBytes(c.lead_bytes.data());
             g->classes_.push_back(std::move(c));
           }

@@ -54,6 +54,9 @@ class CompiledGrammar {
   const CodePointSet& char_class(uint32_t id) const { return classes_[id].chars; }
   // Lead bytes of the class's members.
   const ByteSet& class_lead_bytes(uint32_t id) const { return classes_[id].lead_bytes; }
+  // Whether the class holds every non-ASCII scalar value (so which one a multi-byte sequence
+  // encodes does not matter to it: [^"], `.`).
+  bool class_covers_non_ascii(uint32_t id) const { return classes_[id].covers_non_ascii; }
   // Whether `pos` may appear in a parse stack below the top: it follows a rule reference.
   bool IsContinuation(uint32_t pos) const {
     return pos > 0 && pos < elements_.size() && elements_[pos].kind != ElementKind::kEnd &&
@@ -70,6 +73,7 @@ class CompiledGrammar {
   struct Class {
     CodePointSet chars;
     ByteSet lead_bytes;
+    bool covers_non_ascii;
   };
   CompiledGrammar() = default;
 

@@ -57,6 +57,28 @@ int32_t TrieWalk::Intern(const StackSet& stacks, const Utf8Cursor& cursor) {
   return it->second;
 }
 
+// Mid code point, the payload bits read so far matter only to classes on top of the stacks. When
+// every such class holds all non-ASCII code points, they are replaced by the smallest valid ones
+// (same lead byte, same bytes to come): the walk then meets one state per lead byte and length
+// instead of one per prefix of every multi-byte character, and decides exactly the same.
+void TrieWalk::Canonicalize(const StackSet& stacks, Utf8Cursor* cursor) const {
+  for (size_t i = 0; i < stacks.size(); ++i) {
+    const auto s = stacks.stack(i);
+    if (s.empty() || s.back() == kBottom) continue;
+    const Element& e = grammar_.element(s.back());
+    if (e.kind == ElementKind::kClass && !grammar_.class_covers_non_ascii(e.arg)) return;
+  }
+  const uint8_t lead = cursor->lead;
+  const int len = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : 2;
+  const int read = len - 1 - cursor->need;  // continuation bytes read
+  uint32_t value = lead & (len == 2 ? 0x1F : len == 3 ? 0x0F : 0x07);
+  for (int r = 0; r < read; ++r) {
+    const uint32_t low = r > 0 ? 0 : lead == 0xE0 ? 0x20 : lead == 0xF0 ? 0x10 : 0;
+    value = (value << 6) | low;
+  }
+  cursor->value = value;
+}
+
 int32_t TrieWalk::Step(int32_t from, uint8_t byte) {
   const uint64_t key = (static_cast<uint64_t>(from) << 8) | byte;
   if (auto it = transitions_.find(key); it != transitions_.end()) return it->second;
@@ -71,7 +93,10 @@ int32_t TrieWalk::Step(int32_t from, uint8_t byte) {
       status_ = s;
       return kDead;
     }
-    if (!scratch_.empty()) to = Intern(scratch_, after);
+    if (!scratch_.empty()) {
+      if (!after.AtBoundary()) Canonicalize(scratch_, &after);
+      to = Intern(scratch_, after);
+    }
   }
   transitions_.emplace(key, to);
   return to;

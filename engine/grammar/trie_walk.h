@@ -32,7 +32,7 @@ inline constexpr size_t kMaxWalkStates = size_t{1} << 20;
 class TrieWalk {
  public:
   TrieWalk(const CompiledGrammar& g, const VocabularyTrie& trie, const GrammarLimits& limits)
-      : trie_(trie), stepper_(g, limits) {}
+      : grammar_(g), trie_(trie), stepper_(g, limits) {}
 
   // Marks the tokens below the root that `stacks` (at `cursor`) accept. With `bottoms`, appends
   // (node, depth) for every node where a path reaches [kBottom]; such a path does not mark.
@@ -52,8 +52,10 @@ class TrieWalk {
 
   int32_t Intern(const StackSet& stacks, const Utf8Cursor& cursor);
   int32_t Step(int32_t from, uint8_t byte);
+  void Canonicalize(const StackSet& stacks, Utf8Cursor* cursor) const;
   void Visit(uint32_t node, int32_t state, size_t depth);
 
+  const CompiledGrammar& grammar_;
   const VocabularyTrie& trie_;
   StackStepper stepper_;
   std::vector<State> states_;
