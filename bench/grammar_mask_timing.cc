@@ -236,6 +236,12 @@ int main(int argc, char** argv) {
       }
     }
   }
+  auto all = [](const Stats& a, const Stats& b, const Stats& c) {
+    Stats out;
+    for (const Stats* s : {&a, &b, &c}) out.us.insert(out.us.end(), s->us.begin(), s->us.end());
+    return out;
+  };
+  Stats all1 = all(first1, rest1, warm1), all2 = all(first2, rest2, warm2);
   walk_stats.Print("full trie walk, 3 docs");
   first1.Print("key cache, 1st doc (cold)");
   rest1.Print("key cache, rest of 1st half");
@@ -243,6 +249,8 @@ int main(int argc, char** argv) {
   first2.Print("key+state cache, 1st doc");
   rest2.Print("key+state, rest of 1st half");
   warm2.Print("key+state cache, 2nd half");
+  all1.Print("key cache, all docs");
+  all2.Print("key+state cache, all docs");
   std::printf(
       "allowed tokens per step: mean %.0f; keys walked %zu; state cache hits %zu, misses %zu\n",
       static_cast<double>(allowed_sum) / walk_stats.us.size(), masker1.keys_built(),

@@ -306,6 +306,51 @@ TEST(JsonSchemaTest, UnsupportedKeywordsNameThemAndTheirPath) {
   }
 }
 
+// `pattern` is matched against the decoded string; the grammar produces its JSON encoding.
+TEST(JsonSchemaTest, PatternsMatchTheDecodedString) {
+  struct Case {
+    const char* pattern;
+    std::vector<const char*> ok, bad;  // JSON string literals
+  };
+  const std::vector<Case> cases = {
+      {"^.{2}\\S$",
+       {R"("ab!")", "\"\xC3\xA9\xE4\xB8\xADx\"", R"("\"\\z")"},
+       {R"("ab")", R"("ab ")", R"("a\nbc")"}},
+      {"^[^a-z]+$", {R"("ABC")", "\"\xE4\xB8\xAD\"", R"("\"")"}, {R"("aB")", R"("")"}},
+      {"^(?:\\d{3}|x)-[A-F]?$", {R"("123-")", R"("x-F")"}, {R"("12-")", R"("x-G")", R"("123")"}},
+      {"^a\\.b\\\\c$", {R"("a.b\\c")"}, {R"("axb\\c")", R"("a.bc")"}},
+  };
+  for (const Case& c : cases) {
+    nlohmann::ordered_json schema = {{"type", "string"}, {"pattern", c.pattern}};
+    auto gbnf = JsonSchemaToGbnf(schema);
+    ASSERT_TRUE(gbnf.ok()) << c.pattern << ": " << gbnf.status();
+    auto grammar = CompiledGrammar::FromGbnf(*gbnf);
+    ASSERT_TRUE(grammar.ok()) << grammar.status() << "\n" << *gbnf;
+    auto matches = [&](const char* text) {
+      auto state = GrammarState::Start(*grammar);
+      return state->Advance(text).ok() && state->IsComplete();
+    };
+    for (const char* t : c.ok) EXPECT_TRUE(matches(t)) << c.pattern << " " << t << "\n" << *gbnf;
+    for (const char* t : c.bad) EXPECT_FALSE(matches(t)) << c.pattern << " " << t;
+  }
+}
+
+TEST(JsonSchemaTest, PrettyPrintedOutputIsAccepted) {
+  auto gbnf = JsonSchemaTextToGbnf(
+      R"({"type":"object","properties":{"a":{"type":"array","items":{"type":"integer"}},
+          "b":{"type":"object","properties":{"c":{"type":"null"}},"required":["c"]}},
+          "required":["a","b"],"additionalProperties":false})");
+  ASSERT_TRUE(gbnf.ok()) << gbnf.status();
+  auto grammar = CompiledGrammar::FromGbnf(*gbnf);
+  ASSERT_TRUE(grammar.ok()) << grammar.status();
+  const Json doc = Json::parse(R"({"a":[1,-2,30],"b":{"c":null}})");
+  for (int indent : {-1, 0, 2, 4}) {
+    const std::string text = doc.dump(indent);
+    auto state = GrammarState::Start(*grammar);
+    EXPECT_TRUE(state->Advance(text).ok() && state->IsComplete()) << text;
+  }
+}
+
 TEST(JsonSchemaTest, RecursiveRefsAndJsonObjectMode) {
   auto gbnf = JsonSchemaTextToGbnf(R"({"$defs":{"node":{"type":"object","properties":{
       "v":{"type":"integer"},"kids":{"type":"array","items":{"$ref":"#/$defs/node"}}},

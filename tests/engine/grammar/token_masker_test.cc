@@ -156,6 +156,27 @@ TEST(TokenMaskerTest, NearTheDepthLimitMatchesBruteForce) {
   }
 }
 
+// A state restored from a checkpoint gets the same masks as the one it was taken from.
+TEST(TokenMaskerTest, RestoredStateMasksAgree) {
+  auto grammar = CompiledGrammar::FromGbnf(JsonObjectGbnf());
+  ASSERT_TRUE(grammar.ok());
+  const std::vector<std::string> vocab = SyntheticVocabulary(5000, 9);
+  auto trie = VocabularyTrie::Build(vocab, {0, 1});
+  ASSERT_TRUE(trie.ok());
+  TokenMasker masker(*grammar, *trie);
+  const std::string doc = "{\"k\": [\"\xE4\xB8\xAD\", 12.5e3, {\"x\": true}], \"z\": null}";
+  for (size_t n = 0; n <= doc.size(); ++n) {
+    auto state = GrammarState::Start(*grammar);
+    ASSERT_TRUE(state.ok() && state->Advance(doc.substr(0, n)).ok()) << n;
+    auto restored = GrammarState::Deserialize(*grammar, state->Serialize());
+    ASSERT_TRUE(restored.ok()) << restored.status();
+    TokenMask a, b;
+    ASSERT_TRUE(masker.ComputeMaskUncached(*state, {0}, &a).ok());
+    ASSERT_TRUE(masker.ComputeMask(*restored, {0}, &b).ok());
+    ASSERT_EQ(a.words(), b.words()) << n;
+  }
+}
+
 TEST(TokenMaskerTest, EosOnlyWhenComplete) {
   auto grammar = CompiledGrammar::FromGbnf("root ::= \"ab\" \"c\"?");
   ASSERT_TRUE(grammar.ok());
