@@ -19,8 +19,6 @@ namespace {
 using Json = nlohmann::ordered_json;
 using schema_internal::GbnfLiteral;
 
-constexpr int64_t kIntegerLimit = 9999999999999999;  // 16 digits, as json-integer allows
-
 const std::set<std::string>& Annotations() {
   static const auto* k = new std::set<std::string>{
       "title",    "description", "$schema",  "$id",       "$comment", "default",
@@ -69,9 +67,7 @@ std::string PathKey(const std::string& path, const std::string& key) {
 
 absl::Status Unsupported(const std::string& keyword, const std::string& path,
                          std::string_view why = "") {
-  return absl::InvalidArgumentError(absl::StrCat("unsupported JSON Schema keyword '", keyword,
-                                                 "' at ", path, why.empty() ? "" : ": ",
-                                                 std::string(why)));
+  return schema_internal::UnsupportedKeyword(keyword, path, why);
 }
 
 class Converter {
@@ -342,33 +338,8 @@ absl::StatusOr<std::string> Converter::String(const Json& s, const std::string& 
 }
 
 absl::StatusOr<std::string> Converter::Integer(const Json& s, const std::string& path) {
-  int64_t lo = -kIntegerLimit, hi = kIntegerLimit;
-  bool bounded = false;
-  for (const char* k : {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"}) {
-    if (!s.contains(k)) continue;
-    if (!s[k].is_number()) return Unsupported(k, path, "not a number");
-    const double v = s[k].get<double>();
-    if (!std::isfinite(v) || std::fabs(v) > 1e16) return Unsupported(k, path, "out of range");
-    const std::string key = k;
-    int64_t bound;
-    if (key == "minimum")
-      bound = static_cast<int64_t>(std::ceil(v));
-    else if (key == "exclusiveMinimum")
-      bound = static_cast<int64_t>(std::floor(v)) + 1;
-    else if (key == "maximum")
-      bound = static_cast<int64_t>(std::floor(v));
-    else
-      bound = static_cast<int64_t>(std::ceil(v)) - 1;
-    if (key.find("inimum") != std::string::npos) {
-      lo = std::max(lo, bound);
-    } else {
-      hi = std::min(hi, bound);
-    }
-    bounded = true;
-  }
-  if (!bounded) return std::string("json-integer");
-  if (lo > hi) return Unsupported("minimum", path, "no integer lies within the bounds");
-  return NewRule(path, schema_internal::IntegerRangeGbnf(lo, hi));
+  ASSIGN_OR_RETURN(std::string range, schema_internal::IntegerBoundsGbnf(s, path));
+  return range.empty() ? std::string("json-integer") : NewRule(path, std::move(range));
 }
 
 absl::StatusOr<std::string> Converter::Ref(const Json& ref, const std::string& path) {

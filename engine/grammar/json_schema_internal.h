@@ -8,7 +8,9 @@
 #include <string>
 #include <string_view>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
 
 namespace flatstate::grammar::schema_internal {
 
@@ -24,6 +26,14 @@ std::string IntegerRangeGbnf(int64_t lo, int64_t hi);
 
 // The body of a string format ("date", ...) between the quotes, or NotFound.
 absl::StatusOr<std::string> StringFormatGbnf(std::string_view format);
+
+// InvalidArgument "unsupported JSON Schema keyword '<keyword>' at <path>[: <why>]".
+absl::Status UnsupportedKeyword(const std::string& keyword, const std::string& path,
+                                std::string_view why = "");
+
+// The GBNF of an integer schema's bounds (minimum, maximum, exclusive*), "" when it has none.
+absl::StatusOr<std::string> IntegerBoundsGbnf(const nlohmann::ordered_json& s,
+                                              const std::string& path);
 
 // An anchored regex ("^...$") in the supported subset, as GBNF for the string's characters
 // between the quotes (JSON-escaped where needed); InvalidArgument saying what is not supported.
