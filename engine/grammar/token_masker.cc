@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -41,6 +42,13 @@ size_t TokenMask::CountAllowed() const {
   size_t n = 0;
   for (uint64_t w : words_) n += static_cast<size_t>(std::popcount(w));
   return n;
+}
+
+void ApplyTokenMask(const TokenMask& mask, std::span<float> logits) {
+  const float kMinusInf = -std::numeric_limits<float>::infinity();
+  for (size_t id = 0; id < logits.size(); ++id) {
+    if (id >= mask.size() || !mask.allowed(static_cast<int32_t>(id))) logits[id] = kMinusInf;
+  }
 }
 
 TokenMasker::TokenMasker(std::shared_ptr<const CompiledGrammar> grammar,

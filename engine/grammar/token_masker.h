@@ -64,6 +64,10 @@ struct TokenMaskerOptions {
   bool cache_states = true;  // false: only the per-key cache (benchmarks)
 };
 
+// Sets logits[id] = -inf for every id the mask does not allow, ids past the mask's vocabulary
+// included (models often pad their output rows past the tokenizer's vocabulary).
+void ApplyTokenMask(const TokenMask& mask, std::span<float> logits);
+
 class TokenMasker {
  public:
   TokenMasker(std::shared_ptr<const CompiledGrammar> grammar,

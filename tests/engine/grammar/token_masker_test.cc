@@ -2,6 +2,7 @@
 // (GrammarState::Accepts on its bytes), along random constrained generations.
 #include "engine/grammar/token_masker.h"
 
+#include <cmath>
 #include <memory>
 #include <random>
 #include <string>
@@ -197,6 +198,13 @@ TEST(TokenMaskerTest, EosOnlyWhenComplete) {
   EXPECT_EQ(mask.CountAllowed(), 2u);
   EXPECT_EQ(masker.ComputeMask(*state, {99}, &mask).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_FALSE(VocabularyTrie::Build({"a"}, {3}).ok());
+  // Applied to logits padded past the vocabulary.
+  ASSERT_TRUE(masker.ComputeMask(*state, {0}, &mask).ok());
+  std::vector<float> logits(9, 1.0f);
+  ApplyTokenMask(mask, logits);
+  for (int id = 0; id < 9; ++id) {
+    EXPECT_EQ(std::isinf(logits[id]), !(id == 0 || id == 5)) << id;
+  }
 }
 
 TEST(TokenMaskerTest, ConcurrentMasksAgree) {
