@@ -6,7 +6,8 @@
 // with is taken. Prints the time per step of the trie walk alone (no cache), and with the masker's
 // state cache over all documents (the first occurrence of each state pays the walk), on 1 thread,
 // as thread CPU time (steadier than wall time on a shared machine).
-//   flatstate-grammar-mask-timing <tokenizer.json> [documents, default 20] [schema.json]
+//   [KEY_FRAMES=k] flatstate-grammar-mask-timing <tokenizer.json> [documents, default 20]
+//       [schema.json]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -154,6 +155,7 @@ int main(int argc, char** argv) {
   if (!trie.ok()) return 1;
   std::printf("vocabulary %zu tokens, trie %zu nodes, built in %.1f ms\n", vocab.size(),
               (*trie)->num_nodes(), (NowUs() - t0) / 1000);
+  t0 = NowUs();
   auto gbnf = fg::JsonSchemaTextToGbnf(schema_text);
   if (!gbnf.ok()) {
     std::fprintf(stderr, "%s\n", std::string(gbnf.status().message()).c_str());
@@ -164,6 +166,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", std::string(grammar.status().message()).c_str());
     return 1;
   }
+  std::printf("schema -> GBNF (%zu bytes) -> compiled (%zu elements) in %.2f ms\n", gbnf->size(),
+              (*grammar)->num_elements(), (NowUs() - t0) / 1000);
   fg::testing::GrammarWalk walk(**grammar, 42);
   std::vector<std::string> docs;
   size_t bytes = 0;
@@ -176,10 +180,13 @@ int main(int argc, char** argv) {
   // Pass 0: the reference walk of the whole trie each step. Pass 1: ComputeMask with only the
   // per-key cache (the first document pays the key walks). Pass 2: ComputeMask as the server
   // runs it (per-key and whole-state caches), fresh caches.
-  fg::TokenMaskerOptions keys_only;
+  fg::TokenMaskerOptions keys_only, both;
   keys_only.cache_states = false;
+  if (const char* k = std::getenv("KEY_FRAMES")) {  // experiments with the cut
+    keys_only.key_frames = both.key_frames = static_cast<uint32_t>(std::atoi(k));
+  }
   fg::TokenMasker walker(*grammar, *trie), masker1(*grammar, *trie, keys_only),
-      masker2(*grammar, *trie);
+      masker2(*grammar, *trie, both);
   std::map<std::string, int32_t> index;
   for (size_t id = 0; id < vocab.size(); ++id) {
     if (!vocab[id].empty()) index.emplace(vocab[id], static_cast<int32_t>(id));
