@@ -9,7 +9,8 @@
 // Failures: Advance refuses bytes the grammar rejects with InvalidArgument (the state is left as
 // it was) and an over-ambiguous grammar with ResourceExhausted (GrammarLimits::max_stacks).
 // Deserialize refuses a corrupt or truncated blob with DataLoss and a blob from another grammar
-// with FailedPrecondition; it never returns a state Advance could not have produced structurally.
+// with FailedPrecondition; a restored stack holds only valid entries for the grammar (a terminal
+// on top, rule continuations below, within the limits), which the checksum then vouches for.
 #ifndef FLATSTATE_ENGINE_GRAMMAR_GRAMMAR_STATE_H_
 #define FLATSTATE_ENGINE_GRAMMAR_GRAMMAR_STATE_H_
 
