@@ -27,7 +27,7 @@ namespace flatstate::grammar {
 
 class TokenMask;
 
-inline constexpr size_t kMaxWalkStates = size_t{1} << 20;
+inline constexpr size_t kMaxWalkStates = size_t{1} << 16;  // a few MiB of interned states
 
 class TrieWalk {
  public:
