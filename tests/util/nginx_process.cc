@@ -206,6 +206,14 @@ bool NginxProcess::Start(const std::string& binary, const std::vector<int>& back
   return false;
 }
 
+NginxProcess::~NginxProcess() {
+  Stop();
+  if (!::testing::Test::HasFailure()) {
+    std::error_code ec;
+    std::filesystem::remove_all(prefix_, ec);
+  }
+}
+
 void NginxProcess::Stop() {
   if (pid_ <= 0) return;
   kill(pid_, SIGTERM);

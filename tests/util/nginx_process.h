@@ -39,7 +39,9 @@ class NginxProcess {
   // free 127.0.0.1 port, upstreams 127.0.0.1:<each backend port>; starts nginx in the
   // foreground in its own process group and waits (10 s at most) until the port accepts.
   NginxProcess(const std::string& prefix_dir, const std::vector<int>& backend_ports);
-  ~NginxProcess() { Stop(); }
+  // Stops nginx; removes the prefix directory unless the test has failed (its logs then stay
+  // for the reader).
+  ~NginxProcess();
   NginxProcess(const NginxProcess&) = delete;
   NginxProcess& operator=(const NginxProcess&) = delete;
 
