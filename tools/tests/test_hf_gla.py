@@ -103,22 +103,33 @@ TINY_ARGS = ["--tokenizer", os.path.join(DATA, "hf_llama_tiny"), "--hidden_size"
              "--use_short_conv", "--dtype", "bfloat16", "--seed", "6", "--init_gain", "1.5"]
 
 
-def test_writer_reproduces_committed_folder(tmp_path):
+# tests/data/hf_gla_nogate_tiny's (no output gate, unfused norm, clamp_min, no kv groups, tied)
+NOGATE = os.path.join(DATA, "hf_gla_nogate_tiny")
+NOGATE_ARGS = ["--tokenizer", os.path.join(DATA, "hf_llama_tiny"), "--hidden_size", "32",
+               "--num_hidden_layers", "2", "--num_heads", "2", "--expand_k", "1",
+               "--no_output_gate", "--no_fuse_norm", "--clamp_min", "-0.05",
+               "--tie_word_embeddings", "--dtype", "bfloat16", "--seed", "6", "--init_gain", "1.5"]
+FOLDERS = [(TINY, TINY_ARGS), (NOGATE, NOGATE_ARGS)]
+
+
+@pytest.mark.parametrize("folder,args", FOLDERS)
+def test_writer_reproduces_committed_folder(tmp_path, folder, args):
     out = str(tmp_path / "tiny")
-    assert hf_gla.main(["--out", out] + TINY_ARGS) == 0
+    assert hf_gla.main(["--out", out] + args) == 0
     assert sorted(os.listdir(out)) == sorted(
-        f for f in os.listdir(TINY) if not f.startswith("golden_") and f != "README.md")
+        f for f in os.listdir(folder) if not f.startswith("golden_") and f != "README.md")
     for f in sorted(os.listdir(out)):
-        with open(os.path.join(TINY, f), "rb") as fa, open(os.path.join(out, f), "rb") as fb:
+        with open(os.path.join(folder, f), "rb") as fa, open(os.path.join(out, f), "rb") as fb:
             assert fa.read() == fb.read(), f
 
 
-def test_reference_reproduces_golden():
+@pytest.mark.parametrize("folder", [TINY, NOGATE])
+def test_reference_reproduces_golden(folder):
     import hf_llama_golden
-    with open(os.path.join(TINY, "golden_reference.json")) as f:
+    with open(os.path.join(folder, "golden_reference.json")) as f:
         g = json.load(f)
     assert g["prompt"] == hf_llama_golden.seeded_prompt(512, 80)
-    m = HfGla.load(TINY)
+    m = HfGla.load(folder)
     logits = m.logits(g["prompt"])
     want = torch.tensor(g["logits"], dtype=torch.float64)
     assert torch.allclose(logits[g["positions"]], want, atol=1e-6, rtol=1e-7)

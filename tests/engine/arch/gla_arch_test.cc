@@ -18,6 +18,10 @@ namespace {
 using ::testing::HasSubstr;
 
 const std::string kTiny = std::string(FLATSTATE_SOURCE_DIR) + "/tests/data/hf_gla_tiny";
+// The other options: no output gate (plain per-head norm, fla's g_norm), a decay clamp, no kv
+// groups, no short convolutions, a tied head (tools/hf_gla.py; README.md there).
+const std::string kNoGate =
+    std::string(FLATSTATE_SOURCE_DIR) + "/tests/data/hf_gla_nogate_tiny";
 
 TEST(GlaArch, ReadsTheConfigAsFlaWritesIt) {
   auto m = Model::Load(kTiny);
@@ -42,6 +46,20 @@ TEST(GlaArch, ReadsTheConfigAsFlaWritesIt) {
 
 // The reference's logits within 1e-3 of its logit range and its 64 greedy tokens; f32 and bf16.
 TEST(GlaArch, MatchesTheReference) { ExpectMatchesGolden(kTiny, 64, {}, /*llamacpp=*/false); }
+
+TEST(GlaArch, WithoutTheOutputGateWithAClampMatchesTheReference) {
+  auto m = Model::Load(kNoGate);
+  ASSERT_TRUE(m.ok()) << m.status();
+  const ModelConfig& c = (*m)->config();
+  EXPECT_FALSE(c.gla.output_gate);
+  EXPECT_FALSE(c.gla.fused_gate_norm);
+  EXPECT_EQ(c.gla.conv_kernel, 0);
+  EXPECT_FLOAT_EQ(c.gla.clamp_min, -0.05f);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_EQ(c.state_floats(), 2u * 2 * 16 * 16);  // S only: no conv window
+  ExpectMatchesGolden(kNoGate, 64, {}, /*llamacpp=*/false);
+  ExpectFormsCheckpointsAndBatchInvariance(kNoGate, 64, /*flat_state=*/true);
+}
 
 // Token by token = prefill, checkpoints, a flat checkpoint size, batch invariance.
 TEST(GlaArch, FormsCheckpointsFlatStateAndBatchInvariance) {
