@@ -75,8 +75,11 @@ void AddFlaBlockTensors(const ModelConfig& c, int i, LayerWeights* l, std::vecto
   const std::string m = p + "mlp.";
   t->push_back({K::kNorm, {p + "attn_norm.weight"}, {{D}}, &l->attn_norm});
   t->push_back({K::kNorm, {p + "mlp_norm.weight"}, {{D}}, &l->mlp_norm});
-  t->push_back(
-      {K::kGemm, {m + "gate_proj.weight", m + "up_proj.weight"}, {{F, D}, {F, D}}, nullptr, &l->w1});
+  t->push_back({K::kGemm,
+                {m + "gate_proj.weight", m + "up_proj.weight"},
+                {{F, D}, {F, D}},
+                nullptr,
+                &l->w1});
   t->push_back({K::kGemm, {m + "down_proj.weight"}, {{D, F}}, nullptr, &l->w2});
 }
 

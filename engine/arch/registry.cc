@@ -27,8 +27,8 @@ const std::vector<const Architecture*>& Registry() {
   static const GlaArchitecture gla_arch;
   static const GatedDeltaNetArchitecture gated_deltanet_arch;
   static const std::vector<const Architecture*> all = {
-      &flatstate_arch, &llama_arch,  &qwen2_arch, &qwen3_arch,         &qwen35_arch,
-      &mamba2_arch,    &rwkv7_arch,  &gla_arch,   &gated_deltanet_arch};
+      &flatstate_arch, &llama_arch, &qwen2_arch, &qwen3_arch,         &qwen35_arch,
+      &mamba2_arch,    &rwkv7_arch, &gla_arch,   &gated_deltanet_arch};
   return all;
 }
 

@@ -161,8 +161,8 @@ void SigmoidMulRows<Device::kCuda>(float* x, int64_t x_stride, const float* gate
 }
 
 template <>
-void GlaGates<Device::kCuda>(float* x, int64_t rows, int64_t stride, int64_t dim,
-                             const float* bias, float normalizer, float clamp_min) {
+void GlaGates<Device::kCuda>(float* x, int64_t rows, int64_t stride, int64_t dim, const float* bias,
+                             float normalizer, float clamp_min) {
   if (rows <= 0 || dim <= 0) return;
   cuda::GlaGatesKernel<<<cuda::Blocks(rows * dim), cuda::kThreads, 0, cuda::Stream()>>>(
       x, rows, stride, dim, bias, normalizer, clamp_min);

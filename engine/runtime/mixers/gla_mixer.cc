@@ -35,8 +35,7 @@ template <Device D>
 int64_t GlaMixer<D>::ScratchFloats(int64_t rows) const {
   const GlaShape& s = res_.config->gla;
   // q|k|v before and after the conv, the output gate, the low-rank gate, gk, the output.
-  return rows * (2 * s.qkv_dim() + s.value_width() + s.gate_rank + s.key_width() +
-                 s.value_width());
+  return rows * (2 * s.qkv_dim() + s.value_width() + s.gate_rank + s.key_width() + s.value_width());
 }
 
 template <Device D>
@@ -45,10 +44,10 @@ void GlaMixer<D>::Forward(const float* in, float* residual, const MixerStep<D>& 
   const GlaShape& s = c.gla;
   const DeviceStep<D>& st = *step.step;
   const int64_t rows = st.rows, width = s.qkv_dim(), Kw = s.key_width(), Vw = s.value_width();
-  float* raw = step.scratch;        // [rows][width]: q | k | v
-  float* conv = raw + rows * width;  // [rows][width] after the conv
-  float* gate = conv + rows * width;  // [rows][Vw]
-  float* low = gate + rows * Vw;      // [rows][gate_rank]
+  float* raw = step.scratch;             // [rows][width]: q | k | v
+  float* conv = raw + rows * width;      // [rows][width] after the conv
+  float* gate = conv + rows * width;     // [rows][Vw]
+  float* low = gate + rows * Vw;         // [rows][gate_rank]
   float* gk = low + rows * s.gate_rank;  // [rows][Kw]
   float* o = gk + rows * Kw;             // [rows][Vw]
   Gemm<D>(in, rows, wqkv_, raw, false, *step.pool);

@@ -16,8 +16,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-const std::string kTiny =
-    std::string(FLATSTATE_SOURCE_DIR) + "/tests/data/hf_gated_deltanet_tiny";
+const std::string kTiny = std::string(FLATSTATE_SOURCE_DIR) + "/tests/data/hf_gated_deltanet_tiny";
 
 TEST(GatedDeltaNetArch, ReadsTheConfigAsFlaWritesIt) {
   auto m = Model::Load(kTiny);

@@ -20,8 +20,7 @@ using ::testing::HasSubstr;
 const std::string kTiny = std::string(FLATSTATE_SOURCE_DIR) + "/tests/data/hf_gla_tiny";
 // The other options: no output gate (plain per-head norm, fla's g_norm), a decay clamp, no kv
 // groups, no short convolutions, a tied head (tools/hf_gla.py; README.md there).
-const std::string kNoGate =
-    std::string(FLATSTATE_SOURCE_DIR) + "/tests/data/hf_gla_nogate_tiny";
+const std::string kNoGate = std::string(FLATSTATE_SOURCE_DIR) + "/tests/data/hf_gla_nogate_tiny";
 
 TEST(GlaArch, ReadsTheConfigAsFlaWritesIt) {
   auto m = Model::Load(kTiny);
