@@ -17,7 +17,8 @@ reference, llama.cpp.
     # seed scan: for each writer seed (and --init_gain), write the folder (no tokenizer) and
     # print the smallest top-1/top-2 margin along the greedy path and over the prompt
     /usr/bin/python3 tools/hf_llama_golden.py scan --seeds 0-7 [--gains 1,2] \
-        [--writer hf_llama|hf_qwen35|hf_mamba2|hf_rwkv7|hf_gla|...] -- --family qwen3 --hidden_size 96 ...
+        [--writer hf_llama|hf_qwen35|hf_mamba2|hf_rwkv7|hf_gla|hf_gated_deltanet] \
+        -- --family qwen3 --hidden_size 96 ...
                                                      (the writer's flags after --)
 
 tools/llamacpp_parity.sh runs prompt and compare. The model family is whatever the folder's

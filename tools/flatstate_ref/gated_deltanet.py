@@ -61,7 +61,8 @@ class HfGatedDeltaNet(StatefulHfModel):
         self.cfg, self.s, self.t = cfg, resolved(cfg), tensors
         want = tensor_shapes(cfg)
         if set(tensors) != set(want):
-            raise GatedDeltaNetError(f"tensors missing or extra: {sorted(set(tensors) ^ set(want))}")
+            extra = sorted(set(tensors) ^ set(want))
+            raise GatedDeltaNetError(f"tensors missing or extra: {extra}")
         for n, shape in want.items():
             if tuple(tensors[n].shape) != tuple(shape):
                 raise GatedDeltaNetError(f"{n}: shape {list(tensors[n].shape)}, want {list(shape)}")
