@@ -1,6 +1,6 @@
 // Element-wise parts of the recurrent families' token mixers (Gated DeltaNet, GLA, Mamba-2):
 // SiLU after their short convolution, the decay and write-strength gates of the gated delta
-// rule, Mamba-2's step sizes, per-head scaling, the gated per-head RMSNorm before their output
+// rule, GLA's per-key decays, Mamba-2's step sizes, per-head scaling, the gated per-head RMSNorm before their output
 // projection, and the sigmoid output gate of the hybrids' softmax layers. Row-major fp32; rows
 // are independent (batch invariant). Pointers are in the op's device memory. CPU bodies in
 // cpu/recurrent_gates.cc; CUDA bodies in cuda/recurrent_gates.cu (asynchronous on
@@ -33,6 +33,13 @@ void DeltaGates(const float* a_in, const float* b_in, int64_t in_stride, int64_t
 template <Device D>
 void SigmoidMulRows(float* x, int64_t x_stride, const float* gate, int64_t gate_stride,
                     int64_t rows, int64_t dim);
+
+// GLA's per-key log decays in place (fla's GatedLinearAttention): for row r and i < dim,
+//   x = x[r * stride + i] + bias[i];  x[r * stride + i] = max(logsigmoid(x) / normalizer, clamp_min)
+// logsigmoid(x) = min(x, 0) - log1p(exp(-|x|)) (no overflow for any x); every result <= 0.
+template <Device D>
+void GlaGates(float* x, int64_t rows, int64_t stride, int64_t dim, const float* bias,
+              float normalizer, float clamp_min);
 
 // Mamba-2's step sizes and log decays (transformers' Mamba2Mixer): for row r and head h < heads,
 //   dt[r * out_stride + h] = clamp(softplus(dt_in[r * in_stride + h] + dt_bias[h]), dt_min,

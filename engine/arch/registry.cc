@@ -6,6 +6,8 @@
 #include "absl/strings/str_join.h"
 #include "engine/arch/architecture.h"
 #include "engine/arch/flatstate_arch.h"
+#include "engine/arch/gated_deltanet_arch.h"
+#include "engine/arch/gla_arch.h"
 #include "engine/arch/llama_arch.h"
 #include "engine/arch/mamba2_arch.h"
 #include "engine/arch/qwen35_arch.h"
@@ -22,9 +24,11 @@ const std::vector<const Architecture*>& Registry() {
   static const Qwen35Architecture qwen35_arch;
   static const Mamba2Architecture mamba2_arch;
   static const Rwkv7Architecture rwkv7_arch;
-  static const std::vector<const Architecture*> all = {&flatstate_arch, &llama_arch,  &qwen2_arch,
-                                                       &qwen3_arch,     &qwen35_arch, &mamba2_arch,
-                                                       &rwkv7_arch};
+  static const GlaArchitecture gla_arch;
+  static const GatedDeltaNetArchitecture gated_deltanet_arch;
+  static const std::vector<const Architecture*> all = {
+      &flatstate_arch, &llama_arch, &qwen2_arch, &qwen3_arch,         &qwen35_arch,
+      &mamba2_arch,    &rwkv7_arch, &gla_arch,   &gated_deltanet_arch};
   return all;
 }
 

@@ -125,6 +125,7 @@ LayerAttention ModelConfig::layer_attention(int layer) const {
   if (delta.value_heads > 0) return {.delta = true};
   if (ssm.heads > 0) return {.ssm = true};
   if (rwkv.heads > 0) return {.rwkv7 = true};
+  if (gla.heads > 0) return {.gla = true};
   switch (attention_kind) {
     case AttentionKind::kSoftmax:
       return {.softmax = true};
@@ -161,8 +162,11 @@ size_t ModelConfig::state_floats() const {
   for (int l = 0; l < num_hidden_layers; ++l) {
     const LayerAttention a = layer_attention(l);
     if (a.softmax) continue;
-    if (a.delta || a.ssm || a.rwkv7) {
-      total += a.delta ? delta.state_floats() : a.ssm ? ssm.state_floats() : rwkv.state_floats();
+    if (a.delta || a.ssm || a.rwkv7 || a.gla) {
+      total += a.delta ? delta.state_floats()
+               : a.ssm ? ssm.state_floats()
+               : a.rwkv7 ? rwkv.state_floats()
+                         : gla.state_floats();
       continue;
     }
     total +=

@@ -65,7 +65,8 @@ absl::string_view TorchDtypeName(TorchDtype dtype);
 // convolution's window (kernels/gated_delta.h).
 // A Mamba-2 layer (ssm; ModelConfig::ssm) keeps its SSM state and its convolution's window
 // (engine/runtime/mixers/mamba2_mixer.h); an RWKV-7 layer (rwkv7; ModelConfig::rwkv) its wkv state
-// and the token-shift rows of its time mix and channel mix (rwkv7_mixer.h).
+// and the token-shift rows of its time mix and channel mix (rwkv7_mixer.h); a GLA layer (gla;
+// ModelConfig::gla) its state and, with short convolutions, their window (gla_mixer.h).
 struct LayerAttention {
   bool linear = false;
   bool window = false;
@@ -73,6 +74,7 @@ struct LayerAttention {
   bool delta = false;
   bool ssm = false;
   bool rwkv7 = false;
+  bool gla = false;
 };
 
 // The Gated DeltaNet layers' shape (Qwen3.5 / Qwen3-Next `linear_*` config keys; value_heads 0:
@@ -124,6 +126,31 @@ struct Rwkv7Shape {
   // Floats of state per layer: S [heads][head_dim][head_dim], the time mix's previous input
   // [hidden], the channel mix's [hidden].
   size_t state_floats() const { return size_t(heads) * head_dim * head_dim + 2 * size_t(width()); }
+};
+
+// fla's Gated Linear Attention layers (GLAConfig; heads 0: the model has none), after load: every
+// head has its own q, k, v rows (fla's num_kv_heads groups are expanded at load), key_dim and
+// value_dim per head; the per-key log decay is max(logsigmoid(gk_proj(x)) / gate_normalizer,
+// clamp_min) with gk_proj a rank-gate_rank low-rank projection; an optional depthwise short
+// convolution (conv_kernel taps; 0: none) over q|k|v; an optional swish output gate before the
+// per-head RMSNorm (output_gate false: the norm alone).
+struct GlaShape {
+  int heads = 0;
+  int key_dim = 0, value_dim = 0;  // per head
+  int gate_rank = 16;
+  int conv_kernel = 0;
+  float gate_normalizer = 16.f;
+  float clamp_min = -1e30f;  // no clamp unless the config sets one
+  bool output_gate = true;
+  bool fused_gate_norm = true;  // the norm's tensor is g_norm_swish_gate (else g_norm)
+  int64_t key_width() const { return int64_t{heads} * key_dim; }
+  int64_t value_width() const { return int64_t{heads} * value_dim; }
+  int64_t qkv_dim() const { return 2 * key_width() + value_width(); }
+  // Floats of state per layer: S [heads][key_dim][value_dim] and the conv window.
+  size_t state_floats() const {
+    return size_t(heads) * key_dim * value_dim +
+           (conv_kernel > 1 ? size_t(conv_kernel - 1) * qkv_dim() : 0);
+  }
 };
 
 // The channel mixer of every layer: flatstate's GELU MLP (w2 gelu(w1 x)) or SwiGLU (Llama's:
@@ -188,6 +215,8 @@ struct ModelConfig {
   SsmShape ssm;
   // RWKV-7 layers: every layer when rwkv.heads > 0.
   Rwkv7Shape rwkv;
+  // GLA layers: every layer that softmax_layer does not mark, when gla.heads > 0.
+  GlaShape gla;
   NormKind norm_kind = NormKind::kRms;  // eps: rms_norm_eps
   int rotary_dim = 0;  // head_dim * partial_rotary_factor: RoPE's share of a head; 0: head_dim
   RopeScaling rope_scaling;

@@ -85,6 +85,15 @@ struct LayerWeights {
     const float* gn_b = nullptr;
   } rwkv;
   const float* mlp_mix = nullptr;
+  // GLA layers (ModelConfig::gla; engine/runtime/mixers/gla_mixer.h): wqkv is q|k|v [qkv_dim, D]
+  // (fla's kv groups expanded per head), conv the fused q|k|v short convolution [qkv_dim, K]
+  // (null: none), wzba the output gate g_proj [value_width, D] (absent without one), delta_norm the
+  // per-head RMSNorm weight [value_dim], wo o_proj; gk1 [gate_rank, D] and gk2 [key_width,
+  // gate_rank] + gk_bias [key_width] the low-rank decay projection.
+  struct Gla {
+    GemmTensor gk1, gk2;
+    const float* gk_bias = nullptr;
+  } gla;
 };
 
 struct ModelWeights {

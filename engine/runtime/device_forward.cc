@@ -46,6 +46,10 @@ absl::StatusOr<std::unique_ptr<DeviceForward<D>>> DeviceForward<D>::Create(
                                               c.delta.key_dim, c.delta.value_dim, chunk_size));
     }
     if (l.attention.rwkv7) RETURN_IF_ERROR(CheckRwkv7Shape<D>(c.rwkv.heads, c.rwkv.head_dim));
+    if (l.attention.gla) {
+      RETURN_IF_ERROR(CheckGatedLinearShape<D>(c.gla.heads, c.gla.heads, c.gla.key_dim,
+                                               c.gla.value_dim, chunk_size));
+    }
     if (l.attention.ssm) {
       RETURN_IF_ERROR(CheckGatedLinearShape<D>(c.ssm.groups, c.ssm.heads, c.ssm.state_size,
                                                c.ssm.head_dim, chunk_size));

@@ -15,8 +15,8 @@ StateLayout MakeStateLayout(const ModelConfig& config) {
     LayerStateLayout l;
     l.attention = config.layer_attention(layer);
     l.begin = out.floats;
-    if (l.attention.delta || l.attention.ssm || l.attention.rwkv7) {
-      // S first; then the conv window (Gated DeltaNet, Mamba-2) or RWKV's two previous rows.
+    if (l.attention.delta || l.attention.ssm || l.attention.rwkv7 || l.attention.gla) {
+      // S first; then the conv window (Gated DeltaNet, Mamba-2, GLA) or RWKV's two previous rows.
       l.s = 0;
       if (l.attention.delta) {
         const DeltaNetShape& dn = config.delta;
@@ -26,6 +26,10 @@ StateLayout MakeStateLayout(const ModelConfig& config) {
         const SsmShape& ssm = config.ssm;
         l.conv = size_t(ssm.heads) * ssm.state_size * ssm.head_dim;
         l.floats = ssm.state_floats();
+      } else if (l.attention.gla) {
+        const GlaShape& gla = config.gla;
+        l.conv = size_t(gla.heads) * gla.key_dim * gla.value_dim;
+        l.floats = gla.state_floats();
       } else {
         const Rwkv7Shape& rw = config.rwkv;
         l.conv = size_t(rw.heads) * rw.head_dim * rw.head_dim;

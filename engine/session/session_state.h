@@ -17,7 +17,8 @@
 // A Gated DeltaNet layer instead holds S [Hv][dk][dv] then its conv window [K-1][conv_dim]
 // (DeltaNetShape), a Mamba-2 layer S [heads][state_size][head_dim] then its conv window
 // [K-1][conv_dim] (SsmShape), an RWKV-7 layer S [heads][head_dim][head_dim], the time mix's
-// previous input [D] and the channel mix's [D] (Rwkv7Shape);
+// previous input [D] and the channel mix's [D] (Rwkv7Shape), a GLA layer S [heads][dk][dv] then,
+// with short convolutions, their window [K-1][2 heads dk + heads dv] (GlaShape);
 // i.e. ModelConfig::state_floats() floats, constant in the context length.
 // Where the forward pass keeps linear states in device memory (CUDA), `device` names the slot of
 // the step runner's pool holding this session's state; from its first step on, that slot is the

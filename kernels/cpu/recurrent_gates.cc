@@ -44,6 +44,19 @@ void SigmoidMulRows<Device::kCpu>(float* x, int64_t x_stride, const float* gate,
 }
 
 template <>
+void GlaGates<Device::kCpu>(float* x, int64_t rows, int64_t stride, int64_t dim, const float* bias,
+                            float normalizer, float clamp_min) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* xr = x + r * stride;
+    for (int64_t i = 0; i < dim; ++i) {
+      const float a = xr[i] + bias[i];
+      const float ls = std::min(a, 0.f) - std::log1p(std::exp(-std::abs(a)));
+      xr[i] = std::max(ls / normalizer, clamp_min);
+    }
+  }
+}
+
+template <>
 void SsmGates<Device::kCpu>(const float* dt_in, int64_t in_stride, int64_t rows, int heads,
                             const float* A_log, const float* dt_bias, float dt_min, float dt_max,
                             float* g, float* dt, int64_t out_stride) {

@@ -50,6 +50,19 @@ __global__ void SigmoidMulKernel(float* x, int64_t x_stride, const float* gate, 
   }
 }
 
+__global__ void GlaGatesKernel(float* x, int64_t rows, int64_t stride, int64_t dim,
+                               const float* bias, float normalizer, float clamp_min) {
+  const int64_t n = rows * dim;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / dim, c = i % dim;
+    float* p = x + r * stride + c;
+    const float a = *p + bias[c];
+    const float ls = fminf(a, 0.f) - log1pf(expf(-fabsf(a)));
+    *p = fmaxf(ls / normalizer, clamp_min);
+  }
+}
+
 __global__ void SsmGatesKernel(const float* dt_in, int64_t in_stride, int64_t rows, int heads,
                                const float* A_log, const float* dt_bias, float dt_min, float dt_max,
                                float* g, float* dt, int64_t out_stride) {
@@ -145,6 +158,15 @@ void SigmoidMulRows<Device::kCuda>(float* x, int64_t x_stride, const float* gate
   cuda::SigmoidMulKernel<<<cuda::Blocks(rows * dim), cuda::kThreads, 0, cuda::Stream()>>>(
       x, x_stride, gate, gate_stride, rows, dim);
   FS_CUDA_CHECK_LAUNCH("SigmoidMulKernel");
+}
+
+template <>
+void GlaGates<Device::kCuda>(float* x, int64_t rows, int64_t stride, int64_t dim, const float* bias,
+                             float normalizer, float clamp_min) {
+  if (rows <= 0 || dim <= 0) return;
+  cuda::GlaGatesKernel<<<cuda::Blocks(rows * dim), cuda::kThreads, 0, cuda::Stream()>>>(
+      x, rows, stride, dim, bias, normalizer, clamp_min);
+  FS_CUDA_CHECK_LAUNCH("GlaGatesKernel");
 }
 
 template <>

@@ -144,13 +144,15 @@ TEST_P(DeviceRecurrent, RecurrentGatesMatchCpu) {
   auto run = [&](Device dev) {
     DeviceArray<float> da(dev, a), db(dev, bb), dA(dev, A_log), ddt(dev, dt), dz(dev, z),
         dw(dev, w), dx(dev, x0), dg(dev, std::vector<float>(rows * heads)),
-        dbeta(dev, std::vector<float>(rows * heads)), ds(dev, x0);
+        dbeta(dev, std::vector<float>(rows * heads)), ds(dev, x0), dk(dev, a);
     FS_ON_DEVICE(dev, DeltaGates, da.get(), db.get(), 8, rows, heads, dA.get(), ddt.get(), dg.get(),
                  dbeta.get(), heads);
     FS_ON_DEVICE(dev, GatedHeadRmsNorm, dx.get(), heads * hd, dz.get(), heads * hd, rows, heads, hd,
                  dw.get(), 0, 1e-6f, GateOrder::kNormThenGate);
     FS_ON_DEVICE(dev, SiluRows, ds.get(), rows, heads * hd, hd);
-    return std::vector<std::vector<float>>{dg.ToHost(), dbeta.ToHost(), dx.ToHost(), ds.ToHost()};
+    FS_ON_DEVICE(dev, GlaGates, dk.get(), rows, 8, 6, db.get(), 16.f, -0.5f);
+    return std::vector<std::vector<float>>{dg.ToHost(), dbeta.ToHost(), dx.ToHost(), ds.ToHost(),
+                                           dk.ToHost()};
   };
   const auto cpu = run(Device::kCpu), dev = run(d);
   for (size_t i = 0; i < cpu.size(); ++i)

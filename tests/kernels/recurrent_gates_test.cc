@@ -139,6 +139,34 @@ TEST(RecurrentGates, SsmGatesClampTheStepAndScaleTheDecay) {
   EXPECT_EQ(dt[0], dt_max);
 }
 
+TEST(RecurrentGates, GlaGatesAreLogSigmoidOverTheNormalizerClamped) {
+  const int64_t rows = 5, stride = 11, dim = 8;
+  std::vector<float> x = Random(rows * stride, 15, 8.f);
+  x[0] = 200.f;   // logsigmoid ~ 0 without overflow
+  x[1] = -200.f;  // logsigmoid ~ x
+  const std::vector<float> in = x, bias = Random(dim, 16, 1.f);
+  for (const float clamp : {-1e30f, -0.05f}) {
+    x = in;
+    GlaGates<Device::kCpu>(x.data(), rows, stride, dim, bias.data(), 16.f, clamp);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t i = 0; i < stride; ++i) {
+        const float got = x[r * stride + i];
+        if (i >= dim) {
+          EXPECT_EQ(got, in[r * stride + i]);
+          continue;
+        }
+        const double a = double(in[r * stride + i]) + bias[i];
+        const double ls = a > 0 ? -std::log1p(std::exp(-a)) : a - std::log1p(std::exp(a));
+        const double want = std::max(ls / 16, double(clamp));
+        EXPECT_NEAR(got, want, 2e-6 * (1 + std::abs(want))) << a;
+        EXPECT_LE(got, 0.f);
+        EXPECT_TRUE(std::isfinite(got));
+      }
+    }
+  }
+  EXPECT_EQ(x[1], -0.05f);  // clamped
+}
+
 TEST(RecurrentGates, ScaleHeadsAndAddScaledHeadsAreExactProducts) {
   const int64_t rows = 3, x_stride = 30, s_stride = 4, out_stride = 26;
   const int heads = 3, hd = 8;

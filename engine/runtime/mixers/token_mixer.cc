@@ -2,6 +2,7 @@
 
 #include "engine/runtime/mixers/flatstate_linear_mixer.h"
 #include "engine/runtime/mixers/gated_deltanet_mixer.h"
+#include "engine/runtime/mixers/gla_mixer.h"
 #include "engine/runtime/mixers/mamba2_mixer.h"
 #include "engine/runtime/mixers/rwkv7_mixer.h"
 #include "engine/runtime/mixers/softmax_mixer.h"
@@ -17,6 +18,7 @@ absl::StatusOr<std::unique_ptr<TokenMixer<D>>> MakeTokenMixer(int layer, const L
   if (a.delta) return GatedDeltaNetMixer<D>::Create(layer, lw, res, weights);
   if (a.ssm) return Mamba2Mixer<D>::Create(layer, lw, res, weights);
   if (a.rwkv7) return Rwkv7Mixer<D>::Create(layer, lw, res, weights);
+  if (a.gla) return GlaMixer<D>::Create(layer, lw, res, weights);
   return FlatstateLinearMixer<D>::Create(layer, lw, res, weights);
 }
 

@@ -1,0 +1,52 @@
+// What flash-linear-attention's (fla) Hugging Face models share, for their architecture entries
+// (engine/arch/gla_arch.h, engine/arch/gated_deltanet_arch.h): the block around the token mixer
+// (fla/models/*/modeling_*.py: h += mixer(RMSNorm(h)); h += GatedMLP(RMSNorm(h)); logits =
+// RMSNorm(h) lm_head^T) and the config keys of every fla config class.
+//
+// Stateless functions; errors are InvalidArgument naming the config file and the key.
+#ifndef FLATSTATE_ENGINE_ARCH_FLA_COMMON_H_
+#define FLATSTATE_ENGINE_ARCH_FLA_COMMON_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "engine/arch/hf_config.h"
+#include "engine/arch/hf_tensors.h"
+#include "engine/model/config.h"
+#include "engine/model/weight_files.h"
+#include "engine/model/weights.h"
+
+namespace flatstate {
+
+// Reads the keys every fla model has: vocab_size, hidden_size, num_hidden_layers (required);
+// intermediate_size, else fla's GatedMLP size from hidden_ratio (default 4): int(hidden_size *
+// hidden_ratio * 2 / 3) rounded up to a multiple of 256; norm_eps (1e-6, every norm of the
+// model), tie_word_embeddings (false), bos/eos_token_id, hidden_act ("swish" only: GatedMLP's);
+// refuses attn (fla's hybrid softmax layers) and attnres_block_size when set; marks known the
+// keys that do not change the math (fuse_*, use_l2warp, attn_mode, max_position_embeddings: no
+// positions, initializer_range, use_cache, ...). Sets mlp_kind SwiGLU and an unbounded position
+// limit.
+absl::Status ReadFlaCommon(HfConfigReader& r, ModelConfig* c);
+
+// A number key that may be absent or null (then *out is left).
+absl::Status ReadFlaNumber(HfConfigReader& r, const std::string& key, double* out);
+
+// Refuses a key that is present and not null (fla's default None), saying `why`.
+absl::Status RequireFlaNull(HfConfigReader& r, const std::string& key, absl::string_view why);
+
+// Appends layer i's block tensors to `t`: model.layers.i.attn_norm.weight, .mlp_norm.weight [D],
+// the GatedMLP's .mlp.gate_proj|up_proj.weight (fused into w1) and .mlp.down_proj.weight.
+void AddFlaBlockTensors(const ModelConfig& c, int i, LayerWeights* l, std::vector<HfTensor>* t);
+// Appends model.embeddings.weight [V, D], model.norm.weight [D] and lm_head.weight [V, D] (absent
+// when tied; then BindFlaModel points the head at the embedding).
+void AddFlaModelTensors(const ModelConfig& c, ModelWeights* w, std::vector<HfTensor>* t);
+// BindHfTensors for `family` (the class name), then the tied head.
+absl::Status BindFlaModel(const std::vector<HfTensor>& t, absl::string_view family,
+                          const WeightFiles& files, ModelConfig* config, TensorStore* store,
+                          ModelWeights* w);
+
+}  // namespace flatstate
+
+#endif  // FLATSTATE_ENGINE_ARCH_FLA_COMMON_H_
