@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "engine/util/utf8.h"
+
 namespace flatstate::grammar {
 
 inline constexpr uint32_t kMaxCodePoint = 0x10FFFF;
@@ -43,8 +45,8 @@ class CodePointSet {
   std::vector<Range> ranges_;
 };
 
-// Appends the UTF-8 encoding of a scalar value to *out.
-void AppendUtf8(uint32_t cp, std::string* out);
+// The project's one UTF-8 encoder (engine/util/utf8.h).
+using ::flatstate::AppendUtf8;
 
 // Where the input stands inside one UTF-8 encoded code point.
 struct Utf8Cursor {
