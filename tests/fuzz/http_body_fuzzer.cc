@@ -14,6 +14,7 @@
 #include "engine/chat/chat_prompt.h"
 #include "engine/tokenizer/byte_tokenizer.h"
 #include "engine/tokenizer/hf/hf_tokenizer.h"
+#include "engine/tokenizer/hf/text_util.h"
 #include "server/core/model_registry.h"
 #include "server/core/options.h"
 #include "server/http/openai_request.h"
@@ -30,18 +31,7 @@ namespace srv = flatstate::server;
 // two merges.
 std::string TokenizerJson() {
   nlohmann::json vocab = nlohmann::json::object();
-  int next = 0;
-  for (int b = 0; b < 256; ++b) {
-    const bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
-    const uint32_t cp = printable ? b : 256 + next++;
-    std::string utf8;
-    if (cp < 0x80) {
-      utf8 = std::string(1, static_cast<char>(cp));
-    } else {
-      utf8 = {static_cast<char>(0xC0 | (cp >> 6)), static_cast<char>(0x80 | (cp & 0x3F))};
-    }
-    vocab[utf8] = b;
-  }
+  for (int b = 0; b < 256; ++b) vocab[flatstate::hf::ByteToChar(static_cast<uint8_t>(b))] = b;
   // Two merges, so BPE merging runs too.
   vocab["hi"] = 258;
   vocab["Ġt"] = 259;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "engine/tokenizer/hf/text_util.h"
 #include "tests/server/http/http_test_util.h"
 
 namespace flatstate::testing {
@@ -18,21 +19,10 @@ namespace {
 
 constexpr char kChat[] = "tiny-chat";
 
-// GPT-2's bytes_to_unicode: printable bytes map to themselves, the others to U+0100 + n.
+// GPT-2's bytes_to_unicode (hf::ByteToChar): one vocabulary entry per byte, id = the byte.
 std::string ByteLevelVocabJson() {
   nlohmann::json vocab = nlohmann::json::object();
-  int next = 0;
-  for (int b = 0; b < 256; ++b) {
-    const bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
-    const uint32_t cp = printable ? b : 256 + next++;
-    std::string utf8;
-    if (cp < 0x80) {
-      utf8 = std::string(1, static_cast<char>(cp));
-    } else {
-      utf8 = {static_cast<char>(0xC0 | (cp >> 6)), static_cast<char>(0x80 | (cp & 0x3F))};
-    }
-    vocab[utf8] = b;
-  }
+  for (int b = 0; b < 256; ++b) vocab[hf::ByteToChar(static_cast<uint8_t>(b))] = b;
   return vocab.dump();
 }
 
