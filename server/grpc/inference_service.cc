@@ -1,6 +1,7 @@
 #include "server/grpc/inference_service.h"
 
 #include <cstdio>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -23,6 +24,17 @@ void FillSession(const SessionInfo& i, pb::Session* out) {
   out->set_state_bytes(i.state_bytes);
   out->set_generating(i.generating);
   out->set_evicted(i.evicted);
+}
+
+// A request's optional `sampling` (CreateSession, ForkSession) converted and validated; nothing
+// when *s is already an error or none was sent; a conversion error goes to *s.
+template <typename Request>
+std::optional<SamplingParams> SamplingOf(const Request& req, absl::Status* s) {
+  if (!s->ok() || !req.has_sampling()) return std::nullopt;
+  absl::StatusOr<SamplingParams> sp = ConvertSampling(ToSamplingRequest(req.sampling()));
+  *s = sp.status();
+  if (!sp.ok()) return std::nullopt;
+  return *sp;
 }
 
 }  // namespace
@@ -84,12 +96,7 @@ grpc::ServerUnaryReactor* InferenceService::CreateSession(grpc::CallbackServerCo
   const absl::Time start = absl::Now();
   absl::Status s = Authenticate(ctx);
   if (s.ok()) s = ValidateModelName(req->model(), loop_->models());
-  std::optional<SamplingParams> sampling;
-  if (s.ok() && req->has_sampling()) {
-    absl::StatusOr<SamplingParams> sp = ConvertSampling(ToSamplingRequest(req->sampling()));
-    if (sp.ok()) sampling = *sp;
-    s = sp.status();
-  }
+  const std::optional<SamplingParams> sampling = SamplingOf(*req, &s);
   if (!s.ok()) {
     Done(r, "CreateSession", s, start);
     return r;
@@ -109,12 +116,7 @@ grpc::ServerUnaryReactor* InferenceService::ForkSession(grpc::CallbackServerCont
   const absl::Time start = absl::Now();
   absl::Status s = Authenticate(ctx);
   if (s.ok()) s = ValidateSessionId(req->session_id());
-  std::optional<SamplingParams> sampling;
-  if (s.ok() && req->has_sampling()) {
-    absl::StatusOr<SamplingParams> sp = ConvertSampling(ToSamplingRequest(req->sampling()));
-    if (sp.ok()) sampling = *sp;
-    s = sp.status();
-  }
+  const std::optional<SamplingParams> sampling = SamplingOf(*req, &s);
   if (!s.ok()) {
     Done(r, "ForkSession", s, start);
     return r;
