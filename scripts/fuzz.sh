@@ -14,7 +14,7 @@ CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWit
   ${FLATSTATE_FUZZ_CMAKE_ARGS:-} > build-fuzz.configure.log
 targets=(safetensors_fuzzer config_fuzzer weight_index_fuzzer checkpoint_fuzzer detokenizer_fuzzer
   rwkv_vocab_fuzzer
-  tokenizer_json_fuzzer template_fuzzer)
+  tokenizer_json_fuzzer template_fuzzer grammar_fuzzer)
 [[ -f tests/fuzz/request_fuzzer.cc ]] && grep -q "FLATSTATE_WITH_GRPC:BOOL=ON" build-fuzz/CMakeCache.txt && targets+=(request_fuzzer redis_record_fuzzer http_body_fuzzer)
 cmake --build build-fuzz -j "$(nproc)" --target "${targets[@]}"
 status=0
