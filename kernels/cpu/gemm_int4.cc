@@ -102,24 +102,22 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void BlockVnni(
   StoreZmm<MR>(acc, y, ldy, cols, accumulate);
 }
 
-// ---- AVX2 body: one row; per block, the panel's two 32-column halves one after the other, so
-// the panel streams from memory front to back once. ----
-// One block's half `half` of row r's 64 columns: acc[v] += float(isum[v]) * (sx * sw[v]).
-__attribute__((target("avx2,fma"))) void BlockHalfAvx2(const int8_t* qx, __m256 sx,
-                                                       const uint8_t* blk, int half,
-                                                       __m256 (&acc)[4]) {
+// ---- AVX2 body: one row over the whole panel, each block front to back. ----
+// One block of row r's 64 columns: acc[v] += float(isum[v]) * (sx * sw[v]), columns 8v..8v+7.
+__attribute__((target("avx2,fma"))) void BlockAvx2(const int8_t* qx, __m256 sx, const uint8_t* blk,
+                                                   __m256 (&acc)[8]) {
   const __m256i low = _mm256_set1_epi8(0x0F), eight = _mm256_set1_epi8(8);
   const __m256i ones = _mm256_set1_epi16(1);
-  __m256i isum[4];
-  for (int v = 0; v < 4; ++v) isum[v] = _mm256_setzero_si256();
+  __m256i isum[8];
+  for (__m256i& s : isum) s = _mm256_setzero_si256();
   for (int g = 0; g < 4; ++g) {
     int32_t qa, qb;
     std::memcpy(&qa, qx + 8 * g, sizeof(qa));
     std::memcpy(&qb, qx + 8 * g + 4, sizeof(qb));
     const __m256i xa = _mm256_set1_epi32(qa), xb = _mm256_set1_epi32(qb);
     const __m256i ax = _mm256_abs_epi8(xa), bx = _mm256_abs_epi8(xb);
-    const uint8_t* wg = blk + g * kGroupBytes + half * (kGroupBytes / 2);
-    for (int v = 0; v < 4; ++v) {
+    const uint8_t* wg = blk + g * kGroupBytes;
+    for (int v = 0; v < 8; ++v) {
       const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(wg + 32 * v));
       const __m256i lo = _mm256_sub_epi8(_mm256_and_si256(raw, low), eight);
       const __m256i hi = _mm256_sub_epi8(_mm256_and_si256(_mm256_srli_epi16(raw, 4), low), eight);
@@ -129,14 +127,12 @@ __attribute__((target("avx2,fma"))) void BlockHalfAvx2(const int8_t* qx, __m256 
       isum[v] = _mm256_add_epi32(isum[v], _mm256_madd_epi16(pb, ones));
     }
   }
-  const float* sw = reinterpret_cast<const float*>(blk + kScales) + half * (kP / 2);
-  for (int v = 0; v < 4; ++v) {
+  const float* sw = reinterpret_cast<const float*>(blk + kScales);
+  for (int v = 0; v < 8; ++v) {
     const __m256 scale = _mm256_mul_ps(sx, _mm256_load_ps(sw + 8 * v));
     acc[v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[v]), scale, acc[v]);
   }
 }
-
-constexpr auto RowAvx2 = &RowAvx2Blocks<PackedWeight::kInt4BlockBytes, &BlockHalfAvx2>;
 
 using RowsFn = void (*)(const QuantRows&, int64_t, int64_t, const uint8_t*, float*, int64_t,
                         int64_t, bool);
@@ -158,10 +154,8 @@ void RunVnni(const QuantRows& xq, int64_t r0, int64_t r1, const uint8_t* panel, 
 RowsFn RowsFor(GemmIsa isa) {
   switch (isa) {
     case GemmIsa::kAvx512:
-      if (HasInt8Vnni()) return &RunVnni;
-      [[fallthrough]];
+      return &RunVnni;  // GemmInt8 runs the AVX2 body on a CPU without VNNI
     case GemmIsa::kAvx2:
-      return &RunRowByRow<RowAvx2>;
     case GemmIsa::kScalar:
       break;
   }
@@ -198,6 +192,9 @@ void GemmInt4(const float* x, int64_t m, const PackedWeight& w, float* y, bool a
   const int64_t n = w.n(), k = w.k();
   QuantRows& xq = ThreadQuantRows();  // a reference: the workers read this thread's rows
   xq.Fill(x, m, k, par);
+  if (isa == GemmIsa::kAvx2 || (isa == GemmIsa::kAvx512 && !HasInt8Vnni())) {
+    return GemmAvx2Panels<PackedWeight::kInt4BlockBytes, &BlockAvx2>(xq, m, w, y, accumulate, par);
+  }
   const RowsFn rows = RowsFor(isa);
   ForTiles(m, w.panels(), static_cast<double>(m) * n * k, par,
            [&](int64_t r0, int64_t r1, int64_t p) {

@@ -110,31 +110,61 @@ struct QuantRows {
   void Fill(const float* x, int64_t m, int64_t k, const Parallel& par);
 };
 
-// One row of an integer-weight panel on AVX2 (cpu/gemm_int8.cc, cpu/gemm_int4.cc): per block of
-// kBlockBytes, both 32-column halves of the panel by the type's kHalf(qx, sx, block, half, acc),
-// so the panel streams front to back once; then the 64 columns stored.
-using HalfBlockAvx2Fn = void (*)(const int8_t* qx, __m256 sx, const uint8_t* blk, int half,
-                                 __m256 (&acc)[4]);
-template <size_t kBlockBytes, HalfBlockAvx2Fn kHalf>
-__attribute__((target("avx2,fma"))) void RowAvx2Blocks(const QuantRows& xq, int64_t r,
-                                                       const uint8_t* panel, float* y, int64_t cols,
-                                                       bool accumulate) {
-  __m256 acc[2][4];
-  for (auto& h : acc) {
-    for (__m256& a : h) a = _mm256_setzero_ps();
+// Rows of integer-weight panels on AVX2 (cpu/gemm_int8.cc, cpu/gemm_int4.cc). Per row, per block
+// b of kBlockBytes, the type's kBlock(qx, sx, block, acc) adds one block of all 64 columns of a
+// panel, reading the block front to back; it does so for block b of each of up to kAvx2Panels
+// adjacent panels before block b + 1, and prefetches each panel's next block meanwhile, so one
+// thread keeps kAvx2Panels sequential streams in flight (a single stream per thread reads well
+// below what the memory system gives it; batch-1 int8 went from 7.9 to 11.8 GB/s on one thread:
+// docs/benchmarks.md, issue 33). acc lives in memory between blocks (one load and store per 8
+// columns per block), leaving the registers to the integer sums. Each column is still its own
+// in-order chain over b.
+using BlockAvx2Fn = void (*)(const int8_t* qx, __m256 sx, const uint8_t* blk, __m256 (&acc)[8]);
+inline constexpr int kAvx2Panels = 4;
+template <size_t kBlockBytes, BlockAvx2Fn kBlock>
+__attribute__((target("avx2,fma"))) void RowsAvx2Panels(const QuantRows& xq, int64_t r0, int64_t r1,
+                                                        const PackedWeight& w, int64_t p0,
+                                                        int64_t np, float* y, int64_t ldy,
+                                                        bool accumulate) {
+  for (int64_t r = r0; r < r1; ++r) {
+    __m256 acc[kAvx2Panels][8];
+    for (auto& a : acc) {
+      for (__m256& v : a) v = _mm256_setzero_ps();
+    }
+    for (int64_t b = 0; b < xq.nb; ++b) {
+      const int8_t* qx = xq.q.data() + (r * xq.nb + b) * PackedWeight::kInt8Block;
+      const __m256 sx = _mm256_set1_ps(xq.s[r * xq.nb + b]);
+      for (int64_t g = 0; g < np; ++g) {
+        const uint8_t* blk = w.panel_data(p0 + g) + b * kBlockBytes;
+        // The same block of the next b, so its lines are on the way while this one is summed.
+        for (size_t o = 0; o < kBlockBytes; o += 64) {
+          _mm_prefetch(reinterpret_cast<const char*>(blk) + kBlockBytes + o, _MM_HINT_T0);
+        }
+        kBlock(qx, sx, blk, acc[g]);
+      }
+    }
+    for (int64_t g = 0; g < np; ++g) {
+      alignas(64) float buf[kP];
+      for (int v = 0; v < 8; ++v) _mm256_store_ps(buf + 8 * v, acc[g][v]);
+      const int64_t c0 = (p0 + g) * kP;
+      Store<1>(buf, y + r * ldy + c0, 0, std::min(kP, w.n() - c0), accumulate);
+    }
   }
-  const int halves = cols > kP / 2 ? 2 : 1;
-  for (int64_t b = 0; b < xq.nb; ++b) {
-    const uint8_t* blk = panel + b * kBlockBytes;
-    const int8_t* qx = xq.q.data() + (r * xq.nb + b) * PackedWeight::kInt8Block;
-    const __m256 sx = _mm256_set1_ps(xq.s[r * xq.nb + b]);
-    for (int h = 0; h < halves; ++h) kHalf(qx, sx, blk, h, acc[h]);
-  }
-  alignas(64) float buf[kP];
-  for (int h = 0; h < 2; ++h) {
-    for (int v = 0; v < 4; ++v) _mm256_store_ps(buf + h * (kP / 2) + 8 * v, acc[h][v]);
-  }
-  Store<1>(buf, y, 0, cols, accumulate);
+}
+
+// The whole m-row GEMM on quantised rows xq with RowsAvx2Panels, tiles of (rows) x (kAvx2Panels
+// panels).
+template <size_t kBlockBytes, BlockAvx2Fn kBlock>
+void GemmAvx2Panels(const QuantRows& xq, int64_t m, const PackedWeight& w, float* y,
+                    bool accumulate, const Parallel& par) {
+  const int64_t groups = (w.panels() + kAvx2Panels - 1) / kAvx2Panels;
+  ForTiles(m, groups, static_cast<double>(m) * w.n() * w.k(), par,
+           [&](int64_t r0, int64_t r1, int64_t group) {
+             const int64_t p0 = group * kAvx2Panels;
+             RowsAvx2Panels<kBlockBytes, kBlock>(xq, r0, r1, w, p0,
+                                                 std::min<int64_t>(kAvx2Panels, w.panels() - p0), y,
+                                                 w.n(), accumulate);
+           });
 }
 
 // The calling thread's QuantRows, reused across calls, so it keeps the largest call's size

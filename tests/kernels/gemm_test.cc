@@ -126,6 +126,8 @@ class GemmBodies : public ::testing::TestWithParam<WeightDtype> {};
 
 // Ragged shapes cover partial panels, odd k (bf16 pairs), k not a multiple of 32 (int8 blocks),
 // partial register blocks; m up to 200 crosses the 96-row tiles, and two threads split the tiles.
+// n = 1000 is 16 panels, the last partial: several full and one partial group of the bodies that
+// stream adjacent panels together (the integer AVX2 rows, the AVX2 batch-1 rows).
 TEST_P(GemmBodies, EveryBodyComputesTheChain) {
   const WeightDtype dtype = GetParam();
   SerialParallel serial;
@@ -137,7 +139,9 @@ TEST_P(GemmBodies, EveryBodyComputesTheChain) {
                          {7, 1, 65},
                          {97, 300, 20},
                          {4, 33, 3},
-                         {3, 31, 64}}) {
+                         {3, 31, 64},
+                         {1, 96, 1000},
+                         {2, 200, 1000}}) {
     const auto x = Random(m * k, 11), w = Random(n * k, 12), y0 = Random(m * n, 13);
     const auto want = ReferenceGemm(dtype, x, m, w, n, k);
     const auto want_acc = ReferenceGemm(dtype, x, m, w, n, k, &y0);
