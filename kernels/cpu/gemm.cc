@@ -6,8 +6,9 @@
 // Inside a tile the body walks row blocks of MR rows, keeping MR x 64 accumulators in registers
 // while it streams the panel (k x 64 floats) from cache: AVX-512 uses MR = 6 (24 zmm
 // accumulators), AVX2 MR = 6 on each 16-column strip (12 ymm) and single rows over the whole
-// panel (8 ymm). Batch-1 decode is then one stream over the weights with 4 (AVX-512) or 8 (AVX2)
-// independent chains per panel.
+// panel (8 ymm). Batch-1 decode on AVX-512 is then one stream over the weights with 4 chains per
+// panel; AVX2 below kAvx2PanelsMaxRows rows runs 4 panels' streams at once in 4-row chunks with
+// prefetch (cpu::GemmAvx2PanelsF; the tail rows of a 6-row block use RowAvx2).
 #include "kernels/gemm.h"
 
 #include <immintrin.h>
@@ -118,6 +119,23 @@ __attribute__((target("avx2,fma"))) void RowAvx2(const float* x, int64_t /*ldx*/
   alignas(64) float buf[kP];
   for (int v = 0; v < 8; ++v) _mm256_store_ps(buf + 8 * v, acc[v]);
   Store<1>(buf, y, ldy, cols, accumulate);
+}
+
+// Rows [kk0, kk1) of one f32 panel into acc (64 floats), for cpu::GemmAvx2PanelsF.
+__attribute__((target("avx2,fma"))) void ChunkAvx2(const float* x, const uint8_t* panel,
+                                                   int64_t kk0, int64_t kk1, float* acc) {
+  const float* p = reinterpret_cast<const float*>(panel);
+  __m256 a[8];
+  for (int v = 0; v < 8; ++v) a[v] = _mm256_load_ps(acc + 8 * v);
+  for (int64_t kk = kk0; kk < kk1; ++kk) {
+    const float* wk = p + kk * kP;
+    for (int l = 0; l < 4; ++l) {
+      _mm_prefetch(reinterpret_cast<const char*>(wk + cpu::kAvx2ChunkK * kP) + 64 * l, _MM_HINT_T0);
+    }
+    const __m256 xb = _mm256_broadcast_ss(x + kk);
+    for (int v = 0; v < 8; ++v) a[v] = _mm256_fmadd_ps(xb, _mm256_load_ps(wk + 8 * v), a[v]);
+  }
+  for (int v = 0; v < 8; ++v) _mm256_store_ps(acc + 8 * v, a[v]);
 }
 
 // Rows [r0, r1) of one panel, in blocks of kMr rows (the tail one row at a time).
@@ -323,6 +341,9 @@ void GemmPacked(const float* x, int64_t m, const PackedWeight& w, float* y, bool
       return cpu::GemmInt4(x, m, w, y, accumulate, par, isa);
     case WeightDtype::kF32:
       break;
+  }
+  if (isa == GemmIsa::kAvx2 && m <= cpu::kAvx2PanelsMaxRows) {
+    return cpu::GemmAvx2PanelsF<&ChunkAvx2>(x, m, w, y, accumulate, par);
   }
   const RowsFn rows = RowsFor(isa);
   cpu::ForTiles(m, w.panels(), static_cast<double>(m) * n * k, par,

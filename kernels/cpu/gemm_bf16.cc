@@ -161,6 +161,38 @@ __attribute__((target("avx2,fma"))) void RowAvx2(const float* x, int64_t /*ldx*/
   Store<1>(buf, y, ldy, cols, accumulate);
 }
 
+// Rows [kk0, kk1) of one bf16 panel into acc (64 floats), for GemmAvx2PanelsF; kk0 is even
+// (chunks of kAvx2ChunkK).
+__attribute__((target("avx2,fma"))) void ChunkAvx2(const float* x, const uint8_t* panel,
+                                                   int64_t kk0, int64_t kk1, float* acc) {
+  const uint16_t* p = reinterpret_cast<const uint16_t*>(panel);
+  const __m256i high = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+  __m256 a[8];
+  for (int v = 0; v < 8; ++v) a[v] = _mm256_load_ps(acc + 8 * v);
+  int64_t kk = kk0;
+  for (; kk + 2 <= kk1; kk += 2) {
+    const uint16_t* wk = p + kk * kP;
+    for (int l = 0; l < 4; ++l) {
+      _mm_prefetch(reinterpret_cast<const char*>(wk + kAvx2ChunkK * kP) + 64 * l, _MM_HINT_T0);
+    }
+    const __m256 x0 = _mm256_broadcast_ss(x + kk), x1 = _mm256_broadcast_ss(x + kk + 1);
+    for (int v = 0; v < 8; ++v) {
+      const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(wk + 16 * v));
+      a[v] = _mm256_fmadd_ps(x0, _mm256_castsi256_ps(_mm256_slli_epi32(raw, 16)), a[v]);
+      a[v] = _mm256_fmadd_ps(x1, _mm256_castsi256_ps(_mm256_and_si256(raw, high)), a[v]);
+    }
+  }
+  if (kk < kk1) {
+    const uint16_t* wk = p + kk * kP;
+    const __m256 x0 = _mm256_broadcast_ss(x + kk);
+    for (int v = 0; v < 8; ++v) {
+      const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(wk + 16 * v));
+      a[v] = _mm256_fmadd_ps(x0, _mm256_castsi256_ps(_mm256_slli_epi32(raw, 16)), a[v]);
+    }
+  }
+  for (int v = 0; v < 8; ++v) _mm256_store_ps(acc + 8 * v, a[v]);
+}
+
 using BlockFn = void (*)(const float*, int64_t, const uint16_t*, int64_t, float*, int64_t, int64_t,
                          bool);
 
@@ -227,6 +259,9 @@ void PackBf16Bits(const uint16_t* wb, int64_t n, int64_t k, uint8_t* out) {
 void GemmBf16(const float* x, int64_t m, const PackedWeight& w, float* y, bool accumulate,
               const Parallel& par, GemmIsa isa) {
   const int64_t n = w.n(), k = w.k();
+  if (isa == GemmIsa::kAvx2 && m <= kAvx2PanelsMaxRows) {
+    return GemmAvx2PanelsF<&ChunkAvx2>(x, m, w, y, accumulate, par);
+  }
   const RowsFn rows = RowsFor(isa);
   ForTiles(m, w.panels(), static_cast<double>(m) * n * k, par,
            [&](int64_t r0, int64_t r1, int64_t p) {

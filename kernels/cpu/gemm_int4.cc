@@ -117,6 +117,10 @@ __attribute__((target("avx2,fma"))) void BlockAvx2(const int8_t* qx, __m256 sx, 
     const __m256i xa = _mm256_set1_epi32(qa), xb = _mm256_set1_epi32(qb);
     const __m256i ax = _mm256_abs_epi8(xa), bx = _mm256_abs_epi8(xb);
     const uint8_t* wg = blk + g * kGroupBytes;
+    for (int l = 0; l < 4; ++l) {
+      _mm_prefetch(reinterpret_cast<const char*>(wg) + PackedWeight::kInt4BlockBytes + 64 * l,
+                   _MM_HINT_T0);
+    }
     for (int v = 0; v < 8; ++v) {
       const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(wg + 32 * v));
       const __m256i lo = _mm256_sub_epi8(_mm256_and_si256(raw, low), eight);
@@ -128,6 +132,10 @@ __attribute__((target("avx2,fma"))) void BlockAvx2(const int8_t* qx, __m256 sx, 
     }
   }
   const float* sw = reinterpret_cast<const float*>(blk + kScales);
+  for (int l = 0; l < 4; ++l) {
+    _mm_prefetch(reinterpret_cast<const char*>(sw) + PackedWeight::kInt4BlockBytes + 64 * l,
+                 _MM_HINT_T0);
+  }
   for (int v = 0; v < 8; ++v) {
     const __m256 scale = _mm256_mul_ps(sx, _mm256_load_ps(sw + 8 * v));
     acc[v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[v]), scale, acc[v]);

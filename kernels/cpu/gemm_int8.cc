@@ -177,6 +177,10 @@ __attribute__((target("avx2,fma"))) void BlockAvx2(const int8_t* qx, __m256 sx, 
     const __m256i xb = _mm256_set1_epi32(quad);
     const __m256i ax = _mm256_abs_epi8(xb);
     const uint8_t* wg = blk + g * kGroupBytes;
+    for (int l = 0; l < 4; ++l) {
+      _mm_prefetch(reinterpret_cast<const char*>(wg) + PackedWeight::kInt8BlockBytes + 64 * l,
+                   _MM_HINT_T0);
+    }
     for (int v = 0; v < 8; ++v) {
       const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(wg + 32 * v));
       const __m256i sw = _mm256_sign_epi8(_mm256_xor_si256(raw, flip), xb);
@@ -185,6 +189,10 @@ __attribute__((target("avx2,fma"))) void BlockAvx2(const int8_t* qx, __m256 sx, 
     }
   }
   const float* sw = reinterpret_cast<const float*>(blk + 8 * kGroupBytes);
+  for (int l = 0; l < 4; ++l) {
+    _mm_prefetch(reinterpret_cast<const char*>(sw) + PackedWeight::kInt8BlockBytes + 64 * l,
+                 _MM_HINT_T0);
+  }
   for (int v = 0; v < 8; ++v) {
     const __m256 scale = _mm256_mul_ps(sx, _mm256_load_ps(sw + 8 * v));
     acc[v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[v]), scale, acc[v]);

@@ -112,13 +112,13 @@ struct QuantRows {
 
 // Rows of integer-weight panels on AVX2 (cpu/gemm_int8.cc, cpu/gemm_int4.cc). Per row, per block
 // b of kBlockBytes, the type's kBlock(qx, sx, block, acc) adds one block of all 64 columns of a
-// panel, reading the block front to back; it does so for block b of each of up to kAvx2Panels
-// adjacent panels before block b + 1, and prefetches each panel's next block meanwhile, so one
-// thread keeps kAvx2Panels sequential streams in flight (a single stream per thread reads well
-// below what the memory system gives it; batch-1 int8 went from 7.9 to 11.8 GB/s on one thread:
-// docs/benchmarks.md, issue 33). acc lives in memory between blocks (one load and store per 8
-// columns per block), leaving the registers to the integer sums. Each column is still its own
-// in-order chain over b.
+// panel, reading the block front to back and prefetching the panel's next block as it goes (a
+// few lines per 256 bytes read, not a burst); it does so for block b of each of up to
+// kAvx2Panels adjacent panels before block b + 1, so one thread keeps kAvx2Panels sequential
+// streams in flight (one stream per thread reads well below what the memory system gives it:
+// docs/benchmarks.md, "AVX2 bodies (issue 33)"). acc lives in memory between blocks (one load
+// and store per 8 columns per block), leaving the registers to the integer sums. Each column is
+// still its own in-order chain over b.
 using BlockAvx2Fn = void (*)(const int8_t* qx, __m256 sx, const uint8_t* blk, __m256 (&acc)[8]);
 inline constexpr int kAvx2Panels = 4;
 template <size_t kBlockBytes, BlockAvx2Fn kBlock>
@@ -137,9 +137,6 @@ __attribute__((target("avx2,fma"))) void RowsAvx2Panels(const QuantRows& xq, int
       for (int64_t g = 0; g < np; ++g) {
         const uint8_t* blk = w.panel_data(p0 + g) + b * kBlockBytes;
         // The same block of the next b, so its lines are on the way while this one is summed.
-        for (size_t o = 0; o < kBlockBytes; o += 64) {
-          _mm_prefetch(reinterpret_cast<const char*>(blk) + kBlockBytes + o, _MM_HINT_T0);
-        }
         kBlock(qx, sx, blk, acc[g]);
       }
     }
@@ -166,6 +163,51 @@ void GemmAvx2Panels(const QuantRows& xq, int64_t m, const PackedWeight& w, float
                                                  w.n(), accumulate);
            });
 }
+
+// Batch-1 style rows of fp32-chain panels (f32, bf16) on AVX2, streamed as the integer rows
+// above are: per row, k in chunks of kAvx2ChunkK, each chunk of up to kAvx2Panels adjacent panels
+// in turn, the 64 accumulators of a panel kept in memory between chunks (8 loads and stores per
+// chunk, against 8 x kAvx2ChunkK fmas). kChunk(x, panel, kk0, kk1, acc) adds rows [kk0, kk1) of
+// one panel to acc in k order and prefetches the panel kAvx2ChunkK rows (1 KiB of f32) ahead.
+// Chunks of 4 rows beat 8, 16 and 32 (finer interleaving of the streams), 4 panels beat 2 and 8
+// (docs/benchmarks.md). Each column is the same in-order chain as in every other body.
+inline constexpr int64_t kAvx2ChunkK = 8;
+using ChunkAvx2Fn = void (*)(const float* x, const uint8_t* panel, int64_t kk0, int64_t kk1,
+                             float* acc);
+template <ChunkAvx2Fn kChunk>
+void RowsAvx2PanelsF(const float* x, int64_t r0, int64_t r1, const PackedWeight& w, int64_t p0,
+                     int64_t np, float* y, int64_t ldy, bool accumulate) {
+  const int64_t k = w.k();
+  for (int64_t r = r0; r < r1; ++r) {
+    alignas(64) float acc[kAvx2Panels][kP] = {};
+    for (int64_t kc = 0; kc < k; kc += kAvx2ChunkK) {
+      const int64_t kend = std::min(k, kc + kAvx2ChunkK);
+      for (int64_t g = 0; g < np; ++g) kChunk(x + r * k, w.panel_data(p0 + g), kc, kend, acc[g]);
+    }
+    for (int64_t g = 0; g < np; ++g) {
+      const int64_t c0 = (p0 + g) * kP;
+      Store<1>(acc[g], y + r * ldy + c0, 0, std::min(kP, w.n() - c0), accumulate);
+    }
+  }
+}
+
+// Runs an m-row fp32-chain GEMM with RowsAvx2PanelsF, tiles of (rows) x (kAvx2Panels panels).
+template <ChunkAvx2Fn kChunk>
+void GemmAvx2PanelsF(const float* x, int64_t m, const PackedWeight& w, float* y, bool accumulate,
+                     const Parallel& par) {
+  const int64_t groups = (w.panels() + kAvx2Panels - 1) / kAvx2Panels;
+  ForTiles(m, groups, static_cast<double>(m) * w.n() * w.k(), par,
+           [&](int64_t r0, int64_t r1, int64_t group) {
+             const int64_t p0 = group * kAvx2Panels;
+             RowsAvx2PanelsF<kChunk>(x, r0, r1, w, p0,
+                                     std::min<int64_t>(kAvx2Panels, w.panels() - p0), y, w.n(),
+                                     accumulate);
+           });
+}
+
+// Below this many rows the AVX2 f32 / bf16 GEMMs stream panels with GemmAvx2PanelsF; from it on
+// they tile 6 rows per panel (cpu/gemm.cc, cpu/gemm_bf16.cc). The same bits either way.
+inline constexpr int64_t kAvx2PanelsMaxRows = 5;
 
 // The calling thread's QuantRows, reused across calls, so it keeps the largest call's size
 // (about m * k * 1.1 bytes: 4.5 MB for a 512-row step at k = 3072). Pool workers only read the
