@@ -6,9 +6,8 @@
 // Inside a tile the body walks row blocks of MR rows, keeping MR x 64 accumulators in registers
 // while it streams the panel (k x 64 floats) from cache: AVX-512 uses MR = 6 (24 zmm
 // accumulators), AVX2 MR = 6 on each 16-column strip (12 ymm) and single rows over the whole
-// panel (8 ymm). Batch-1 decode on AVX-512 is then one stream over the weights with 4 chains per
-// panel; AVX2 below kAvx2PanelsMaxRows rows runs 4 panels' streams at once in 4-row chunks with
-// prefetch (cpu::GemmAvx2PanelsF; the tail rows of a 6-row block use RowAvx2).
+// panel (8 ymm). Up to cpu::kStreamMaxRows rows (decode) both stream 4 panels at once in 4-row
+// chunks with prefetch instead (cpu::GemmStreamF, ChunkAvx512 / ChunkAvx2).
 #include "kernels/gemm.h"
 
 #include <immintrin.h>
@@ -121,7 +120,25 @@ __attribute__((target("avx2,fma"))) void RowAvx2(const float* x, int64_t /*ldx*/
   Store<1>(buf, y, ldy, cols, accumulate);
 }
 
-// Rows [kk0, kk1) of one f32 panel into acc (64 floats), for cpu::GemmAvx2PanelsF.
+// The same on AVX-512 (4 zmm chains).
+__attribute__((target("avx512f"))) void ChunkAvx512(const float* x, const uint8_t* panel,
+                                                    int64_t kk0, int64_t kk1, float* acc) {
+  const float* p = reinterpret_cast<const float*>(panel);
+  __m512 a[4];
+  for (int v = 0; v < 4; ++v) a[v] = _mm512_load_ps(acc + 16 * v);
+  for (int64_t kk = kk0; kk < kk1; ++kk) {
+    const float* wk = p + kk * kP;
+    for (int l = 0; l < 4; ++l) {
+      _mm_prefetch(reinterpret_cast<const char*>(wk + cpu::kStreamChunkK * kP) + 64 * l,
+                   _MM_HINT_T0);
+    }
+    const __m512 xb = _mm512_set1_ps(x[kk]);
+    for (int v = 0; v < 4; ++v) a[v] = _mm512_fmadd_ps(xb, _mm512_load_ps(wk + 16 * v), a[v]);
+  }
+  for (int v = 0; v < 4; ++v) _mm512_store_ps(acc + 16 * v, a[v]);
+}
+
+// Rows [kk0, kk1) of one f32 panel into acc (64 floats), for cpu::GemmStreamF.
 __attribute__((target("avx2,fma"))) void ChunkAvx2(const float* x, const uint8_t* panel,
                                                    int64_t kk0, int64_t kk1, float* acc) {
   const float* p = reinterpret_cast<const float*>(panel);
@@ -130,7 +147,8 @@ __attribute__((target("avx2,fma"))) void ChunkAvx2(const float* x, const uint8_t
   for (int64_t kk = kk0; kk < kk1; ++kk) {
     const float* wk = p + kk * kP;
     for (int l = 0; l < 4; ++l) {
-      _mm_prefetch(reinterpret_cast<const char*>(wk + cpu::kAvx2ChunkK * kP) + 64 * l, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(wk + cpu::kStreamChunkK * kP) + 64 * l,
+                   _MM_HINT_T0);
     }
     const __m256 xb = _mm256_broadcast_ss(x + kk);
     for (int v = 0; v < 8; ++v) a[v] = _mm256_fmadd_ps(xb, _mm256_load_ps(wk + 8 * v), a[v]);
@@ -342,8 +360,9 @@ void GemmPacked(const float* x, int64_t m, const PackedWeight& w, float* y, bool
     case WeightDtype::kF32:
       break;
   }
-  if (isa == GemmIsa::kAvx2 && m <= cpu::kAvx2PanelsMaxRows) {
-    return cpu::GemmAvx2PanelsF<&ChunkAvx2>(x, m, w, y, accumulate, par);
+  if (m <= cpu::kStreamMaxRows && isa != GemmIsa::kScalar) {
+    return isa == GemmIsa::kAvx2 ? cpu::GemmStreamF<&ChunkAvx2>(x, m, w, y, accumulate, par)
+                                 : cpu::GemmStreamF<&ChunkAvx512>(x, m, w, y, accumulate, par);
   }
   const RowsFn rows = RowsFor(isa);
   cpu::ForTiles(m, w.panels(), static_cast<double>(m) * n * k, par,

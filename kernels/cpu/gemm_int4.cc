@@ -103,9 +103,12 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void BlockVnni(
 }
 
 // ---- AVX2 body: one row over the whole panel, each block front to back. ----
-// One block of row r's 64 columns: acc[v] += float(isum[v]) * (sx * sw[v]), columns 8v..8v+7.
-__attribute__((target("avx2,fma"))) void BlockAvx2(const int8_t* qx, __m256 sx, const uint8_t* blk,
-                                                   __m256 (&acc)[8]) {
+// Block i of xq's rows against one panel block, all 64 columns: acc[j] += float(isum[j]) *
+// (sx * sw[j]), for cpu::GemmStreamQ.
+__attribute__((target("avx2,fma"))) void BlockAvx2(const QuantRows& xq, int64_t i,
+                                                   const uint8_t* blk, float* acc) {
+  const int8_t* qx = xq.q.data() + i * kB;
+  const __m256 sx = _mm256_set1_ps(xq.s[i]);
   const __m256i low = _mm256_set1_epi8(0x0F), eight = _mm256_set1_epi8(8);
   const __m256i ones = _mm256_set1_epi16(1);
   __m256i isum[8];
@@ -138,7 +141,8 @@ __attribute__((target("avx2,fma"))) void BlockAvx2(const int8_t* qx, __m256 sx, 
   }
   for (int v = 0; v < 8; ++v) {
     const __m256 scale = _mm256_mul_ps(sx, _mm256_load_ps(sw + 8 * v));
-    acc[v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[v]), scale, acc[v]);
+    const __m256 a = _mm256_load_ps(acc + 8 * v);
+    _mm256_store_ps(acc + 8 * v, _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[v]), scale, a));
   }
 }
 
@@ -201,7 +205,7 @@ void GemmInt4(const float* x, int64_t m, const PackedWeight& w, float* y, bool a
   QuantRows& xq = ThreadQuantRows();  // a reference: the workers read this thread's rows
   xq.Fill(x, m, k, par);
   if (isa == GemmIsa::kAvx2 || (isa == GemmIsa::kAvx512 && !HasInt8Vnni())) {
-    return GemmAvx2Panels<PackedWeight::kInt4BlockBytes, &BlockAvx2>(xq, m, w, y, accumulate, par);
+    return GemmStreamQ<PackedWeight::kInt4BlockBytes, &BlockAvx2>(xq, m, w, y, accumulate, par);
   }
   const RowsFn rows = RowsFor(isa);
   ForTiles(m, w.panels(), static_cast<double>(m) * n * k, par,

@@ -116,6 +116,8 @@ void RowScalar(const QuantRows& xq, int64_t r, const uint8_t* panel, float* y, i
 }
 
 // ---- AVX512-VNNI body. ----
+// Rows per register tile; GEMMs of fewer rows stream panels instead (BlockVnniStream).
+constexpr int kVnniRows = 3;
 template <int MR>
 __attribute__((target("avx512f,avx512bw,avx512vnni"))) void BlockVnni(
     const QuantRows& xq, int64_t r, const uint8_t* panel, float* y, int64_t ldy, int64_t cols,
@@ -163,10 +165,50 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void BlockVnni(
   StoreZmm<MR>(acc, y, ldy, cols, accumulate);
 }
 
+// One row's block i against one panel block, all 64 columns, acc in memory (GemmStreamQ, for
+// fewer rows than BlockVnni's tile): the same operations as BlockVnni<1>, prefetching the panel's
+// next block as it reads this one.
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) void BlockVnniStream(const QuantRows& xq,
+                                                                            int64_t i,
+                                                                            const uint8_t* blk,
+                                                                            float* acc) {
+  const __m512i init = _mm512_set1_epi32(-128 * xq.sum[i]);
+  __m512i isum[4] = {init, init, init, init};
+  const int8_t* qx = xq.q.data() + i * kB;
+  for (int g = 0; g < 8; ++g) {
+    const uint8_t* wg = blk + g * kGroupBytes;
+    for (int l = 0; l < 4; ++l) {
+      _mm_prefetch(reinterpret_cast<const char*>(wg) + PackedWeight::kInt8BlockBytes + 64 * l,
+                   _MM_HINT_T0);
+    }
+    int32_t quad;
+    std::memcpy(&quad, qx + 4 * g, sizeof(quad));
+    const __m512i xb = _mm512_set1_epi32(quad);
+    for (int v = 0; v < 4; ++v) {
+      const __m512i wv = _mm512_load_si512(reinterpret_cast<const __m512i*>(wg) + v);
+      isum[v] = _mm512_dpbusd_epi32(isum[v], wv, xb);
+    }
+  }
+  const float* sw = reinterpret_cast<const float*>(blk + 8 * kGroupBytes);
+  for (int l = 0; l < 4; ++l) {
+    _mm_prefetch(reinterpret_cast<const char*>(sw) + PackedWeight::kInt8BlockBytes + 64 * l,
+                 _MM_HINT_T0);
+  }
+  const __m512 sx = _mm512_set1_ps(xq.s[i]);
+  for (int v = 0; v < 4; ++v) {
+    const __m512 scale = _mm512_mul_ps(sx, _mm512_load_ps(sw + 16 * v));
+    const __m512 fsum = _mm512_maskz_cvtepi32_ps(0xFFFF, isum[v]);
+    _mm512_store_ps(acc + 16 * v, _mm512_fmadd_ps(fsum, scale, _mm512_load_ps(acc + 16 * v)));
+  }
+}
+
 // ---- AVX2 body: one row over the whole panel, each block front to back. ----
-// One block of row r's 64 columns: acc[v] += float(isum[v]) * (sx * sw[v]), columns 8v..8v+7.
-__attribute__((target("avx2,fma"))) void BlockAvx2(const int8_t* qx, __m256 sx, const uint8_t* blk,
-                                                   __m256 (&acc)[8]) {
+// Block i of xq's rows against one panel block, all 64 columns: acc[j] += float(isum[j]) *
+// (sx * sw[j]), for cpu::GemmStreamQ.
+__attribute__((target("avx2,fma"))) void BlockAvx2(const QuantRows& xq, int64_t i,
+                                                   const uint8_t* blk, float* acc) {
+  const int8_t* qx = xq.q.data() + i * kB;
+  const __m256 sx = _mm256_set1_ps(xq.s[i]);
   const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
   const __m256i ones = _mm256_set1_epi16(1);
   __m256i isum[8];
@@ -195,7 +237,8 @@ __attribute__((target("avx2,fma"))) void BlockAvx2(const int8_t* qx, __m256 sx, 
   }
   for (int v = 0; v < 8; ++v) {
     const __m256 scale = _mm256_mul_ps(sx, _mm256_load_ps(sw + 8 * v));
-    acc[v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[v]), scale, acc[v]);
+    const __m256 a = _mm256_load_ps(acc + 8 * v);
+    _mm256_store_ps(acc + 8 * v, _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[v]), scale, a));
   }
 }
 
@@ -210,7 +253,7 @@ void RunRowByRow(const QuantRows& xq, int64_t r0, int64_t r1, const uint8_t* pan
 
 void RunVnni(const QuantRows& xq, int64_t r0, int64_t r1, const uint8_t* panel, float* y,
              int64_t ldy, int64_t cols, bool accumulate) {
-  constexpr int kMr = 3;
+  constexpr int kMr = kVnniRows;
   int64_t r = r0;
   for (; r + kMr <= r1; r += kMr) BlockVnni<kMr>(xq, r, panel, y + r * ldy, ldy, cols, accumulate);
   for (; r < r1; ++r) BlockVnni<1>(xq, r, panel, y + r * ldy, ldy, cols, accumulate);
@@ -268,7 +311,11 @@ void GemmInt8(const float* x, int64_t m, const PackedWeight& w, float* y, bool a
   QuantRows& xq = ThreadQuantRows();
   xq.Fill(x, m, k, par);
   if (isa == GemmIsa::kAvx2 || (isa == GemmIsa::kAvx512 && !HasInt8Vnni())) {
-    return GemmAvx2Panels<PackedWeight::kInt8BlockBytes, &BlockAvx2>(xq, m, w, y, accumulate, par);
+    return GemmStreamQ<PackedWeight::kInt8BlockBytes, &BlockAvx2>(xq, m, w, y, accumulate, par);
+  }
+  if (isa == GemmIsa::kAvx512 && m < kVnniRows) {
+    return GemmStreamQ<PackedWeight::kInt8BlockBytes, &BlockVnniStream>(xq, m, w, y, accumulate,
+                                                                        par);
   }
   const RowsFn rows = RowsFor(isa);
   ForTiles(m, w.panels(), static_cast<double>(m) * n * k, par,

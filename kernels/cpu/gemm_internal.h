@@ -110,78 +110,68 @@ struct QuantRows {
   void Fill(const float* x, int64_t m, int64_t k, const Parallel& par);
 };
 
-// Rows of integer-weight panels on AVX2 (cpu/gemm_int8.cc, cpu/gemm_int4.cc). Per row, per block
-// b of kBlockBytes, the type's kBlock(qx, sx, block, acc) adds one block of all 64 columns of a
-// panel, reading the block front to back and prefetching the panel's next block as it goes (a
-// few lines per 256 bytes read, not a burst); it does so for block b of each of up to
-// kAvx2Panels adjacent panels before block b + 1, so one thread keeps kAvx2Panels sequential
-// streams in flight (one stream per thread reads well below what the memory system gives it:
-// docs/benchmarks.md, "AVX2 bodies (issue 33)"). acc lives in memory between blocks (one load
-// and store per 8 columns per block), leaving the registers to the integer sums. Each column is
-// still its own in-order chain over b.
-using BlockAvx2Fn = void (*)(const int8_t* qx, __m256 sx, const uint8_t* blk, __m256 (&acc)[8]);
-inline constexpr int kAvx2Panels = 4;
-template <size_t kBlockBytes, BlockAvx2Fn kBlock>
-__attribute__((target("avx2,fma"))) void RowsAvx2Panels(const QuantRows& xq, int64_t r0, int64_t r1,
-                                                        const PackedWeight& w, int64_t p0,
-                                                        int64_t np, float* y, int64_t ldy,
-                                                        bool accumulate) {
+// Rows of integer-weight panels streamed for small batches (cpu/gemm_int8.cc, cpu/gemm_int4.cc:
+// the AVX2 bodies at every batch, AVX512-VNNI below its 3-row tile). Per row, per block b of
+// kBlockBytes, the type's kBlock(xq, i, block, acc) adds block b of all 64 columns of a panel
+// (i = r * nb + b indexes xq's block), reading the block front to back and prefetching the
+// panel's next block as it goes (a few lines per 256 bytes read, not a burst); it does so for
+// block b of each of up to kStreamPanels adjacent panels before block b + 1, so one thread keeps
+// kStreamPanels sequential streams in flight (one stream per thread reads well below what the
+// memory system gives it: docs/benchmarks.md, "AVX2 bodies (issue 33)"). acc (64 floats per
+// panel) lives in memory between blocks, leaving the registers to the integer sums. Each column
+// is still its own in-order chain over b.
+inline constexpr int kStreamPanels = 4;
+using StreamBlockFn = void (*)(const QuantRows& xq, int64_t i, const uint8_t* blk, float* acc);
+template <size_t kBlockBytes, StreamBlockFn kBlock>
+void RowsStreamQ(const QuantRows& xq, int64_t r0, int64_t r1, const PackedWeight& w, int64_t p0,
+                 int64_t np, float* y, int64_t ldy, bool accumulate) {
   for (int64_t r = r0; r < r1; ++r) {
-    __m256 acc[kAvx2Panels][8];
-    for (auto& a : acc) {
-      for (__m256& v : a) v = _mm256_setzero_ps();
-    }
+    alignas(64) float acc[kStreamPanels][kP] = {};
     for (int64_t b = 0; b < xq.nb; ++b) {
-      const int8_t* qx = xq.q.data() + (r * xq.nb + b) * PackedWeight::kInt8Block;
-      const __m256 sx = _mm256_set1_ps(xq.s[r * xq.nb + b]);
       for (int64_t g = 0; g < np; ++g) {
-        const uint8_t* blk = w.panel_data(p0 + g) + b * kBlockBytes;
-        // The same block of the next b, so its lines are on the way while this one is summed.
-        kBlock(qx, sx, blk, acc[g]);
+        kBlock(xq, r * xq.nb + b, w.panel_data(p0 + g) + b * kBlockBytes, acc[g]);
       }
     }
     for (int64_t g = 0; g < np; ++g) {
-      alignas(64) float buf[kP];
-      for (int v = 0; v < 8; ++v) _mm256_store_ps(buf + 8 * v, acc[g][v]);
       const int64_t c0 = (p0 + g) * kP;
-      Store<1>(buf, y + r * ldy + c0, 0, std::min(kP, w.n() - c0), accumulate);
+      Store<1>(acc[g], y + r * ldy + c0, 0, std::min(kP, w.n() - c0), accumulate);
     }
   }
 }
 
-// The whole m-row GEMM on quantised rows xq with RowsAvx2Panels, tiles of (rows) x (kAvx2Panels
+// The whole m-row GEMM on quantised rows xq with RowsStreamQ, tiles of (rows) x (kStreamPanels
 // panels).
-template <size_t kBlockBytes, BlockAvx2Fn kBlock>
-void GemmAvx2Panels(const QuantRows& xq, int64_t m, const PackedWeight& w, float* y,
-                    bool accumulate, const Parallel& par) {
-  const int64_t groups = (w.panels() + kAvx2Panels - 1) / kAvx2Panels;
+template <size_t kBlockBytes, StreamBlockFn kBlock>
+void GemmStreamQ(const QuantRows& xq, int64_t m, const PackedWeight& w, float* y, bool accumulate,
+                 const Parallel& par) {
+  const int64_t groups = (w.panels() + kStreamPanels - 1) / kStreamPanels;
   ForTiles(m, groups, static_cast<double>(m) * w.n() * w.k(), par,
            [&](int64_t r0, int64_t r1, int64_t group) {
-             const int64_t p0 = group * kAvx2Panels;
-             RowsAvx2Panels<kBlockBytes, kBlock>(xq, r0, r1, w, p0,
-                                                 std::min<int64_t>(kAvx2Panels, w.panels() - p0), y,
-                                                 w.n(), accumulate);
+             const int64_t p0 = group * kStreamPanels;
+             RowsStreamQ<kBlockBytes, kBlock>(xq, r0, r1, w, p0,
+                                              std::min<int64_t>(kStreamPanels, w.panels() - p0), y,
+                                              w.n(), accumulate);
            });
 }
 
-// Batch-1 style rows of fp32-chain panels (f32, bf16) on AVX2, streamed as the integer rows
-// above are: per row, k in chunks of kAvx2ChunkK, each chunk of up to kAvx2Panels adjacent panels
-// in turn, the 64 accumulators of a panel kept in memory between chunks (8 loads and stores per
-// chunk, against 8 x kAvx2ChunkK fmas). kChunk(x, panel, kk0, kk1, acc) adds rows [kk0, kk1) of
-// one panel to acc in k order and prefetches the panel kAvx2ChunkK rows (1 KiB of f32) ahead.
-// Chunks of 4 rows beat 8, 16 and 32 (finer interleaving of the streams), 4 panels beat 2 and 8
-// (docs/benchmarks.md). Each column is the same in-order chain as in every other body.
-inline constexpr int64_t kAvx2ChunkK = 8;
-using ChunkAvx2Fn = void (*)(const float* x, const uint8_t* panel, int64_t kk0, int64_t kk1,
-                             float* acc);
-template <ChunkAvx2Fn kChunk>
-void RowsAvx2PanelsF(const float* x, int64_t r0, int64_t r1, const PackedWeight& w, int64_t p0,
-                     int64_t np, float* y, int64_t ldy, bool accumulate) {
+// Small-batch rows of fp32-chain panels (f32, bf16; AVX2 and AVX-512 bodies), streamed as the
+// integer rows above are: per row, k in chunks of kStreamChunkK, each chunk of up to kStreamPanels
+// adjacent panels in turn, the 64 accumulators of a panel kept in memory between chunks (8 loads
+// and stores per chunk, against 8 x kStreamChunkK fmas). kChunk(x, panel, kk0, kk1, acc) adds rows
+// [kk0, kk1) of one panel to acc in k order and prefetches the panel kStreamChunkK rows (1 KiB of
+// f32) ahead. Chunks of 4 rows beat 8, 16 and 32 (finer interleaving of the streams), 4 panels beat
+// 2 and 8 (docs/benchmarks.md). Each column is the same in-order chain as in every other body.
+inline constexpr int64_t kStreamChunkK = 4;
+using StreamChunkFn = void (*)(const float* x, const uint8_t* panel, int64_t kk0, int64_t kk1,
+                               float* acc);
+template <StreamChunkFn kChunk>
+void RowsStreamF(const float* x, int64_t r0, int64_t r1, const PackedWeight& w, int64_t p0,
+                 int64_t np, float* y, int64_t ldy, bool accumulate) {
   const int64_t k = w.k();
   for (int64_t r = r0; r < r1; ++r) {
-    alignas(64) float acc[kAvx2Panels][kP] = {};
-    for (int64_t kc = 0; kc < k; kc += kAvx2ChunkK) {
-      const int64_t kend = std::min(k, kc + kAvx2ChunkK);
+    alignas(64) float acc[kStreamPanels][kP] = {};
+    for (int64_t kc = 0; kc < k; kc += kStreamChunkK) {
+      const int64_t kend = std::min(k, kc + kStreamChunkK);
       for (int64_t g = 0; g < np; ++g) kChunk(x + r * k, w.panel_data(p0 + g), kc, kend, acc[g]);
     }
     for (int64_t g = 0; g < np; ++g) {
@@ -191,23 +181,23 @@ void RowsAvx2PanelsF(const float* x, int64_t r0, int64_t r1, const PackedWeight&
   }
 }
 
-// Runs an m-row fp32-chain GEMM with RowsAvx2PanelsF, tiles of (rows) x (kAvx2Panels panels).
-template <ChunkAvx2Fn kChunk>
-void GemmAvx2PanelsF(const float* x, int64_t m, const PackedWeight& w, float* y, bool accumulate,
-                     const Parallel& par) {
-  const int64_t groups = (w.panels() + kAvx2Panels - 1) / kAvx2Panels;
+// Runs an m-row fp32-chain GEMM with RowsStreamF, tiles of (rows) x (kStreamPanels panels).
+template <StreamChunkFn kChunk>
+void GemmStreamF(const float* x, int64_t m, const PackedWeight& w, float* y, bool accumulate,
+                 const Parallel& par) {
+  const int64_t groups = (w.panels() + kStreamPanels - 1) / kStreamPanels;
   ForTiles(m, groups, static_cast<double>(m) * w.n() * w.k(), par,
            [&](int64_t r0, int64_t r1, int64_t group) {
-             const int64_t p0 = group * kAvx2Panels;
-             RowsAvx2PanelsF<kChunk>(x, r0, r1, w, p0,
-                                     std::min<int64_t>(kAvx2Panels, w.panels() - p0), y, w.n(),
-                                     accumulate);
+             const int64_t p0 = group * kStreamPanels;
+             RowsStreamF<kChunk>(x, r0, r1, w, p0,
+                                 std::min<int64_t>(kStreamPanels, w.panels() - p0), y, w.n(),
+                                 accumulate);
            });
 }
 
-// Below this many rows the AVX2 f32 / bf16 GEMMs stream panels with GemmAvx2PanelsF; from it on
-// they tile 6 rows per panel (cpu/gemm.cc, cpu/gemm_bf16.cc). The same bits either way.
-inline constexpr int64_t kAvx2PanelsMaxRows = 5;
+// Up to this many rows the f32 / bf16 GEMMs stream panels with GemmStreamF; above it they tile 6
+// rows per panel (cpu/gemm.cc, cpu/gemm_bf16.cc). The same bits either way.
+inline constexpr int64_t kStreamMaxRows = 5;
 
 // The calling thread's QuantRows, reused across calls, so it keeps the largest call's size
 // (about m * k * 1.1 bytes: 4.5 MB for a 512-row step at k = 3072). Pool workers only read the
