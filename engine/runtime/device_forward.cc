@@ -84,12 +84,12 @@ absl::Status DeviceForward<D>::Bind(KvBlockPool* kv) {
   ASSIGN_OR_RETURN(embed_, weights_.Place(w.embed, V * hidden));
   ASSIGN_OR_RETURN(norm_, weights_.Place(w.norm, hidden));
   ASSIGN_OR_RETURN(norm_bias_, weights_.Place(w.norm_bias, hidden));
-  // The output head: bf16 when the layers run bf16 and every head value is exactly a bf16 (a
-  // BF16 file's head, widened exactly: the same logits in half the bytes), else f32 whatever the
-  // layers' type (see device_forward.h).
+  // The output head: bf16 when the layers run narrower than f32 and every head value is exactly
+  // a bf16 (a BF16 file's head, widened exactly: the same logits in half the bytes), else f32
+  // whatever the layers' type (see device_forward.h). An f32 engine keeps its f32 head.
   const bool invariant = weights_.gemm().batch_invariant;
   const int64_t head = V * hidden;
-  bool head_bf16 = weights_.gemm().dtype == WeightDtype::kBf16;
+  bool head_bf16 = weights_.gemm().dtype != WeightDtype::kF32;
   for (int64_t i = 0; head_bf16 && i < head; ++i) {
     uint32_t u;
     std::memcpy(&u, &w.lm_head[i], sizeof(u));

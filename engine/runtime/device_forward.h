@@ -11,9 +11,10 @@
 //
 // Weights are prepared for D once at Create (DeviceWeights<D>: GEMM weights as
 // GemmWeightOptions::dtype asks, the output head as f32 (vocab x hidden: the logits stay
-// closest to the f32 model's) except when the layers run bf16 and the head's values are all
-// exactly bf16 (a BF16 file's head: the same logits from half the bytes), other tensors as f32, in place where D's memory is host memory,
-// else copied to the device). Sessions' memory: fixed-size states in a DeviceStatePool<D> (in
+// closest to the f32 model's) except when the layers run narrower than f32 (bf16, int8, int4)
+// and the head's values are all exactly bf16 (a BF16 file's head: the same logits from half the
+// bytes), other tensors as f32, in place where D's memory is host memory, else copied to the
+// device). Sessions' memory: fixed-size states in a DeviceStatePool<D> (in
 // place on the host; device slots otherwise), softmax K/V in a DeviceKvMirror<D> of the engine's
 // KvBlockPool. A step's descriptors are a DeviceStep<D>; the mixers' and MLP's scratch is one
 // buffer, sized by the largest ScratchFloats.

@@ -76,24 +76,48 @@ __attribute__((target("avx512f"))) inline void StoreZmm(const __m512 (&acc)[MR][
   Store<MR>(buf, y, ldy, cols, accumulate);
 }
 
-// Calls tile(r0, r1, p) for every tile of an m-row GEMM over `panels` panels: on the calling
-// thread when the work (m * n * k multiply-adds) is under ~25 us, where waking the pool costs
-// more, else split over `par`.
+// ranges(b, e) over [0, row tiles x panels), tile t = (row tile t / panels, panel t % panels):
+// once on the calling thread when the work (m * n * k multiply-adds) is under ~25 us, where
+// waking the pool costs more, else a contiguous range per thread of `par`.
+template <typename Ranges>
+void ForTilesRanges(int64_t m, int64_t panels, double work, const Parallel& par,
+                    const Ranges& ranges) {
+  const int64_t tiles = (m + kTileRows - 1) / kTileRows * panels;
+  if (par.num_threads() == 1 || work < 1e6) {
+    ranges(0, tiles);
+  } else {
+    par.For(tiles, ranges);
+  }
+}
+
+// Calls tile(r0, r1, p) for every tile of an m-row GEMM over `panels` panels (ForTilesRanges).
 template <typename Tile>
 void ForTiles(int64_t m, int64_t panels, double work, const Parallel& par, const Tile& tile) {
-  const int64_t row_tiles = (m + kTileRows - 1) / kTileRows;
-  auto run = [&](int64_t b, int64_t e) {
+  ForTilesRanges(m, panels, work, par, [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
       const int64_t rt = t / panels, p = t % panels;
       const int64_t r0 = rt * kTileRows;
       tile(r0, std::min(m, r0 + kTileRows), p);
     }
-  };
-  if (par.num_threads() == 1 || work < 1e6) {
-    run(0, row_tiles * panels);
-  } else {
-    par.For(row_tiles * panels, run);
-  }
+  });
+}
+
+// ForTiles' split (the same tiles, the same threads), but each thread's contiguous range of tiles
+// is handed out as runs: run(r0, r1, p0, np) for np <= max_panels adjacent panels p0.. of one row
+// tile, so a streaming body reads several panels at once while the panels, not groups of them,
+// are what the threads share out evenly.
+template <typename Run>
+void ForPanelRuns(int64_t m, int64_t panels, int64_t max_panels, double work, const Parallel& par,
+                  const Run& run) {
+  ForTilesRanges(m, panels, work, par, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e;) {
+      const int64_t rt = t / panels, p = t % panels;
+      const int64_t np = std::min({max_panels, panels - p, e - t});
+      const int64_t r0 = rt * kTileRows;
+      run(r0, std::min(m, r0 + kTileRows), p, np);
+      t += np;
+    }
+  });
 }
 
 // The rows of an activation matrix x [m, k] quantised per block of 32 for the integer weight
@@ -139,19 +163,14 @@ void RowsStreamQ(const QuantRows& xq, int64_t r0, int64_t r1, const PackedWeight
   }
 }
 
-// The whole m-row GEMM on quantised rows xq with RowsStreamQ, tiles of (rows) x (kStreamPanels
-// panels).
+// The whole m-row GEMM on quantised rows xq with RowsStreamQ over ForPanelRuns.
 template <size_t kBlockBytes, StreamBlockFn kBlock>
 void GemmStreamQ(const QuantRows& xq, int64_t m, const PackedWeight& w, float* y, bool accumulate,
                  const Parallel& par) {
-  const int64_t groups = (w.panels() + kStreamPanels - 1) / kStreamPanels;
-  ForTiles(m, groups, static_cast<double>(m) * w.n() * w.k(), par,
-           [&](int64_t r0, int64_t r1, int64_t group) {
-             const int64_t p0 = group * kStreamPanels;
-             RowsStreamQ<kBlockBytes, kBlock>(xq, r0, r1, w, p0,
-                                              std::min<int64_t>(kStreamPanels, w.panels() - p0), y,
-                                              w.n(), accumulate);
-           });
+  ForPanelRuns(m, w.panels(), kStreamPanels, static_cast<double>(m) * w.n() * w.k(), par,
+               [&](int64_t r0, int64_t r1, int64_t p0, int64_t np) {
+                 RowsStreamQ<kBlockBytes, kBlock>(xq, r0, r1, w, p0, np, y, w.n(), accumulate);
+               });
 }
 
 // Small-batch rows of fp32-chain panels (f32, bf16; AVX2 and AVX-512 bodies), streamed as the
@@ -181,18 +200,14 @@ void RowsStreamF(const float* x, int64_t r0, int64_t r1, const PackedWeight& w, 
   }
 }
 
-// Runs an m-row fp32-chain GEMM with RowsStreamF, tiles of (rows) x (kStreamPanels panels).
+// Runs an m-row fp32-chain GEMM with RowsStreamF over ForPanelRuns.
 template <StreamChunkFn kChunk>
 void GemmStreamF(const float* x, int64_t m, const PackedWeight& w, float* y, bool accumulate,
                  const Parallel& par) {
-  const int64_t groups = (w.panels() + kStreamPanels - 1) / kStreamPanels;
-  ForTiles(m, groups, static_cast<double>(m) * w.n() * w.k(), par,
-           [&](int64_t r0, int64_t r1, int64_t group) {
-             const int64_t p0 = group * kStreamPanels;
-             RowsStreamF<kChunk>(x, r0, r1, w, p0,
-                                 std::min<int64_t>(kStreamPanels, w.panels() - p0), y, w.n(),
-                                 accumulate);
-           });
+  ForPanelRuns(m, w.panels(), kStreamPanels, static_cast<double>(m) * w.n() * w.k(), par,
+               [&](int64_t r0, int64_t r1, int64_t p0, int64_t np) {
+                 RowsStreamF<kChunk>(x, r0, r1, w, p0, np, y, w.n(), accumulate);
+               });
 }
 
 // Up to this many rows the f32 / bf16 GEMMs stream panels with GemmStreamF; above it they tile 6
