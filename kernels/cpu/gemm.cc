@@ -7,7 +7,7 @@
 // while it streams the panel (k x 64 floats) from cache: AVX-512 uses MR = 6 (24 zmm
 // accumulators), AVX2 MR = 6 on each 16-column strip (12 ymm) and single rows over the whole
 // panel (8 ymm). Up to cpu::kStreamMaxRows rows (decode) both stream 4 panels at once in 4-row
-// chunks with prefetch instead (cpu::GemmStreamF, ChunkAvx512 / ChunkAvx2).
+// chunks with prefetch instead (cpu/gemm_stream.cc).
 #include "kernels/gemm.h"
 
 #include <immintrin.h>
@@ -118,42 +118,6 @@ __attribute__((target("avx2,fma"))) void RowAvx2(const float* x, int64_t /*ldx*/
   alignas(64) float buf[kP];
   for (int v = 0; v < 8; ++v) _mm256_store_ps(buf + 8 * v, acc[v]);
   Store<1>(buf, y, ldy, cols, accumulate);
-}
-
-// The same on AVX-512 (4 zmm chains).
-__attribute__((target("avx512f"))) void ChunkAvx512(const float* x, const uint8_t* panel,
-                                                    int64_t kk0, int64_t kk1, float* acc) {
-  const float* p = reinterpret_cast<const float*>(panel);
-  __m512 a[4];
-  for (int v = 0; v < 4; ++v) a[v] = _mm512_load_ps(acc + 16 * v);
-  for (int64_t kk = kk0; kk < kk1; ++kk) {
-    const float* wk = p + kk * kP;
-    for (int l = 0; l < 4; ++l) {
-      _mm_prefetch(reinterpret_cast<const char*>(wk + cpu::kStreamChunkK * kP) + 64 * l,
-                   _MM_HINT_T0);
-    }
-    const __m512 xb = _mm512_set1_ps(x[kk]);
-    for (int v = 0; v < 4; ++v) a[v] = _mm512_fmadd_ps(xb, _mm512_load_ps(wk + 16 * v), a[v]);
-  }
-  for (int v = 0; v < 4; ++v) _mm512_store_ps(acc + 16 * v, a[v]);
-}
-
-// Rows [kk0, kk1) of one f32 panel into acc (64 floats), for cpu::GemmStreamF.
-__attribute__((target("avx2,fma"))) void ChunkAvx2(const float* x, const uint8_t* panel,
-                                                   int64_t kk0, int64_t kk1, float* acc) {
-  const float* p = reinterpret_cast<const float*>(panel);
-  __m256 a[8];
-  for (int v = 0; v < 8; ++v) a[v] = _mm256_load_ps(acc + 8 * v);
-  for (int64_t kk = kk0; kk < kk1; ++kk) {
-    const float* wk = p + kk * kP;
-    for (int l = 0; l < 4; ++l) {
-      _mm_prefetch(reinterpret_cast<const char*>(wk + cpu::kStreamChunkK * kP) + 64 * l,
-                   _MM_HINT_T0);
-    }
-    const __m256 xb = _mm256_broadcast_ss(x + kk);
-    for (int v = 0; v < 8; ++v) a[v] = _mm256_fmadd_ps(xb, _mm256_load_ps(wk + 8 * v), a[v]);
-  }
-  for (int v = 0; v < 8; ++v) _mm256_store_ps(acc + 8 * v, a[v]);
 }
 
 // Rows [r0, r1) of one panel, in blocks of kMr rows (the tail one row at a time).
@@ -361,8 +325,7 @@ void GemmPacked(const float* x, int64_t m, const PackedWeight& w, float* y, bool
       break;
   }
   if (m <= cpu::kStreamMaxRows && isa != GemmIsa::kScalar) {
-    return isa == GemmIsa::kAvx2 ? cpu::GemmStreamF<&ChunkAvx2>(x, m, w, y, accumulate, par)
-                                 : cpu::GemmStreamF<&ChunkAvx512>(x, m, w, y, accumulate, par);
+    return cpu::GemmStreamF32(x, m, w, y, accumulate, par, isa);
   }
   const RowsFn rows = RowsFor(isa);
   cpu::ForTiles(m, w.panels(), static_cast<double>(m) * n * k, par,

@@ -48,12 +48,6 @@ __attribute__((target("avx512f"))) inline void FmaRows(const float* x, int64_t l
   }
 }
 
-// The low bf16 of each lane as a float. The shift in its zero-masked form, all lanes: the plain
-// intrinsic's undefined-value source trips GCC 12's -Wmaybe-uninitialized. Same result.
-__attribute__((target("avx512f"))) inline __m512 LowHalf(__m512i v) {
-  return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, v, 16));
-}
-
 template <int MR>
 __attribute__((target("avx512f"))) void BlockAvx512(const float* x, int64_t ldx, const uint16_t* p,
                                                     int64_t k, float* y, int64_t ldy, int64_t cols,
@@ -161,68 +155,6 @@ __attribute__((target("avx2,fma"))) void RowAvx2(const float* x, int64_t /*ldx*/
   Store<1>(buf, y, ldy, cols, accumulate);
 }
 
-// The same on AVX-512 (4 zmm chains, BlockAvx512's widening).
-__attribute__((target("avx512f"))) void ChunkAvx512(const float* x, const uint8_t* panel,
-                                                    int64_t kk0, int64_t kk1, float* acc) {
-  const uint16_t* p = reinterpret_cast<const uint16_t*>(panel);
-  const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
-  __m512 a[4];
-  for (int v = 0; v < 4; ++v) a[v] = _mm512_load_ps(acc + 16 * v);
-  int64_t kk = kk0;
-  for (; kk + 2 <= kk1; kk += 2) {
-    const __m512i* wk = reinterpret_cast<const __m512i*>(p + kk * kP);
-    for (int l = 0; l < 4; ++l) {
-      _mm_prefetch(reinterpret_cast<const char*>(p + (kk + kStreamChunkK) * kP) + 64 * l,
-                   _MM_HINT_T0);
-    }
-    const __m512 x0 = _mm512_set1_ps(x[kk]), x1 = _mm512_set1_ps(x[kk + 1]);
-    for (int v = 0; v < 4; ++v) {
-      const __m512i raw = _mm512_load_si512(wk + v);
-      a[v] = _mm512_fmadd_ps(x0, LowHalf(raw), a[v]);
-      a[v] = _mm512_fmadd_ps(x1, _mm512_castsi512_ps(_mm512_and_si512(raw, high)), a[v]);
-    }
-  }
-  if (kk < kk1) {
-    const __m512i* wk = reinterpret_cast<const __m512i*>(p + kk * kP);
-    const __m512 x0 = _mm512_set1_ps(x[kk]);
-    for (int v = 0; v < 4; ++v)
-      a[v] = _mm512_fmadd_ps(x0, LowHalf(_mm512_load_si512(wk + v)), a[v]);
-  }
-  for (int v = 0; v < 4; ++v) _mm512_store_ps(acc + 16 * v, a[v]);
-}
-
-// Rows [kk0, kk1) of one bf16 panel into acc (64 floats), for GemmStreamF; kk0 is even
-// (chunks of kStreamChunkK).
-__attribute__((target("avx2,fma"))) void ChunkAvx2(const float* x, const uint8_t* panel,
-                                                   int64_t kk0, int64_t kk1, float* acc) {
-  const uint16_t* p = reinterpret_cast<const uint16_t*>(panel);
-  const __m256i high = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
-  __m256 a[8];
-  for (int v = 0; v < 8; ++v) a[v] = _mm256_load_ps(acc + 8 * v);
-  int64_t kk = kk0;
-  for (; kk + 2 <= kk1; kk += 2) {
-    const uint16_t* wk = p + kk * kP;
-    for (int l = 0; l < 4; ++l) {
-      _mm_prefetch(reinterpret_cast<const char*>(wk + kStreamChunkK * kP) + 64 * l, _MM_HINT_T0);
-    }
-    const __m256 x0 = _mm256_broadcast_ss(x + kk), x1 = _mm256_broadcast_ss(x + kk + 1);
-    for (int v = 0; v < 8; ++v) {
-      const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(wk + 16 * v));
-      a[v] = _mm256_fmadd_ps(x0, _mm256_castsi256_ps(_mm256_slli_epi32(raw, 16)), a[v]);
-      a[v] = _mm256_fmadd_ps(x1, _mm256_castsi256_ps(_mm256_and_si256(raw, high)), a[v]);
-    }
-  }
-  if (kk < kk1) {
-    const uint16_t* wk = p + kk * kP;
-    const __m256 x0 = _mm256_broadcast_ss(x + kk);
-    for (int v = 0; v < 8; ++v) {
-      const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(wk + 16 * v));
-      a[v] = _mm256_fmadd_ps(x0, _mm256_castsi256_ps(_mm256_slli_epi32(raw, 16)), a[v]);
-    }
-  }
-  for (int v = 0; v < 8; ++v) _mm256_store_ps(acc + 8 * v, a[v]);
-}
-
 using BlockFn = void (*)(const float*, int64_t, const uint16_t*, int64_t, float*, int64_t, int64_t,
                          bool);
 
@@ -290,8 +222,7 @@ void GemmBf16(const float* x, int64_t m, const PackedWeight& w, float* y, bool a
               const Parallel& par, GemmIsa isa) {
   const int64_t n = w.n(), k = w.k();
   if (m <= kStreamMaxRows && isa != GemmIsa::kScalar) {
-    return isa == GemmIsa::kAvx2 ? GemmStreamF<&ChunkAvx2>(x, m, w, y, accumulate, par)
-                                 : GemmStreamF<&ChunkAvx512>(x, m, w, y, accumulate, par);
+    return GemmStreamBf16(x, m, w, y, accumulate, par, isa);
   }
   const RowsFn rows = RowsFor(isa);
   ForTiles(m, w.panels(), static_cast<double>(m) * n * k, par,

@@ -53,6 +53,13 @@ inline void PrefetchPanel(const void* p, int64_t bytes) {
   }
 }
 
+// The low bf16 of each 32-bit lane of a kBf16 panel row as a float (cpu/gemm_bf16.cc,
+// cpu/gemm_stream.cc). The shift in its zero-masked form, all lanes: the plain intrinsic's
+// undefined-value source trips GCC 12's -Wmaybe-uninitialized. Same result.
+__attribute__((target("avx512f"))) inline __m512 LowHalf(__m512i v) {
+  return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, v, 16));
+}
+
 // Writes MR rows of 4 zmm accumulators (64 columns) to y, columns [0, cols).
 template <int MR>
 __attribute__((target("avx512f"))) inline void StoreZmm(const __m512 (&acc)[MR][4], float* y,
@@ -173,45 +180,15 @@ void GemmStreamQ(const QuantRows& xq, int64_t m, const PackedWeight& w, float* y
                });
 }
 
-// Small-batch rows of fp32-chain panels (f32, bf16; AVX2 and AVX-512 bodies), streamed as the
-// integer rows above are: per row, k in chunks of kStreamChunkK, each chunk of up to kStreamPanels
-// adjacent panels in turn, the 64 accumulators of a panel kept in memory between chunks (8 loads
-// and stores per chunk, against 8 x kStreamChunkK fmas). kChunk(x, panel, kk0, kk1, acc) adds rows
-// [kk0, kk1) of one panel to acc in k order and prefetches the panel kStreamChunkK rows (1 KiB of
-// f32) ahead. Chunks of 4 rows beat 8, 16 and 32 (finer interleaving of the streams), 4 panels beat
-// 2 and 8 (docs/benchmarks.md). Each column is the same in-order chain as in every other body.
-inline constexpr int64_t kStreamChunkK = 4;
-using StreamChunkFn = void (*)(const float* x, const uint8_t* panel, int64_t kk0, int64_t kk1,
-                               float* acc);
-template <StreamChunkFn kChunk>
-void RowsStreamF(const float* x, int64_t r0, int64_t r1, const PackedWeight& w, int64_t p0,
-                 int64_t np, float* y, int64_t ldy, bool accumulate) {
-  const int64_t k = w.k();
-  for (int64_t r = r0; r < r1; ++r) {
-    alignas(64) float acc[kStreamPanels][kP] = {};
-    for (int64_t kc = 0; kc < k; kc += kStreamChunkK) {
-      const int64_t kend = std::min(k, kc + kStreamChunkK);
-      for (int64_t g = 0; g < np; ++g) kChunk(x + r * k, w.panel_data(p0 + g), kc, kend, acc[g]);
-    }
-    for (int64_t g = 0; g < np; ++g) {
-      const int64_t c0 = (p0 + g) * kP;
-      Store<1>(acc[g], y + r * ldy + c0, 0, std::min(kP, w.n() - c0), accumulate);
-    }
-  }
-}
+// Small-batch f32 / bf16 GEMMs (m <= kStreamMaxRows) on the AVX2 or AVX-512 bodies (isa), four
+// panels streamed at once (cpu/gemm_stream.cc).
+void GemmStreamF32(const float* x, int64_t m, const PackedWeight& w, float* y, bool accumulate,
+                   const Parallel& par, GemmIsa isa);
+void GemmStreamBf16(const float* x, int64_t m, const PackedWeight& w, float* y, bool accumulate,
+                    const Parallel& par, GemmIsa isa);
 
-// Runs an m-row fp32-chain GEMM with RowsStreamF over ForPanelRuns.
-template <StreamChunkFn kChunk>
-void GemmStreamF(const float* x, int64_t m, const PackedWeight& w, float* y, bool accumulate,
-                 const Parallel& par) {
-  ForPanelRuns(m, w.panels(), kStreamPanels, static_cast<double>(m) * w.n() * w.k(), par,
-               [&](int64_t r0, int64_t r1, int64_t p0, int64_t np) {
-                 RowsStreamF<kChunk>(x, r0, r1, w, p0, np, y, w.n(), accumulate);
-               });
-}
-
-// Up to this many rows the f32 / bf16 GEMMs stream panels with GemmStreamF; above it they tile 6
-// rows per panel (cpu/gemm.cc, cpu/gemm_bf16.cc). The same bits either way.
+// Up to this many rows the f32 / bf16 GEMMs stream panels (GemmStreamF32/Bf16); above it they tile
+// 6 rows per panel (cpu/gemm.cc, cpu/gemm_bf16.cc). The same bits either way.
 inline constexpr int64_t kStreamMaxRows = 5;
 
 // The calling thread's QuantRows, reused across calls, so it keeps the largest call's size

@@ -1,0 +1,167 @@
+// Small-batch (decode) f32 and bf16 GEMMs on the AVX2 and AVX-512 bodies: several panels
+// streamed at once from memory, each column still the one in-order fma chain of kernels/gemm.h
+// (so the same bits as the tiled bodies in cpu/gemm.cc and cpu/gemm_bf16.cc and the scalar
+// definition; tests/kernels/gemm_test.cc). Why: at batch 1 a GEMM is as fast as its weights come
+// from memory, and one sequential stream per thread reads well below that (docs/benchmarks.md,
+// "AVX2 bodies (issue 33)"): interleaving four panels in 4-row chunks with a 1 KiB prefetch read
+// the 1.2 GB f32 Llama-340M weight set at 15.5 GB/s on one thread against 10.8 before.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/cpu/gemm_internal.h"
+#include "kernels/gemm.h"
+
+namespace flatstate::cpu {
+namespace {
+
+// Small-batch rows of fp32-chain panels (f32, bf16; AVX2 and AVX-512 bodies), streamed as the
+// integer rows of cpu/gemm_internal.h are: per row, k in chunks of kStreamChunkK, each chunk of up
+// to kStreamPanels adjacent panels in turn, the 64 accumulators of a panel kept in memory between
+// chunks (8 loads and stores per chunk, against 8 x kStreamChunkK fmas). kChunk(x, panel, kk0, kk1,
+// acc) adds rows [kk0, kk1) of one panel to acc in k order and prefetches the panel kStreamChunkK
+// rows (1 KiB of f32) ahead. Chunks of 4 rows beat 8, 16 and 32 (finer interleaving of the
+// streams), 4 panels beat 2 and 8 (docs/benchmarks.md). Each column is the same in-order chain as
+// in every other body.
+inline constexpr int64_t kStreamChunkK = 4;
+using StreamChunkFn = void (*)(const float* x, const uint8_t* panel, int64_t kk0, int64_t kk1,
+                               float* acc);
+template <StreamChunkFn kChunk>
+void RowsStreamF(const float* x, int64_t r0, int64_t r1, const PackedWeight& w, int64_t p0,
+                 int64_t np, float* y, int64_t ldy, bool accumulate) {
+  const int64_t k = w.k();
+  for (int64_t r = r0; r < r1; ++r) {
+    alignas(64) float acc[kStreamPanels][kP] = {};
+    for (int64_t kc = 0; kc < k; kc += kStreamChunkK) {
+      const int64_t kend = std::min(k, kc + kStreamChunkK);
+      for (int64_t g = 0; g < np; ++g) kChunk(x + r * k, w.panel_data(p0 + g), kc, kend, acc[g]);
+    }
+    for (int64_t g = 0; g < np; ++g) {
+      const int64_t c0 = (p0 + g) * kP;
+      Store<1>(acc[g], y + r * ldy + c0, 0, std::min(kP, w.n() - c0), accumulate);
+    }
+  }
+}
+
+// Runs an m-row fp32-chain GEMM with RowsStreamF over ForPanelRuns.
+template <StreamChunkFn kChunk>
+void GemmStreamF(const float* x, int64_t m, const PackedWeight& w, float* y, bool accumulate,
+                 const Parallel& par) {
+  ForPanelRuns(m, w.panels(), kStreamPanels, static_cast<double>(m) * w.n() * w.k(), par,
+               [&](int64_t r0, int64_t r1, int64_t p0, int64_t np) {
+                 RowsStreamF<kChunk>(x, r0, r1, w, p0, np, y, w.n(), accumulate);
+               });
+}
+
+// Rows [kk0, kk1) of one f32 panel into acc (64 floats), AVX-512 (4 zmm chains).
+__attribute__((target("avx512f"))) void F32ChunkAvx512(const float* x, const uint8_t* panel,
+                                                       int64_t kk0, int64_t kk1, float* acc) {
+  const float* p = reinterpret_cast<const float*>(panel);
+  __m512 a[4];
+  for (int v = 0; v < 4; ++v) a[v] = _mm512_load_ps(acc + 16 * v);
+  for (int64_t kk = kk0; kk < kk1; ++kk) {
+    const float* wk = p + kk * kP;
+    for (int l = 0; l < 4; ++l) {
+      _mm_prefetch(reinterpret_cast<const char*>(wk + kStreamChunkK * kP) + 64 * l, _MM_HINT_T0);
+    }
+    const __m512 xb = _mm512_set1_ps(x[kk]);
+    for (int v = 0; v < 4; ++v) a[v] = _mm512_fmadd_ps(xb, _mm512_load_ps(wk + 16 * v), a[v]);
+  }
+  for (int v = 0; v < 4; ++v) _mm512_store_ps(acc + 16 * v, a[v]);
+}
+
+// Rows [kk0, kk1) of one f32 panel into acc (64 floats), AVX2 (8 ymm chains).
+__attribute__((target("avx2,fma"))) void F32ChunkAvx2(const float* x, const uint8_t* panel,
+                                                      int64_t kk0, int64_t kk1, float* acc) {
+  const float* p = reinterpret_cast<const float*>(panel);
+  __m256 a[8];
+  for (int v = 0; v < 8; ++v) a[v] = _mm256_load_ps(acc + 8 * v);
+  for (int64_t kk = kk0; kk < kk1; ++kk) {
+    const float* wk = p + kk * kP;
+    for (int l = 0; l < 4; ++l) {
+      _mm_prefetch(reinterpret_cast<const char*>(wk + kStreamChunkK * kP) + 64 * l, _MM_HINT_T0);
+    }
+    const __m256 xb = _mm256_broadcast_ss(x + kk);
+    for (int v = 0; v < 8; ++v) a[v] = _mm256_fmadd_ps(xb, _mm256_load_ps(wk + 8 * v), a[v]);
+  }
+  for (int v = 0; v < 8; ++v) _mm256_store_ps(acc + 8 * v, a[v]);
+}
+
+// Rows [kk0, kk1) of one bf16 panel into acc (64 floats), AVX-512; kk0 is even.
+__attribute__((target("avx512f"))) void Bf16ChunkAvx512(const float* x, const uint8_t* panel,
+                                                        int64_t kk0, int64_t kk1, float* acc) {
+  const uint16_t* p = reinterpret_cast<const uint16_t*>(panel);
+  const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+  __m512 a[4];
+  for (int v = 0; v < 4; ++v) a[v] = _mm512_load_ps(acc + 16 * v);
+  int64_t kk = kk0;
+  for (; kk + 2 <= kk1; kk += 2) {
+    const __m512i* wk = reinterpret_cast<const __m512i*>(p + kk * kP);
+    for (int l = 0; l < 4; ++l) {
+      _mm_prefetch(reinterpret_cast<const char*>(p + (kk + kStreamChunkK) * kP) + 64 * l,
+                   _MM_HINT_T0);
+    }
+    const __m512 x0 = _mm512_set1_ps(x[kk]), x1 = _mm512_set1_ps(x[kk + 1]);
+    for (int v = 0; v < 4; ++v) {
+      const __m512i raw = _mm512_load_si512(wk + v);
+      a[v] = _mm512_fmadd_ps(x0, LowHalf(raw), a[v]);
+      a[v] = _mm512_fmadd_ps(x1, _mm512_castsi512_ps(_mm512_and_si512(raw, high)), a[v]);
+    }
+  }
+  if (kk < kk1) {
+    const __m512i* wk = reinterpret_cast<const __m512i*>(p + kk * kP);
+    const __m512 x0 = _mm512_set1_ps(x[kk]);
+    for (int v = 0; v < 4; ++v)
+      a[v] = _mm512_fmadd_ps(x0, LowHalf(_mm512_load_si512(wk + v)), a[v]);
+  }
+  for (int v = 0; v < 4; ++v) _mm512_store_ps(acc + 16 * v, a[v]);
+}
+
+// Rows [kk0, kk1) of one bf16 panel into acc (64 floats), AVX2; kk0 is even (chunks of
+// kStreamChunkK). The widening is the 6-row bodies' (cpu/gemm_bf16.cc).
+__attribute__((target("avx2,fma"))) void Bf16ChunkAvx2(const float* x, const uint8_t* panel,
+                                                       int64_t kk0, int64_t kk1, float* acc) {
+  const uint16_t* p = reinterpret_cast<const uint16_t*>(panel);
+  const __m256i high = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+  __m256 a[8];
+  for (int v = 0; v < 8; ++v) a[v] = _mm256_load_ps(acc + 8 * v);
+  int64_t kk = kk0;
+  for (; kk + 2 <= kk1; kk += 2) {
+    const uint16_t* wk = p + kk * kP;
+    for (int l = 0; l < 4; ++l) {
+      _mm_prefetch(reinterpret_cast<const char*>(wk + kStreamChunkK * kP) + 64 * l, _MM_HINT_T0);
+    }
+    const __m256 x0 = _mm256_broadcast_ss(x + kk), x1 = _mm256_broadcast_ss(x + kk + 1);
+    for (int v = 0; v < 8; ++v) {
+      const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(wk + 16 * v));
+      a[v] = _mm256_fmadd_ps(x0, _mm256_castsi256_ps(_mm256_slli_epi32(raw, 16)), a[v]);
+      a[v] = _mm256_fmadd_ps(x1, _mm256_castsi256_ps(_mm256_and_si256(raw, high)), a[v]);
+    }
+  }
+  if (kk < kk1) {
+    const uint16_t* wk = p + kk * kP;
+    const __m256 x0 = _mm256_broadcast_ss(x + kk);
+    for (int v = 0; v < 8; ++v) {
+      const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(wk + 16 * v));
+      a[v] = _mm256_fmadd_ps(x0, _mm256_castsi256_ps(_mm256_slli_epi32(raw, 16)), a[v]);
+    }
+  }
+  for (int v = 0; v < 8; ++v) _mm256_store_ps(acc + 8 * v, a[v]);
+}
+
+}  // namespace
+
+void GemmStreamF32(const float* x, int64_t m, const PackedWeight& w, float* y, bool accumulate,
+                   const Parallel& par, GemmIsa isa) {
+  if (isa == GemmIsa::kAvx2) return GemmStreamF<&F32ChunkAvx2>(x, m, w, y, accumulate, par);
+  GemmStreamF<&F32ChunkAvx512>(x, m, w, y, accumulate, par);
+}
+
+void GemmStreamBf16(const float* x, int64_t m, const PackedWeight& w, float* y, bool accumulate,
+                    const Parallel& par, GemmIsa isa) {
+  if (isa == GemmIsa::kAvx2) return GemmStreamF<&Bf16ChunkAvx2>(x, m, w, y, accumulate, par);
+  GemmStreamF<&Bf16ChunkAvx512>(x, m, w, y, accumulate, par);
+}
+
+}  // namespace flatstate::cpu
