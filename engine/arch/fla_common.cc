@@ -131,8 +131,10 @@ absl::Status ReadAttnSpec(HfConfigReader& r, const nlohmann::json& spec, const s
   }
   if (spec.contains("rope_theta")) {
     const nlohmann::json& t = spec.at("rope_theta");
-    if (!t.is_number() || !std::isfinite(t.get<double>()) || t.get<double>() <= 0) {
-      return bad("rope_theta", absl::StrCat("= ", t.dump(), " is not a finite number > 0"));
+    // fp32 in the engine: a value that rounds to 0 or overflows there is refused too.
+    if (!t.is_number() || !std::isfinite(static_cast<float>(t.get<double>())) ||
+        !(static_cast<float>(t.get<double>()) > 0)) {
+      return bad("rope_theta", absl::StrCat("= ", t.dump(), " is not a finite fp32 number > 0"));
     }
     out->rope_theta = t.get<double>();
   }

@@ -95,6 +95,8 @@ TEST(DeltaNetArch, ConfigsThatChangeTheMathAreRefusedByKey) {
        "'attn.num_kv_heads'"},
       {"\"attn\": null", "\"attn\": {\"layers\": [1], \"num_heads\": 4, \"rope_theta\": -1}",
        "'attn.rope_theta'"},
+      {"\"attn\": null", "\"attn\": {\"layers\": [1], \"num_heads\": 4, \"rope_theta\": 1e-300}",
+       "'attn.rope_theta'"},
       {"\"attn\": null",
        "\"attn\": [{\"layers\": [0], \"num_heads\": 4}, {\"layers\": [0], \"num_heads\": 4}]",
        "'attn[1].layers'"},
