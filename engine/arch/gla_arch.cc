@@ -78,8 +78,8 @@ absl::StatusOr<ModelConfig> GlaArchitecture::ParseConfig(absl::string_view /*tex
   RETURN_IF_ERROR(r.Bool("fuse_norm", &fuse_norm));
   // fla names the per-head norm by whether it is fused with the gate (same math either way).
   g.fused_gate_norm = fuse_norm && g.output_gate;
-  // What the rest of the engine reads of any model: the heads (num_key_value_heads: fla's kv
-  // heads, which BindWeights expands).
+  // What the rest of the engine reads of any model (attn replaces it with the softmax layers');
+  // BindWeights expands fla's kv groups by kv_groups.
   c.num_attention_heads = heads;
   c.num_key_value_heads = kv_heads;
   c.head_dim = g.key_dim;
