@@ -1,10 +1,11 @@
-// Element-wise parts of the recurrent families' token mixers (Gated DeltaNet, GLA, Mamba-2):
-// SiLU after their short convolution, the decay and write-strength gates of the gated delta
-// rule, GLA's per-key decays, Mamba-2's step sizes, per-head scaling, the gated per-head RMSNorm before their output
-// projection, and the sigmoid output gate of the hybrids' softmax layers. Row-major fp32; rows
-// are independent (batch invariant). Pointers are in the op's device memory. CPU bodies in
-// cpu/recurrent_gates.cc; CUDA bodies in cuda/recurrent_gates.cu (asynchronous on
-// cuda::Stream(); compiled, not yet run on a GPU).
+// Element-wise parts of the recurrent families' token mixers (Gated DeltaNet, DeltaNet, GLA,
+// Mamba-2): SiLU after their short convolution, the decay and write-strength gates of the gated
+// delta rule (DeltaNet's write strengths alone), GLA's per-key decays, Mamba-2's step sizes,
+// per-head scaling, the gated per-head RMSNorm before their output projection, and the sigmoid
+// output gate of the hybrids' softmax layers. Row-major fp32; rows are independent (batch
+// invariant). Pointers are in the op's device memory. CPU bodies in cpu/recurrent_gates.cc; CUDA
+// bodies in cuda/recurrent_gates.cu (asynchronous on cuda::Stream(); compiled, not yet run on a
+// GPU).
 #ifndef FLATSTATE_KERNELS_RECURRENT_GATES_H_
 #define FLATSTATE_KERNELS_RECURRENT_GATES_H_
 
@@ -28,6 +29,13 @@ void DeltaGates(const float* a_in, const float* b_in, int64_t in_stride, int64_t
                 const float* A_log, const float* dt_bias, float* g, float* beta,
                 int64_t out_stride);
 
+// DeltaNet's write strengths (fla's DeltaNet layer, no decay): for row r and head h < heads,
+//   beta[r * out_stride + h] = scale * sigmoid(b_in[r * in_stride + h])   (b_in null: scale)
+// (scale 2: fla's allow_neg_eigval; b_in null: use_beta false).
+template <Device D>
+void DeltaBeta(const float* b_in, int64_t in_stride, int64_t rows, int heads, float scale,
+               float* beta, int64_t out_stride);
+
 // x[r][i] *= sigmoid(gate[r * gate_stride + i]), i < dim, for `rows` rows of stride x_stride (the
 // output gate of Qwen3.5 / Qwen3-Next softmax layers).
 template <Device D>
@@ -35,7 +43,8 @@ void SigmoidMulRows(float* x, int64_t x_stride, const float* gate, int64_t gate_
                     int64_t rows, int64_t dim);
 
 // GLA's per-key log decays in place (fla's GatedLinearAttention): for row r and i < dim,
-//   x = x[r * stride + i] + bias[i];  x[r * stride + i] = max(logsigmoid(x) / normalizer, clamp_min)
+//   x = x[r * stride + i] + bias[i];
+//   x[r * stride + i] = max(logsigmoid(x) / normalizer, clamp_min)
 // logsigmoid(x) = min(x, 0) - log1p(exp(-|x|)) (no overflow for any x); every result <= 0.
 template <Device D>
 void GlaGates(float* x, int64_t rows, int64_t stride, int64_t dim, const float* bias,

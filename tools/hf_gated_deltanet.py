@@ -6,7 +6,8 @@
         [--vocab_size 512] [--hidden_size 64] [--num_hidden_layers 2] [--num_heads 2] \
         [--num_v_heads N] [--head_dim 16] [--expand_v 2] [--hidden_ratio 4] \
         [--intermediate_size N] [--conv_size 4] [--norm_eps 1e-6] [--tie_word_embeddings] \
-        [--dtype bfloat16|float32] [--shards 1] [--seed 1] [--init_gain 1] [--force]
+        [--dtype bfloat16|float32] [--shards 1] [--seed 1] [--init_gain 1] [--force] \
+        [--attn_layers 1,3 --attn_num_heads 4 [--attn_num_kv_heads 2] [--attn_qkv_bias]]
 
 config.json keys (fla/models/gated_deltanet/configuration_gated_deltanet.py GatedDeltaNetConfig,
 read at fla-org/flash-linear-attention bc3b101d, plus what save_pretrained adds; sorted):
@@ -17,7 +18,8 @@ head_dim, hidden_act "swish", hidden_ratio, hidden_size, initializer_range 0.02,
 intermediate_size, max_position_embeddings, model_type "gated_deltanet", norm_eps, num_heads,
 num_hidden_layers, num_v_heads, pad_token_id null, tie_word_embeddings, torch_dtype,
 transformers_version, use_cache true, use_gate true, use_l2warp false, use_short_conv true,
-vocab_size.
+vocab_size. --attn_layers makes a hybrid: attn is one spec (tools/fla_hybrid.py) and those
+layers hold fla's Attention tensors instead of the GatedDeltaNet ones below.
 
 Tensors (module order; D hidden, Hk = num_heads, Hv = num_v_heads or Hk, dk = head_dim,
 dv = int(dk expand_v), Kw = Hk dk, Vw = Hv dv, K conv_size, I intermediate (as tools/hf_gla.py),
@@ -57,6 +59,7 @@ from typing import Optional, Tuple
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fla_hybrid import add_attn_args, attn_from_args, attn_shapes, attn_spec  # noqa: E402
 from hf_gla import mlp_size  # noqa: E402
 from hf_llama import (BOS_ID, DEFAULT_TEXT, DTYPES, EOS_ID, HfLlamaError,  # noqa: E402
                       draw_weights, start_folder, write_json, write_model_files)
@@ -70,12 +73,14 @@ def make_config(vocab_size: int = 512, hidden_size: int = 64, num_hidden_layers:
                 expand_v: float = 2.0, hidden_ratio: Optional[float] = 4,
                 intermediate_size: Optional[int] = None, conv_size: int = 4,
                 norm_eps: float = 1e-6, tie_word_embeddings: bool = False,
-                dtype: str = "bfloat16", max_position_embeddings: int = 2048) -> "OrderedDict":
-    """config.json's dict (module docstring), keys sorted as save_pretrained writes them."""
+                dtype: str = "bfloat16", max_position_embeddings: int = 2048,
+                attn: Optional[dict] = None) -> "OrderedDict":
+    """config.json's dict (module docstring), keys sorted as save_pretrained writes them;
+    attn: None or a tools/fla_hybrid.py spec."""
     if dtype not in DTYPES:
         raise HfLlamaError(f"dtype {dtype!r}")
     c = {
-        "allow_neg_eigval": False, "architectures": [ARCH], "attn": None, "attn_mode": "chunk",
+        "allow_neg_eigval": False, "architectures": [ARCH], "attn": attn, "attn_mode": "chunk",
         "attnres_block_size": None, "bos_token_id": BOS_ID, "conv_size": conv_size,
         "eos_token_id": EOS_ID, "expand_v": expand_v, "fuse_cross_entropy": True,
         "fuse_linear_cross_entropy": False, "fuse_norm": True, "fuse_swiglu": True,
@@ -96,7 +101,7 @@ def make_config(vocab_size: int = 512, hidden_size: int = 64, num_hidden_layers:
 def resolved(cfg: dict) -> dict:
     """fla's derived sizes: D, Hk, Hv, dk, dv, Kw, Vw, K, I, V, L. Raises HfLlamaError on what
     fla rejects or this project does not implement (use_gate / use_short_conv false,
-    allow_neg_eigval, attn, attnres_block_size, feature maps)."""
+    allow_neg_eigval, attnres_block_size, attn specs fla_hybrid.py refuses)."""
     D, Hk, dk = cfg["hidden_size"], cfg.get("num_heads", 6), cfg.get("head_dim", 256)
     Hv = cfg.get("num_v_heads") or Hk
     if Hv % Hk:
@@ -107,33 +112,30 @@ def resolved(cfg: dict) -> dict:
     for key, want in (("use_gate", True), ("use_short_conv", True), ("allow_neg_eigval", False)):
         if cfg.get(key, want) != want:
             raise HfLlamaError(f"{key} = {cfg[key]!r}: only {want} is supported")
-    for key in ("attn", "attnres_block_size"):
-        if cfg.get(key) is not None:
-            raise HfLlamaError(f"{key} = {cfg[key]!r}: not supported (null only)")
+    if cfg.get("attnres_block_size") is not None:
+        raise HfLlamaError(f"attnres_block_size = {cfg['attnres_block_size']!r}: null only")
+    attn = attn_spec(cfg)
     if cfg.get("hidden_act", "swish") != "swish":
         raise HfLlamaError(f"hidden_act {cfg.get('hidden_act')!r}: swish only")
     return {"D": D, "Hk": Hk, "Hv": Hv, "dk": dk, "dv": dv, "Kw": Hk * dk, "Vw": Hv * dv,
             "K": cfg.get("conv_size", 4), "I": mlp_size(cfg), "V": cfg["vocab_size"],
-            "L": cfg["num_hidden_layers"]}
+            "L": cfg["num_hidden_layers"], "attn": attn}
 
 
 def tensor_shapes(cfg: dict) -> "OrderedDict[str, Tuple[int, ...]]":
     """Every tensor's name and shape in module order (module docstring)."""
     s = resolved(cfg)
-    D, Kw, Vw, Hv, K, I = s["D"], s["Kw"], s["Vw"], s["Hv"], s["K"], s["I"]
+    D, I = s["D"], s["I"]
     out: "OrderedDict[str, Tuple[int, ...]]" = OrderedDict()
     out["model.embeddings.weight"] = (s["V"], D)
     for i in range(s["L"]):
         p = f"model.layers.{i}."
         a = p + "attn."
         out[p + "attn_norm.weight"] = (D,)
-        for n, shape in (("q_proj.weight", (Kw, D)), ("k_proj.weight", (Kw, D)),
-                         ("v_proj.weight", (Vw, D)), ("a_proj.weight", (Hv, D)),
-                         ("b_proj.weight", (Hv, D)), ("A_log", (Hv,)), ("dt_bias", (Hv,)),
-                         ("q_conv1d.weight", (Kw, 1, K)), ("k_conv1d.weight", (Kw, 1, K)),
-                         ("v_conv1d.weight", (Vw, 1, K)), ("g_proj.weight", (Vw, D)),
-                         ("o_norm.weight", (s["dv"],)), ("o_proj.weight", (D, Vw))):
-            out[a + n] = shape
+        if s["attn"] is not None and i in s["attn"]["layers"]:
+            out.update(attn_shapes(cfg, i))
+        else:
+            _add_gdn_shapes(out, a, s)
         out[p + "mlp_norm.weight"] = (D,)
         out[p + "mlp.gate_proj.weight"] = (I, D)
         out[p + "mlp.up_proj.weight"] = (I, D)
@@ -142,6 +144,18 @@ def tensor_shapes(cfg: dict) -> "OrderedDict[str, Tuple[int, ...]]":
     if not cfg.get("tie_word_embeddings"):
         out["lm_head.weight"] = (s["V"], D)
     return out
+
+
+def _add_gdn_shapes(out: dict, a: str, s: dict) -> None:
+    """A GatedDeltaNet layer's tensors (prefix a = "model.layers.i.attn.") in module order."""
+    D, Kw, Vw, Hv, K = s["D"], s["Kw"], s["Vw"], s["Hv"], s["K"]
+    for n, shape in (("q_proj.weight", (Kw, D)), ("k_proj.weight", (Kw, D)),
+                     ("v_proj.weight", (Vw, D)), ("a_proj.weight", (Hv, D)),
+                     ("b_proj.weight", (Hv, D)), ("A_log", (Hv,)), ("dt_bias", (Hv,)),
+                     ("q_conv1d.weight", (Kw, 1, K)), ("k_conv1d.weight", (Kw, 1, K)),
+                     ("v_conv1d.weight", (Vw, 1, K)), ("g_proj.weight", (Vw, D)),
+                     ("o_norm.weight", (s["dv"],)), ("o_proj.weight", (D, Vw))):
+        out[a + n] = shape
 
 
 def random_weights(cfg: dict, seed: int = 1, init_gain: float = 1.0,
@@ -156,6 +170,8 @@ def random_weights(cfg: dict, seed: int = 1, init_gain: float = 1.0,
             return r / math.sqrt(shape[-1])
         if name.endswith("norm.weight"):
             return 1.0 + 0.1 * r
+        if name.endswith(".bias"):  # a hybrid softmax layer's q / k / v biases
+            return 0.5 * r
         if name == "model.embeddings.weight":
             return r
         if name == "lm_head.weight":
@@ -193,6 +209,7 @@ def main(argv=None) -> int:
     ap.add_argument("--norm_eps", type=float, default=1e-6)
     ap.add_argument("--init_gain", type=float, default=1.0)
     ap.add_argument("--tie_word_embeddings", action="store_true")
+    add_attn_args(ap)
     ap.add_argument("--dtype", default="bfloat16", choices=sorted(DTYPES))
     ap.add_argument("--force", action="store_true")
     a = ap.parse_args(argv)
@@ -207,7 +224,8 @@ def main(argv=None) -> int:
                           hidden_ratio=ratio, intermediate_size=a.intermediate_size,
                           conv_size=a.conv_size, norm_eps=a.norm_eps,
                           tie_word_embeddings=a.tie_word_embeddings, dtype=a.dtype,
-                          max_position_embeddings=a.max_position_embeddings)
+                          max_position_embeddings=a.max_position_embeddings,
+                          attn=attn_from_args(a))
         index = write_hf_gated_deltanet(a.out, cfg, seed=a.seed, shards=a.shards,
                                         init_gain=a.init_gain)
     except HfLlamaError as e:

@@ -7,12 +7,14 @@
         [--num_kv_heads N] [--expand_k 0.5] [--expand_v 1.0] [--hidden_ratio 4] \
         [--intermediate_size N] [--use_short_conv] [--conv_size 4] [--no_output_gate] \
         [--clamp_min X] [--no_fuse_norm] [--norm_eps 1e-6] [--tie_word_embeddings] \
-        [--dtype bfloat16|float32] [--shards 1] [--seed 1] [--init_gain 1] [--force]
+        [--dtype bfloat16|float32] [--shards 1] [--seed 1] [--init_gain 1] [--force] \
+        [--attn_layers 1 --attn_num_heads 4 [--attn_num_kv_heads 2] [--attn_qkv_bias]]
 
 config.json keys (fla/models/gla/configuration_gla.py GLAConfig, read at
 fla-org/flash-linear-attention bc3b101d, plus what save_pretrained adds; sorted): architectures
-["GLAForCausalLM"], attn null (no hybrid softmax layers), attn_mode "chunk", attnres_block_size
-null, bos_token_id 1, clamp_min, conv_size, elementwise_affine true, eos_token_id 2, expand_k,
+["GLAForCausalLM"], attn (null; --attn_layers: a hybrid spec, tools/fla_hybrid.py, whose
+layers hold fla's Attention tensors instead of the ones below), attn_mode "chunk",
+attnres_block_size null, bos_token_id 1, clamp_min, conv_size, elementwise_affine true, eos_token_id 2, expand_k,
 expand_v, feature_map null, fuse_cross_entropy true, fuse_linear_cross_entropy false, fuse_norm,
 fuse_swiglu true, hidden_act "swish", hidden_ratio, hidden_size, initializer_range 0.02,
 intermediate_size (null: int(D * hidden_ratio * 2 / 3) rounded up to a multiple of 256),
@@ -61,6 +63,7 @@ from typing import Optional, Tuple
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fla_hybrid import add_attn_args, attn_from_args, attn_shapes, attn_spec  # noqa: E402
 from hf_llama import (BOS_ID, DEFAULT_TEXT, DTYPES, EOS_ID, HfLlamaError,  # noqa: E402
                       draw_weights, start_folder, write_json, write_model_files)
 
@@ -76,12 +79,14 @@ def make_config(vocab_size: int = 512, hidden_size: int = 64, num_hidden_layers:
                 conv_size: int = 4, use_output_gate: bool = True,
                 clamp_min: Optional[float] = None, fuse_norm: bool = True,
                 norm_eps: float = 1e-6, tie_word_embeddings: bool = False,
-                dtype: str = "bfloat16", max_position_embeddings: int = 2048) -> "OrderedDict":
-    """config.json's dict (module docstring), keys sorted as save_pretrained writes them."""
+                dtype: str = "bfloat16", max_position_embeddings: int = 2048,
+                attn: Optional[dict] = None) -> "OrderedDict":
+    """config.json's dict (module docstring), keys sorted as save_pretrained writes them;
+    attn: None or a tools/fla_hybrid.py spec (a hybrid)."""
     if dtype not in DTYPES:
         raise HfLlamaError(f"dtype {dtype!r}")
     c = {
-        "architectures": [ARCH], "attn": None, "attn_mode": "chunk", "attnres_block_size": None,
+        "architectures": [ARCH], "attn": attn, "attn_mode": "chunk", "attnres_block_size": None,
         "bos_token_id": BOS_ID, "clamp_min": clamp_min, "conv_size": conv_size,
         "elementwise_affine": True, "eos_token_id": EOS_ID, "expand_k": expand_k,
         "expand_v": expand_v, "feature_map": None, "fuse_cross_entropy": True,
@@ -124,7 +129,7 @@ def resolved(cfg: dict) -> dict:
     Kw, Vw = int(D * cfg.get("expand_k", 0.5)), int(D * cfg.get("expand_v", 1.0))
     if Kw % H or Vw % H or Kw == 0 or Vw == 0:
         raise HfLlamaError(f"key dim {Kw} / value dim {Vw} not multiples of num_heads {H}")
-    for key in ("feature_map", "attn", "attnres_block_size"):
+    for key in ("feature_map", "attnres_block_size"):
         if cfg.get(key) is not None:
             raise HfLlamaError(f"{key} = {cfg[key]!r}: not supported (null only)")
     if cfg.get("hidden_act", "swish") != "swish":
@@ -133,7 +138,7 @@ def resolved(cfg: dict) -> dict:
         raise HfLlamaError("elementwise_affine false: not supported")
     return {"D": D, "H": H, "G": H // KV, "Kw": Kw, "Vw": Vw, "dk": Kw // H, "dv": Vw // H,
             "I": mlp_size(cfg), "K": cfg.get("conv_size", 4) if cfg.get("use_short_conv") else 0,
-            "V": cfg["vocab_size"], "L": cfg["num_hidden_layers"]}
+            "V": cfg["vocab_size"], "L": cfg["num_hidden_layers"], "attn": attn_spec(cfg)}
 
 
 def tensor_shapes(cfg: dict) -> "OrderedDict[str, Tuple[int, ...]]":
@@ -147,6 +152,10 @@ def tensor_shapes(cfg: dict) -> "OrderedDict[str, Tuple[int, ...]]":
         p = f"model.layers.{i}."
         a = p + "attn."
         out[p + "attn_norm.weight"] = (D,)
+        if s["attn"] is not None and i in s["attn"]["layers"]:
+            out.update(attn_shapes(cfg, i))
+            _add_mlp_shapes(out, p, D, I)
+            continue
         out[a + "q_proj.weight"] = (Kw, D)
         out[a + "k_proj.weight"] = (Kw // G, D)
         out[a + "v_proj.weight"] = (Vw // G, D)
@@ -162,14 +171,18 @@ def tensor_shapes(cfg: dict) -> "OrderedDict[str, Tuple[int, ...]]":
         out[a + "o_proj.weight"] = (D, Vw)
         fused = cfg.get("fuse_norm", True) and gate
         out[a + ("g_norm_swish_gate.weight" if fused else "g_norm.weight")] = (s["dv"],)
-        out[p + "mlp_norm.weight"] = (D,)
-        out[p + "mlp.gate_proj.weight"] = (I, D)
-        out[p + "mlp.up_proj.weight"] = (I, D)
-        out[p + "mlp.down_proj.weight"] = (D, I)
+        _add_mlp_shapes(out, p, D, I)
     out["model.norm.weight"] = (D,)
     if not cfg.get("tie_word_embeddings"):
         out["lm_head.weight"] = (s["V"], D)
     return out
+
+
+def _add_mlp_shapes(out: dict, p: str, D: int, I: int) -> None:
+    out[p + "mlp_norm.weight"] = (D,)
+    out[p + "mlp.gate_proj.weight"] = (I, D)
+    out[p + "mlp.up_proj.weight"] = (I, D)
+    out[p + "mlp.down_proj.weight"] = (D, I)
 
 
 def random_weights(cfg: dict, seed: int = 1, init_gain: float = 1.0,
@@ -226,6 +239,7 @@ def main(argv=None) -> int:
     ap.add_argument("--tie_word_embeddings", action="store_true")
     ap.add_argument("--dtype", default="bfloat16", choices=sorted(DTYPES))
     ap.add_argument("--force", action="store_true")
+    add_attn_args(ap)
     a = ap.parse_args(argv)
     try:
         vocab = start_folder(a.out, a.force, a.tokenizer, a.vocab_size, a.text,
@@ -240,7 +254,8 @@ def main(argv=None) -> int:
                           use_output_gate=not a.no_output_gate, clamp_min=a.clamp_min,
                           fuse_norm=not a.no_fuse_norm, norm_eps=a.norm_eps,
                           tie_word_embeddings=a.tie_word_embeddings, dtype=a.dtype,
-                          max_position_embeddings=a.max_position_embeddings)
+                          max_position_embeddings=a.max_position_embeddings,
+                          attn=attn_from_args(a))
         index = write_hf_gla(a.out, cfg, seed=a.seed, shards=a.shards, init_gain=a.init_gain)
     except HfLlamaError as e:
         print(f"hf_gla.py: {e}", file=sys.stderr)

@@ -17,7 +17,7 @@ reference, llama.cpp.
     # seed scan: for each writer seed (and --init_gain), write the folder (no tokenizer) and
     # print the smallest top-1/top-2 margin along the greedy path and over the prompt
     /usr/bin/python3 tools/hf_llama_golden.py scan --seeds 0-7 [--gains 1,2] \
-        [--writer hf_llama|hf_qwen35|hf_mamba2|hf_rwkv7|hf_gla|hf_gated_deltanet] \
+        [--writer hf_llama|hf_qwen35|hf_mamba2|hf_rwkv7|hf_gla|hf_gated_deltanet|hf_delta_net] \
         -- --family qwen3 --hidden_size 96 ...
                                                      (the writer's flags after --)
 
@@ -30,8 +30,9 @@ prompt, around the delta rule's first 64-token chunk boundary) at 8 significant 
 llama.cpp logit rows (only its greedy ids and vs_reference). RWKV-7 folders (model_type rwkv7,
 tools/hf_rwkv7.py) run flatstate_ref/rwkv7.py the same way (RWKV7_POSITIONS; their prompt's BOS
 is config's bos_token_id 0, the World vocabulary's <|endoftext|>). GLA folders (model_type gla,
-tools/hf_gla.py) and fla Gated DeltaNet folders (gated_deltanet, tools/hf_gated_deltanet.py) run
-flatstate_ref/gla.py / gated_deltanet.py the same way (GLA_POSITIONS; llama.cpp has neither).
+tools/hf_gla.py), fla Gated DeltaNet folders (gated_deltanet, tools/hf_gated_deltanet.py) and
+fla DeltaNet folders (delta_net, tools/hf_delta_net.py) run flatstate_ref/gla.py /
+gated_deltanet.py / delta_net.py the same way (GLA_POSITIONS; llama.cpp has none of them).
 Mamba-2 folders (model_type mamba2) run flatstate_ref/mamba2.py and keep MAMBA2_POSITIONS (8 of
 an 80-token prompt, across the 32-token SSD chunks of the tiny folder's chunk_size) the same way,
 and golden_reference.json adds "state_after_prompt": the recurrent state after the whole prompt,
@@ -76,7 +77,8 @@ MAMBA2_POSITIONS = [0, 1, 2, 31, 32, 63, 64, 79]
 # llama.cpp logit rows
 RWKV7_POSITIONS = [0, 1, 2, 31, 63, 64, 65, 79]
 # fla layouts (model_type gla: flatstate_ref/gla.py; gated_deltanet: flatstate_ref/
-# gated_deltanet.py), likewise (no llama.cpp: it has neither)
+# gated_deltanet.py; delta_net: flatstate_ref/delta_net.py; their hybrids with attn layers too),
+# likewise (no llama.cpp: it has none of them)
 GLA_POSITIONS = [0, 1, 2, 31, 63, 64, 65, 79]
 
 
@@ -105,6 +107,9 @@ def load_reference(model_dir: str):
     if _text_cfg(model_dir).get("model_type") == "gated_deltanet":
         from flatstate_ref.gated_deltanet import HfGatedDeltaNet
         return HfGatedDeltaNet.load(model_dir), GLA_POSITIONS
+    if _text_cfg(model_dir).get("model_type") == "delta_net":
+        from flatstate_ref.delta_net import HfDeltaNet
+        return HfDeltaNet.load(model_dir), GLA_POSITIONS
     return HfLlama.load(model_dir), GOLDEN_POSITIONS
 FIRST_ID = 3  # past <unk> <s> </s>
 
@@ -283,7 +288,7 @@ def main(argv=None) -> int:
     sc.add_argument("--seed", type=int, default=1234, help="the prompt's seed")
     sc.add_argument("--writer", default="hf_llama",
                     choices=["hf_llama", "hf_qwen35", "hf_mamba2", "hf_rwkv7", "hf_gla",
-                             "hf_gated_deltanet"])
+                             "hf_gated_deltanet", "hf_delta_net"])
     sc.add_argument("writer_args", nargs=argparse.REMAINDER,
                     help="the writer's flags (after --)")
     a = ap.parse_args(argv)

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "engine/util/status_macros.h"
@@ -32,8 +33,6 @@ absl::Status ReadFlaCommon(HfConfigReader& r, ModelConfig* c) {
   RETURN_IF_ERROR(r.Int("vocab_size", true, 1, 1 << 24, &c->vocab_size));
   RETURN_IF_ERROR(r.Int("hidden_size", true, 1, 1 << 16, &c->hidden_size));
   RETURN_IF_ERROR(r.Int("num_hidden_layers", true, 1, 1024, &c->num_hidden_layers));
-  RETURN_IF_ERROR(RequireFlaNull(
-      r, "attn", "hybrids with softmax-attention layers are not supported (null only)"));
   RETURN_IF_ERROR(RequireFlaNull(r, "attnres_block_size", "attention residuals are not supported"));
   if (const nlohmann::json* act = r.Get("hidden_act"); act != nullptr && *act != "swish") {
     return r.Bad("hidden_act", absl::StrCat("= ", act->dump(), " is not supported (swish only)"));
@@ -66,6 +65,140 @@ absl::Status ReadFlaCommon(HfConfigReader& r, ModelConfig* c) {
            "fuse_swiglu", "fuse_cross_entropy", "fuse_linear_cross_entropy", "use_l2warp",
            "max_position_embeddings", "fuse_norm"});
   return absl::OkStatus();
+}
+
+namespace {
+
+// One attn spec's math keys (the layers aside).
+struct AttnSpec {
+  int heads = 0, kv_heads = 0;
+  bool qkv_bias = false;
+  double rope_theta = 10000.0;
+};
+
+absl::Status ReadAttnSpec(HfConfigReader& r, const nlohmann::json& spec, const std::string& at,
+                          int layers, std::set<int>* assigned, ModelConfig* c, AttnSpec* out,
+                          std::vector<std::string>* ignored) {
+  if (!spec.is_object()) return r.Bad(at, "must be an object");
+  auto bad = [&](absl::string_view key, absl::string_view why) {
+    return r.Bad(absl::StrCat(at, ".", key), why);
+  };
+  auto positive_int = [&](absl::string_view key, int* v) -> absl::Status {
+    const nlohmann::json& x = spec.at(std::string(key));
+    if (!x.is_number_integer() || x.get<int64_t>() < 1 || x.get<int64_t>() > 4096) {
+      return bad(key, absl::StrCat("= ", x.dump(), " is not an integer in [1, 4096]"));
+    }
+    *v = static_cast<int>(x.get<int64_t>());
+    return absl::OkStatus();
+  };
+  for (const char* key : {"layers", "num_heads"}) {
+    if (!spec.contains(key)) return bad(key, "is missing");
+  }
+  const nlohmann::json& ls = spec.at("layers");
+  if (!ls.is_array()) return bad("layers", "must be a list of layer indices");
+  for (const nlohmann::json& x : ls) {
+    if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() >= layers) {
+      return bad("layers",
+                 absl::StrCat("contains ", x.dump(), " (layer indices are in [0, ", layers, "))"));
+    }
+    const int i = static_cast<int>(x.get<int64_t>());
+    if (!assigned->insert(i).second) {
+      return bad("layers", absl::StrCat("assigns layer ", i, " twice"));
+    }
+    c->softmax_layer[i] = true;
+  }
+  RETURN_IF_ERROR(positive_int("num_heads", &out->heads));
+  out->kv_heads = out->heads;
+  if (spec.contains("num_kv_heads") && !spec.at("num_kv_heads").is_null()) {
+    RETURN_IF_ERROR(positive_int("num_kv_heads", &out->kv_heads));
+  }
+  if (out->heads % out->kv_heads != 0) {
+    return bad("num_kv_heads",
+               absl::StrCat("= ", out->kv_heads, " does not divide num_heads = ", out->heads));
+  }
+  if (c->hidden_size % out->heads != 0 || (c->hidden_size / out->heads) % 2 != 0) {
+    return bad("num_heads", absl::StrCat("= ", out->heads, " gives no even head_dim (hidden_size ",
+                                         c->hidden_size, " / num_heads)"));
+  }
+  if (spec.contains("qkv_bias")) {
+    if (!spec.at("qkv_bias").is_boolean()) return bad("qkv_bias", "must be a boolean");
+    out->qkv_bias = spec.at("qkv_bias").get<bool>();
+  }
+  if (spec.contains("window_size") && !spec.at("window_size").is_null()) {
+    return bad("window_size", absl::StrCat("= ", spec.at("window_size").dump(),
+                                           ": sliding-window softmax layers are not supported "
+                                           "(null only)"));
+  }
+  if (spec.contains("rope_theta")) {
+    const nlohmann::json& t = spec.at("rope_theta");
+    // fp32 in the engine: a value that rounds to 0 or overflows there is refused too.
+    if (!t.is_number() || !std::isfinite(static_cast<float>(t.get<double>())) ||
+        !(static_cast<float>(t.get<double>()) > 0)) {
+      return bad("rope_theta", absl::StrCat("= ", t.dump(), " is not a finite fp32 number > 0"));
+    }
+    out->rope_theta = t.get<double>();
+  }
+  for (const auto& [key, value] : spec.items()) {
+    if (key != "layers" && key != "num_heads" && key != "num_kv_heads" && key != "qkv_bias" &&
+        key != "window_size" && key != "rope_theta") {
+      ignored->push_back(absl::StrCat("attn.", key));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ReadFlaAttn(HfConfigReader& r, ModelConfig* c, std::vector<std::string>* ignored) {
+  const nlohmann::json* attn = r.Get("attn");
+  if (attn == nullptr) return absl::OkStatus();
+  if (!attn->is_object() && !attn->is_array()) {
+    return r.Bad("attn", "must be null, a spec object or a list of them");
+  }
+  const bool one = attn->is_object();
+  c->softmax_layer.assign(c->num_hidden_layers, false);
+  std::set<int> assigned;
+  AttnSpec first;
+  for (size_t n = 0; n < (one ? 1 : attn->size()); ++n) {
+    const std::string at = one ? std::string("attn") : absl::StrCat("attn[", n, "]");
+    AttnSpec s;
+    RETURN_IF_ERROR(ReadAttnSpec(r, one ? *attn : (*attn)[n], at, c->num_hidden_layers, &assigned,
+                                 c, &s, ignored));
+    if (n == 0) {
+      first = s;
+    } else if (s.heads != first.heads || s.kv_heads != first.kv_heads ||
+               s.qkv_bias != first.qkv_bias || s.rope_theta != first.rope_theta) {
+      return r.Bad(at,
+                   "differs from attn[0] in num_heads, num_kv_heads, qkv_bias or rope_theta "
+                   "(the softmax layers must share one shape)");
+    }
+  }
+  if (assigned.empty()) return absl::OkStatus();
+  c->num_attention_heads = first.heads;
+  c->num_key_value_heads = first.kv_heads;
+  c->head_dim = c->hidden_size / first.heads;
+  c->rotary_dim = 0;  // fla's RotaryEmbedding(dim=head_dim)
+  c->rope_theta = static_cast<float>(first.rope_theta);
+  c->attention_bias = first.qkv_bias;
+  return absl::OkStatus();
+}
+
+void AddFlaAttnTensors(const ModelConfig& c, int i, LayerWeights* l, std::vector<HfTensor>* t) {
+  using K = HfTensor::Kind;
+  const int64_t D = c.hidden_size, Q = c.q_dim(), KV = c.kv_dim();
+  const std::string a = absl::StrCat("model.layers.", i, ".attn.");
+  t->push_back({K::kGemm,
+                {a + "q_proj.weight", a + "k_proj.weight", a + "v_proj.weight"},
+                {{Q, D}, {KV, D}, {KV, D}},
+                nullptr,
+                &l->wqkv});
+  if (c.attention_bias) {
+    t->push_back({K::kVector,
+                  {a + "q_proj.bias", a + "k_proj.bias", a + "v_proj.bias"},
+                  {{Q}, {KV}, {KV}},
+                  &l->bqkv});
+  }
+  t->push_back({K::kGemm, {a + "o_proj.weight"}, {{D, Q}}, nullptr, &l->wo});
 }
 
 void AddFlaBlockTensors(const ModelConfig& c, int i, LayerWeights* l, std::vector<HfTensor>* t) {

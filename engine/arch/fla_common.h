@@ -24,7 +24,7 @@ namespace flatstate {
 // intermediate_size, else fla's GatedMLP size from hidden_ratio (default 4): int(hidden_size *
 // hidden_ratio * 2 / 3) rounded up to a multiple of 256; norm_eps (1e-6, every norm of the
 // model), tie_word_embeddings (false), bos/eos_token_id, hidden_act ("swish" only: GatedMLP's);
-// refuses attn (fla's hybrid softmax layers) and attnres_block_size when set; marks known the
+// refuses attnres_block_size when set (attn is ReadFlaAttn's); marks known the
 // keys that do not change the math (fuse_*, use_l2warp, attn_mode, max_position_embeddings: no
 // positions, initializer_range, use_cache, ...). Sets mlp_kind SwiGLU and an unbounded position
 // limit.
@@ -35,6 +35,23 @@ absl::Status ReadFlaNumber(HfConfigReader& r, const std::string& key, double* ou
 
 // Refuses a key that is present and not null (fla's default None), saying `why`.
 absl::Status RequireFlaNull(HfConfigReader& r, const std::string& key, absl::string_view why);
+
+// fla's hybrid softmax-attention layers (fla/models/hybrid.py normalize_hybrid_attention_config,
+// fla/layers/attn.py Attention): config key attn, null (none), one spec or a list of specs, each
+// {layers (required, indices in [0, num_hidden_layers), each in one spec only), num_heads
+// (required), num_kv_heads (num_heads), qkv_bias (false), window_size (null; a window is refused),
+// rope_theta (10000)}. Every spec must agree on the keys other than layers (the engine's softmax
+// layers share one shape). Marks c->softmax_layer and gives those layers num_heads heads of
+// head_dim = hidden_size / num_heads (even), num_kv_heads K/V heads, RoPE over the whole head
+// with rope_theta, attention_bias = qkv_bias (q, k, v only). Call after the entry's own heads
+// (attn replaces num_attention_heads / num_key_value_heads / head_dim when set). A spec's keys
+// that fla keeps but never reads are appended to `ignored` as attn.<key>.
+absl::Status ReadFlaAttn(HfConfigReader& r, ModelConfig* c, std::vector<std::string>* ignored);
+
+// Appends softmax layer i's model.layers.i.attn.q_proj.weight [H hd, D], .k_proj.weight /
+// .v_proj.weight [KV hd, D] (fused into wqkv; their .bias fused into bqkv when attention_bias)
+// and .o_proj.weight [D, H hd].
+void AddFlaAttnTensors(const ModelConfig& c, int i, LayerWeights* l, std::vector<HfTensor>* t);
 
 // Appends layer i's block tensors to `t`: model.layers.i.attn_norm.weight, .mlp_norm.weight [D],
 // the GatedMLP's .mlp.gate_proj|up_proj.weight (fused into w1) and .mlp.down_proj.weight.

@@ -49,7 +49,10 @@ absl::StatusOr<ModelConfig> GatedDeltaNetArchitecture::ParseConfig(
   c.num_attention_heads = v_heads;
   c.num_key_value_heads = v_heads;
   c.head_dim = value_dim;
+  std::vector<std::string> attn_ignored;
+  RETURN_IF_ERROR(ReadFlaAttn(r, &c, &attn_ignored));
   *ignored = r.Unread();
+  ignored->insert(ignored->end(), attn_ignored.begin(), attn_ignored.end());
   return c;
 }
 
@@ -67,6 +70,10 @@ absl::Status GatedDeltaNetArchitecture::BindWeights(ModelConfig* config, const W
     LayerWeights& l = w->layers[i];
     const std::string a = absl::StrCat("model.layers.", i, ".attn.");
     AddFlaBlockTensors(c, i, &l, &t);
+    if (c.layer_attention(i).softmax) {
+      AddFlaAttnTensors(c, i, &l, &t);
+      continue;
+    }
     t.push_back({Kind::kGemm,
                  {a + "q_proj.weight", a + "k_proj.weight", a + "v_proj.weight"},
                  {{Kw, D}, {Kw, D}, {Vw, D}},

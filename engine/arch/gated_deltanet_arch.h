@@ -16,7 +16,8 @@
 // num_heads (6), num_v_heads (null), expand_v (2), conv_size (4), use_short_conv (true; false is
 // refused), use_gate (true; false is refused), allow_neg_eigval (false; true is refused),
 // and the keys every fla model reads (engine/arch/fla_common.h: hidden_ratio /
-// intermediate_size, norm_eps, hidden_act "swish", attn and attnres_block_size null, ...).
+// intermediate_size, norm_eps, hidden_act "swish", attnres_block_size null, ...); attn (fla's
+// hybrid softmax layers, fla_common.h ReadFlaAttn: those layers hold attn.q/k/v/o_proj only).
 // Tensors (i = layer; Kw = Hk dk, Vw = Hv dv):
 //   model.embeddings.weight [V, D]; model.norm.weight [D]; lm_head.weight [V, D] (absent when
 //   tied); model.layers.i.attn_norm.weight, .mlp_norm.weight [D]; .mlp.gate_proj / up_proj.weight

@@ -78,14 +78,18 @@ absl::StatusOr<ModelConfig> GlaArchitecture::ParseConfig(absl::string_view /*tex
   RETURN_IF_ERROR(r.Bool("fuse_norm", &fuse_norm));
   // fla names the per-head norm by whether it is fused with the gate (same math either way).
   g.fused_gate_norm = fuse_norm && g.output_gate;
-  // What the rest of the engine reads of any model: the heads (num_key_value_heads: fla's kv
-  // heads, which BindWeights expands).
+  // What the rest of the engine reads of any model (attn replaces it with the softmax layers');
+  // BindWeights expands fla's kv groups by kv_groups.
   c.num_attention_heads = heads;
   c.num_key_value_heads = kv_heads;
   c.head_dim = g.key_dim;
+  g.kv_groups = heads / kv_heads;
   // use_gk / use_gv are GLAConfig keys that fla's GatedLinearAttention never reads.
   r.Known({"use_gk", "use_gv"});
+  std::vector<std::string> attn_ignored;
+  RETURN_IF_ERROR(ReadFlaAttn(r, &c, &attn_ignored));
   *ignored = r.Unread();
+  ignored->insert(ignored->end(), attn_ignored.begin(), attn_ignored.end());
   return c;
 }
 
@@ -94,7 +98,7 @@ absl::Status GlaArchitecture::BindWeights(ModelConfig* config, const WeightFiles
   const ModelConfig& c = *config;
   const GlaShape& g = c.gla;
   const int64_t D = c.hidden_size, Kw = g.key_width(), Vw = g.value_width(), R = g.gate_rank;
-  const int G = c.num_attention_heads / c.num_key_value_heads;
+  const int G = g.kv_groups;
   const int64_t Kg = Kw / G, Vg = Vw / G;  // k / v rows in the file
   const auto k_rows = ExpandedRows(g.heads, G, g.key_dim);
   const auto v_rows = ExpandedRows(g.heads, G, g.value_dim);
@@ -106,6 +110,10 @@ absl::Status GlaArchitecture::BindWeights(ModelConfig* config, const WeightFiles
     LayerWeights& l = w->layers[i];
     const std::string a = absl::StrCat("model.layers.", i, ".attn.");
     AddFlaBlockTensors(c, i, &l, &t);
+    if (c.layer_attention(i).softmax) {
+      AddFlaAttnTensors(c, i, &l, &t);
+      continue;
+    }
     t.push_back({K::kGemm,
                  {a + "q_proj.weight", a + "k_proj.weight", a + "v_proj.weight"},
                  {{Kw, D}, {Kg, D}, {Vg, D}},

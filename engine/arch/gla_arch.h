@@ -18,8 +18,9 @@
 // 256), use_short_conv (false), conv_size (4), use_output_gate (true), clamp_min (null),
 // hidden_act ("swish" only: the MLP's and the output gate's), norm_eps (1e-6), elementwise_affine
 // (true; false is refused), fuse_norm (true: the g_norm_swish_gate name, else g_norm; same math),
-// tie_word_embeddings (false), bos/eos_token_id. Refused when set: feature_map, attn (hybrid
-// softmax layers), attnres_block_size. Known without effect on the math: attn_mode, use_gk,
+// tie_word_embeddings (false), bos/eos_token_id, attn (fla's hybrid softmax layers,
+// engine/arch/fla_common.h ReadFlaAttn: their layers hold the attn.q/k/v/o_proj tensors there
+// instead). Refused when set: feature_map, attnres_block_size. Known without effect on the math: attn_mode, use_gk,
 // use_gv (not read by fla's layer), fuse_swiglu, fuse_cross_entropy, fuse_linear_cross_entropy,
 // use_l2warp, max_position_embeddings (no positions), initializer_range, use_cache.
 // Tensors (i = layer; Kw = H dk, Vw = H dv, r = 16):

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/arch/architecture.h"
+#include "engine/arch/delta_net_arch.h"
 #include "engine/arch/flatstate_arch.h"
 #include "engine/arch/gated_deltanet_arch.h"
 #include "engine/arch/gla_arch.h"
@@ -26,9 +27,10 @@ const std::vector<const Architecture*>& Registry() {
   static const Rwkv7Architecture rwkv7_arch;
   static const GlaArchitecture gla_arch;
   static const GatedDeltaNetArchitecture gated_deltanet_arch;
+  static const DeltaNetArchitecture delta_net_arch;
   static const std::vector<const Architecture*> all = {
-      &flatstate_arch, &llama_arch, &qwen2_arch, &qwen3_arch,         &qwen35_arch,
-      &mamba2_arch,    &rwkv7_arch, &gla_arch,   &gated_deltanet_arch};
+      &flatstate_arch, &llama_arch, &qwen2_arch, &qwen3_arch,          &qwen35_arch,
+      &mamba2_arch,    &rwkv7_arch, &gla_arch,   &gated_deltanet_arch, &delta_net_arch};
   return all;
 }
 

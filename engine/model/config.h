@@ -79,11 +79,18 @@ struct LayerAttention {
 
 // The Gated DeltaNet layers' shape (Qwen3.5 / Qwen3-Next `linear_*` config keys; value_heads 0:
 // the model has none). Per layer: q and k of key_heads x key_dim, v and the output gate z of
-// value_heads x value_dim, a depthwise causal convolution of conv_kernel taps over q|k|v.
+// value_heads x value_dim, a depthwise causal convolution of conv_kernel taps over q|k|v (0: none).
+// fla's DeltaNet (delta_net) is the same rule without decay: decay false (g = 0; no A_log,
+// dt_bias, a_proj), and its options: the output gate, beta, silu on q and k, beta's scale.
 struct DeltaNetShape {
   int key_heads = 0, value_heads = 0;
   int key_dim = 0, value_dim = 0;
   int conv_kernel = 0;
+  bool decay = true;        // g = -exp(A_log) softplus(a + dt_bias); false: g = 0 (DeltaNet)
+  bool output_gate = true;  // o = RMSNorm(o) w silu(z); false: RMSNorm(o) w
+  bool use_beta = true;     // beta = sigmoid(b); false: beta = 1
+  bool qk_silu = true;      // silu on q and k (after the conv); false: identity (v keeps silu)
+  float beta_scale = 1.f;   // beta's factor (fla's allow_neg_eigval: 2)
   int64_t key_width() const { return int64_t{key_heads} * key_dim; }
   int64_t value_width() const { return int64_t{value_heads} * value_dim; }
   int64_t conv_dim() const { return 2 * key_width() + value_width(); }
@@ -143,6 +150,7 @@ struct GlaShape {
   float clamp_min = -1e30f;  // no clamp unless the config sets one
   bool output_gate = true;
   bool fused_gate_norm = true;  // the norm's tensor is g_norm_swish_gate (else g_norm)
+  int kv_groups = 1;            // fla's num_heads / num_kv_heads (expanded at load)
   int64_t key_width() const { return int64_t{heads} * key_dim; }
   int64_t value_width() const { return int64_t{heads} * value_dim; }
   int64_t qkv_dim() const { return 2 * key_width() + value_width(); }

@@ -34,6 +34,17 @@ void DeltaGates<Device::kCpu>(const float* a_in, const float* b_in, int64_t in_s
 }
 
 template <>
+void DeltaBeta<Device::kCpu>(const float* b_in, int64_t in_stride, int64_t rows, int heads,
+                             float scale, float* beta, int64_t out_stride) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int h = 0; h < heads; ++h) {
+      const float s = b_in == nullptr ? 1.f : 1.f / (1.f + std::exp(-b_in[r * in_stride + h]));
+      beta[r * out_stride + h] = scale * s;
+    }
+  }
+}
+
+template <>
 void SigmoidMulRows<Device::kCpu>(float* x, int64_t x_stride, const float* gate,
                                   int64_t gate_stride, int64_t rows, int64_t dim) {
   for (int64_t r = 0; r < rows; ++r) {

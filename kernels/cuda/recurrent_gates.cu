@@ -40,6 +40,17 @@ __global__ void DeltaGatesKernel(const float* a_in, const float* b_in, int64_t i
   }
 }
 
+__global__ void DeltaBetaKernel(const float* b_in, int64_t in_stride, int64_t rows, int heads,
+                                float scale, float* beta, int64_t out_stride) {
+  const int64_t n = rows * heads;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / heads, h = i % heads;
+    const float s = b_in == nullptr ? 1.f : 1.f / (1.f + expf(-b_in[r * in_stride + h]));
+    beta[r * out_stride + h] = scale * s;
+  }
+}
+
 __global__ void SigmoidMulKernel(float* x, int64_t x_stride, const float* gate, int64_t gate_stride,
                                  int64_t rows, int64_t dim) {
   const int64_t n = rows * dim;
@@ -149,6 +160,15 @@ void DeltaGates<Device::kCuda>(const float* a_in, const float* b_in, int64_t in_
   cuda::DeltaGatesKernel<<<cuda::Blocks(rows * heads), cuda::kThreads, 0, cuda::Stream()>>>(
       a_in, b_in, in_stride, rows, heads, A_log, dt_bias, g, beta, out_stride);
   FS_CUDA_CHECK_LAUNCH("DeltaGatesKernel");
+}
+
+template <>
+void DeltaBeta<Device::kCuda>(const float* b_in, int64_t in_stride, int64_t rows, int heads,
+                              float scale, float* beta, int64_t out_stride) {
+  if (rows <= 0 || heads <= 0) return;
+  cuda::DeltaBetaKernel<<<cuda::Blocks(rows * heads), cuda::kThreads, 0, cuda::Stream()>>>(
+      b_in, in_stride, rows, heads, scale, beta, out_stride);
+  FS_CUDA_CHECK_LAUNCH("DeltaBetaKernel");
 }
 
 template <>

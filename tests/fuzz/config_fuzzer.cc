@@ -1,7 +1,8 @@
 // Fuzzes config.json parsing through the architecture registry (engine/arch/): any text gives a
 // config that passes its own invariants or an error. flatstate's own format is also fed to
 // ParseModelConfig directly; Hugging Face families (LlamaForCausalLM, ..., Mamba2ForCausalLM,
-// RWKV7ForCausalLM, fla's GLAForCausalLM and GatedDeltaNetForCausalLM) through their entry's
+// RWKV7ForCausalLM, fla's GLAForCausalLM, GatedDeltaNetForCausalLM and DeltaNetForCausalLM, with
+// or without fla's hybrid attn layers) through their entry's
 // ParseConfig, after JsonFromPython as Model::Load reads them; a config that parses is then also
 // given the text as its generation_config.json.
 #include <cmath>
@@ -32,12 +33,20 @@ void CheckInvariants(const flatstate::ModelConfig& c) {
   if (c.rwkv.heads > 0 && c.rwkv.width() != c.hidden_size) __builtin_trap();
   if (c.gla.heads > 0) {
     if (c.gla.key_dim < 1 || c.gla.value_dim < 1 || c.gla.gate_rank < 1) __builtin_trap();
-    if (c.num_attention_heads != c.gla.heads || c.gla.heads % c.kv_heads() != 0) __builtin_trap();
+    if (c.gla.kv_groups < 1 || c.gla.heads % c.gla.kv_groups != 0) __builtin_trap();
+    if (!c.has_kv() && c.num_attention_heads != c.gla.heads) __builtin_trap();
     if (!(c.gla.clamp_min <= 0) || c.gla.conv_kernel < 0) __builtin_trap();
   }
   if (c.delta.value_heads > 0) {
     if (c.delta.key_heads < 1 || c.delta.value_heads % c.delta.key_heads != 0) __builtin_trap();
-    if (c.delta.key_dim < 1 || c.delta.value_dim < 1 || c.delta.conv_kernel < 1) __builtin_trap();
+    if (c.delta.key_dim < 1 || c.delta.value_dim < 1 || c.delta.conv_kernel < 0) __builtin_trap();
+    if (c.delta.decay && c.delta.conv_kernel < 1) __builtin_trap();  // Gated DeltaNet: a conv
+    if (!(c.delta.beta_scale == 1.f || c.delta.beta_scale == 2.f)) __builtin_trap();
+  }
+  const bool fla = c.architecture == "gla" || c.architecture == "gated_deltanet" ||
+                   c.architecture == "delta_net";
+  if (fla && c.has_kv() && c.q_dim() != c.hidden_size) {
+    __builtin_trap();  // fla's attn layers: head_dim = hidden_size / num_heads
   }
   if (c.vocab_size < 1) __builtin_trap();
   for (int32_t id : c.eos_token_ids) {

@@ -92,22 +92,24 @@ void CompareWithCpu(Device d, const RecurrentCase& c, Fill fill, Op op, const ch
 
 TEST_P(DeviceRecurrent, GatedDeltaRuleMatchesCpu) {
   const RecurrentCase c;
-  CompareWithCpu<GatedDeltaBatch>(
-      GetParam(), c,
-      [&](GatedDeltaBatch* b, float* q, float* k, float* v, float* g, float* beta) {
-        b->scale = 0.25f;
-        b->q = q;
-        b->k = k;
-        b->v = v;
-        b->g = g;
-        b->beta = beta;
-        b->gb_stride = c.kHv;
-      },
-      []([[maybe_unused]] Device dev, const GatedDeltaBatch& b) {
-        SerialParallel serial;
-        FS_ON_DEVICE(dev, GatedDeltaRule, b, serial);
-      },
-      "gated delta rule");
+  for (bool decay : {true, false}) {  // no decay: DeltaNet (g null)
+    CompareWithCpu<GatedDeltaBatch>(
+        GetParam(), c,
+        [&](GatedDeltaBatch* b, float* q, float* k, float* v, float* g, float* beta) {
+          b->scale = 0.25f;
+          b->q = q;
+          b->k = k;
+          b->v = v;
+          b->g = decay ? g : nullptr;
+          b->beta = beta;
+          b->gb_stride = c.kHv;
+        },
+        []([[maybe_unused]] Device dev, const GatedDeltaBatch& b) {
+          SerialParallel serial;
+          FS_ON_DEVICE(dev, GatedDeltaRule, b, serial);
+        },
+        decay ? "gated delta rule" : "delta rule (no decay)");
+  }
 }
 
 TEST_P(DeviceRecurrent, GatedLinearMatchesCpu) {
@@ -151,8 +153,12 @@ TEST_P(DeviceRecurrent, RecurrentGatesMatchCpu) {
                  dw.get(), 0, 1e-6f, GateOrder::kNormThenGate);
     FS_ON_DEVICE(dev, SiluRows, ds.get(), rows, heads * hd, hd);
     FS_ON_DEVICE(dev, GlaGates, dk.get(), rows, 8, 6, db.get(), 16.f, -0.5f);
-    return std::vector<std::vector<float>>{dg.ToHost(), dbeta.ToHost(), dx.ToHost(), ds.ToHost(),
-                                           dk.ToHost()};
+    DeviceArray<float> dnb(dev, std::vector<float>(rows * heads)),
+        dones(dev, std::vector<float>(rows * heads));
+    FS_ON_DEVICE(dev, DeltaBeta, db.get(), 8, rows, heads, 2.f, dnb.get(), heads);
+    FS_ON_DEVICE(dev, DeltaBeta, nullptr, 0, rows, heads, 1.f, dones.get(), heads);
+    return std::vector<std::vector<float>>{dg.ToHost(), dbeta.ToHost(), dx.ToHost(),   ds.ToHost(),
+                                           dk.ToHost(), dnb.ToHost(),   dones.ToHost()};
   };
   const auto cpu = run(Device::kCpu), dev = run(d);
   for (size_t i = 0; i < cpu.size(); ++i)

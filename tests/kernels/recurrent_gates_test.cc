@@ -61,6 +61,28 @@ TEST(RecurrentGates, DeltaGatesFollowTheDefinition) {
   }
 }
 
+TEST(RecurrentGates, DeltaBetaIsAScaledSigmoidOrTheScaleAlone) {
+  const int64_t rows = 6, in_stride = 9, out_stride = 5;
+  const int heads = 3;
+  const std::vector<float> b = Random(rows * in_stride, 12, 8.f);
+  for (float scale : {1.f, 2.f}) {
+    std::vector<float> beta(rows * out_stride, 7.f), ones(rows * out_stride, 7.f);
+    DeltaBeta<Device::kCpu>(b.data(), in_stride, rows, heads, scale, beta.data(), out_stride);
+    DeltaBeta<Device::kCpu>(nullptr, 0, rows, heads, scale, ones.data(), out_stride);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int h = 0; h < heads; ++h) {
+        const double want = scale / (1.0 + std::exp(-double(b[r * in_stride + h])));
+        EXPECT_NEAR(beta[r * out_stride + h], want, 2e-6);
+        EXPECT_EQ(ones[r * out_stride + h], scale);
+      }
+      for (int h = heads; h < out_stride; ++h) {
+        EXPECT_EQ(beta[r * out_stride + h], 7.f);
+        EXPECT_EQ(ones[r * out_stride + h], 7.f);
+      }
+    }
+  }
+}
+
 TEST(RecurrentGates, GatedHeadRmsNormFollowsTheDefinition) {
   const int64_t rows = 3, x_stride = 40, z_stride = 50;
   const int heads = 3, hd = 12;

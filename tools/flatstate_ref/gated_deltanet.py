@@ -26,6 +26,9 @@ GDN (Hk = num_heads, Hv = num_v_heads or Hk, dk = head_dim, dv = int(dk expand_v
         as fla's i_h = i_hv // (HV // H)); "recurrent" token by token or "chunked" (WY form on
         the absolute 64-token grid), equal to 1e-9
     o = rms_head(o, o_norm) * silu(g_proj x)   (FusedRMSNormGated, swish);  out = o_proj o
+
+Hybrid (config attn, tools/fla_hybrid.py): its layers run fla's softmax Attention instead
+(flatstate_ref/fla_attn.py), their state the rotated K and V rows.
 """
 from __future__ import annotations
 
@@ -43,6 +46,7 @@ for _p in (_TOOLS, _HERE):
         sys.path.insert(0, _p)
 from hf_gated_deltanet import resolved, tensor_shapes  # noqa: E402
 from hf_llama import HfLlamaError  # noqa: E402
+from flatstate_ref.fla_attn import fla_attention, new_attn_state  # noqa: E402
 from flatstate_ref.gated_delta import gated_delta_chunked, gated_delta_recurrent  # noqa: E402
 from flatstate_ref.llama import StatefulHfModel, greedy_main, rms_norm  # noqa: E402
 from flatstate_ref.qwen35 import causal_conv  # noqa: E402
@@ -73,13 +77,17 @@ class HfGatedDeltaNet(StatefulHfModel):
 
     def new_state(self) -> dict:
         """pos, then per layer {"S" [Hv, dk, dv], "q" / "k" / "v" [K-1, width]: each short
-        convolution's last inputs}."""
+        convolution's last inputs}, or a softmax layer's {"k", "v"} rows (fla_attn.py)."""
         s = self.s
         return {"pos": 0, "layers": [
+            new_attn_state(s["attn"]) if self._is_attn(i) else
             {"S": torch.zeros(s["Hv"], s["dk"], s["dv"], dtype=F64),
              "q": torch.zeros(s["K"] - 1, s["Kw"], dtype=F64),
              "k": torch.zeros(s["K"] - 1, s["Kw"], dtype=F64),
-             "v": torch.zeros(s["K"] - 1, s["Vw"], dtype=F64)} for _ in range(s["L"])]}
+             "v": torch.zeros(s["K"] - 1, s["Vw"], dtype=F64)} for i in range(s["L"])]}
+
+    def _is_attn(self, i: int) -> bool:
+        return self.s["attn"] is not None and i in self.s["attn"]["layers"]
 
     def _conv(self, x: torch.Tensor, p: str, n: str, st: dict) -> torch.Tensor:
         y = Fn.silu(causal_conv(x, st[n], self.t[p + n + "_conv1d.weight"]))
@@ -113,7 +121,11 @@ class HfGatedDeltaNet(StatefulHfModel):
         for i in range(self.s["L"]):
             p = f"model.layers.{i}."
             x = rms_norm(h, self.t[p + "attn_norm.weight"], self.eps)
-            h = h + self._gdn(x, p + "attn.", st["layers"][i], pos, mode)
+            if self._is_attn(i):
+                h = h + fla_attention(self.t, self.s["attn"], x, p + "attn.", st["layers"][i],
+                                      pos)
+            else:
+                h = h + self._gdn(x, p + "attn.", st["layers"][i], pos, mode)
             x = rms_norm(h, self.t[p + "mlp_norm.weight"], self.eps)
             m = Fn.silu(self._lin(x, p + "mlp.gate_proj")) * self._lin(x, p + "mlp.up_proj")
             h = h + self._lin(m, p + "mlp.down_proj")

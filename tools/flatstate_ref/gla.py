@@ -29,6 +29,9 @@ GLA (H heads, kv heads H / G, dk, dv per head; flatstate_ref/gla.py keeps fla's 
     use_output_gate: o = rms_head(o, g_norm weight) * silu(g_proj x)   (swish gate)
     else:            o = rms_head(o, g_norm weight)
     out = o_proj o
+
+Hybrid (config attn, tools/fla_hybrid.py): its layers run fla's softmax Attention instead
+(flatstate_ref/fla_attn.py).
 """
 from __future__ import annotations
 
@@ -47,6 +50,7 @@ for _p in (_TOOLS, _HERE):
 from hf_gla import GATE_LOW_RANK_DIM, resolved, tensor_shapes  # noqa: E402
 from hf_llama import HfLlamaError  # noqa: E402
 from flatstate_ref import gated_linear  # noqa: E402
+from flatstate_ref.fla_attn import fla_attention, new_attn_state  # noqa: E402
 from flatstate_ref.llama import StatefulHfModel, greedy_main, rms_norm  # noqa: E402
 from flatstate_ref.qwen35 import causal_conv  # noqa: E402
 
@@ -85,13 +89,19 @@ class HfGla(StatefulHfModel):
         {"q", "k", "v"} [K-1, width] of each projection's last inputs."""
         s = self.s
         layers = []
-        for _ in range(s["L"]):
+        for i in range(s["L"]):
+            if self._is_attn(i):
+                layers.append(new_attn_state(s["attn"]))
+                continue
             st = {"S": torch.zeros(s["H"], s["dk"], s["dv"], dtype=F64)}
             if s["K"]:
                 for n, w in (("q", s["Kw"]), ("k", s["Kw"] // s["G"]), ("v", s["Vw"] // s["G"])):
                     st[n] = torch.zeros(s["K"] - 1, w, dtype=F64)
             layers.append(st)
         return {"pos": 0, "layers": layers}
+
+    def _is_attn(self, i: int) -> bool:
+        return self.s["attn"] is not None and i in self.s["attn"]["layers"]
 
     def _conv(self, x: torch.Tensor, p: str, n: str, st: dict) -> torch.Tensor:
         if not self.s["K"]:
@@ -132,7 +142,11 @@ class HfGla(StatefulHfModel):
         for i in range(self.s["L"]):
             p = f"model.layers.{i}."
             x = rms_norm(h, self.t[p + "attn_norm.weight"], self.eps)
-            h = h + self._gla(x, p + "attn.", st["layers"][i], pos, mode)
+            if self._is_attn(i):
+                h = h + fla_attention(self.t, self.s["attn"], x, p + "attn.", st["layers"][i],
+                                      pos)
+            else:
+                h = h + self._gla(x, p + "attn.", st["layers"][i], pos, mode)
             x = rms_norm(h, self.t[p + "mlp_norm.weight"], self.eps)
             m = Fn.silu(self._lin(x, p + "mlp.gate_proj")) * self._lin(x, p + "mlp.up_proj")
             h = h + self._lin(m, p + "mlp.down_proj")

@@ -1,7 +1,7 @@
 """tools/hf_gated_deltanet.py and tools/flatstate_ref/gated_deltanet.py: fla's tensor names and
 shapes, token-by-token decoding (the recurrent delta rule) equal to the full-sequence chunked WY
 forward (1e-9), fla's separate q / k / v convolutions equal to one conv over q|k|v (what the C++
-loader fuses), and the committed golden folder reproduced."""
+loader fuses), the hybrid with fla's attn layers, and the committed golden folders reproduced."""
 import json
 import os
 import sys
@@ -11,6 +11,7 @@ import torch
 
 TOOLS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, TOOLS)
+import fla_hybrid  # noqa: E402
 import hf_gated_deltanet as hf_gdn  # noqa: E402
 from flatstate_ref.gated_deltanet import HfGatedDeltaNet  # noqa: E402
 from flatstate_ref.qwen35 import causal_conv  # noqa: E402
@@ -22,6 +23,7 @@ IDS = [1] + [int(x) for x in
 VARIANTS = {
     "mha": {},
     "gva_tied": {"num_v_heads": 4, "tie_word_embeddings": True, "expand_v": 1.5},
+    "hybrid": {"num_hidden_layers": 3, "attn": fla_hybrid.attn_config([1], 4, 2, True)},
 }
 
 
@@ -101,6 +103,41 @@ def test_reference_reproduces_golden():
         g = json.load(f)
     assert g["prompt"] == hf_llama_golden.seeded_prompt(512, 80)
     m = HfGatedDeltaNet.load(TINY)
+    logits = m.logits(g["prompt"])
+    want = torch.tensor(g["logits"], dtype=torch.float64)
+    assert torch.allclose(logits[g["positions"]], want, atol=1e-6, rtol=1e-7)
+    assert m.greedy(g["prompt"], len(g["greedy"])) == g["greedy"]
+
+
+HYBRID = os.path.join(DATA, "hf_gated_deltanet_hybrid_tiny")
+# tests/data/hf_gated_deltanet_hybrid_tiny's flags (its README.md)
+HYBRID_ARGS = ["--tokenizer", os.path.join(DATA, "hf_llama_tiny"), "--hidden_size", "64",
+               "--num_hidden_layers", "3", "--num_heads", "2", "--num_v_heads", "4",
+               "--head_dim", "16", "--expand_v", "2", "--intermediate_size", "128",
+               "--dtype", "bfloat16", "--attn_layers", "1", "--attn_num_heads", "4",
+               "--attn_num_kv_heads", "2", "--attn_qkv_bias", "--seed", "4", "--init_gain", "1.5"]
+
+
+def test_writer_reproduces_committed_hybrid_folder(tmp_path):
+    out = str(tmp_path / "hybrid")
+    assert hf_gdn.main(["--out", out] + HYBRID_ARGS) == 0
+    with open(os.path.join(out, "config.json")) as f:
+        attn = json.load(f)["attn"]
+    assert attn == {"layers": [1], "num_heads": 4, "num_kv_heads": 2, "qkv_bias": True,
+                    "window_size": None, "rope_theta": 10000.0}
+    for f in sorted(os.listdir(out)):
+        with open(os.path.join(HYBRID, f), "rb") as fa, open(os.path.join(out, f), "rb") as fb:
+            assert fa.read() == fb.read(), f
+    shapes = hf_gdn.tensor_shapes(hf_gdn.make_config(num_hidden_layers=3,
+                                                     **{"attn": attn}))
+    assert "model.layers.1.attn.A_log" not in shapes
+    assert shapes["model.layers.1.attn.k_proj.bias"] == (32,)
+
+
+def test_reference_reproduces_hybrid_golden():
+    with open(os.path.join(HYBRID, "golden_reference.json")) as f:
+        g = json.load(f)
+    m = HfGatedDeltaNet.load(HYBRID)
     logits = m.logits(g["prompt"])
     want = torch.tensor(g["logits"], dtype=torch.float64)
     assert torch.allclose(logits[g["positions"]], want, atol=1e-6, rtol=1e-7)

@@ -25,6 +25,8 @@ VARIANTS = {
     "no_gate_unfused_clamp": {"use_output_gate": False, "fuse_norm": False, "clamp_min": -0.02,
                               "tie_word_embeddings": True},
     "gate_unfused": {"fuse_norm": False, "expand_k": 1.0, "intermediate_size": 96},
+    "hybrid": {"num_hidden_layers": 3, "use_short_conv": True, "num_kv_heads": 2,
+               "attn": {"layers": [0, 2], "num_heads": 4, "num_kv_heads": 1, "qkv_bias": True}},
 }
 
 
@@ -109,7 +111,14 @@ NOGATE_ARGS = ["--tokenizer", os.path.join(DATA, "hf_llama_tiny"), "--hidden_siz
                "--num_hidden_layers", "2", "--num_heads", "2", "--expand_k", "1",
                "--no_output_gate", "--no_fuse_norm", "--clamp_min", "-0.05",
                "--tie_word_embeddings", "--dtype", "bfloat16", "--seed", "6", "--init_gain", "1.5"]
-FOLDERS = [(TINY, TINY_ARGS), (NOGATE, NOGATE_ARGS)]
+# tests/data/hf_gla_hybrid_tiny's (fla's attn layer 0, then GLA layers as hf_gla_tiny's)
+HYBRID = os.path.join(DATA, "hf_gla_hybrid_tiny")
+HYBRID_ARGS = ["--tokenizer", os.path.join(DATA, "hf_llama_tiny"), "--hidden_size", "64",
+               "--num_hidden_layers", "3", "--num_heads", "2", "--num_kv_heads", "1",
+               "--use_short_conv", "--intermediate_size", "128", "--dtype", "bfloat16",
+               "--attn_layers", "0", "--attn_num_heads", "2", "--attn_num_kv_heads", "1",
+               "--attn_rope_theta", "500", "--seed", "3", "--init_gain", "1.5"]
+FOLDERS = [(TINY, TINY_ARGS), (NOGATE, NOGATE_ARGS), (HYBRID, HYBRID_ARGS)]
 
 
 @pytest.mark.parametrize("folder,args", FOLDERS)
@@ -123,7 +132,7 @@ def test_writer_reproduces_committed_folder(tmp_path, folder, args):
             assert fa.read() == fb.read(), f
 
 
-@pytest.mark.parametrize("folder", [TINY, NOGATE])
+@pytest.mark.parametrize("folder", [TINY, NOGATE, HYBRID])
 def test_reference_reproduces_golden(folder):
     import hf_llama_golden
     with open(os.path.join(folder, "golden_reference.json")) as f:

@@ -1,5 +1,6 @@
 #include "engine/runtime/mixers/token_mixer.h"
 
+#include "engine/runtime/mixers/delta_net_mixer.h"
 #include "engine/runtime/mixers/flatstate_linear_mixer.h"
 #include "engine/runtime/mixers/gated_deltanet_mixer.h"
 #include "engine/runtime/mixers/gla_mixer.h"
@@ -15,6 +16,9 @@ absl::StatusOr<std::unique_ptr<TokenMixer<D>>> MakeTokenMixer(int layer, const L
                                                               DeviceWeights<D>* weights) {
   const LayerAttention a = res.config->layer_attention(layer);
   if (a.softmax) return SoftmaxMixer<D>::Create(layer, lw, res, weights);
+  if (a.delta && !res.config->delta.decay) {
+    return DeltaNetMixer<D>::Create(layer, lw, res, weights);
+  }
   if (a.delta) return GatedDeltaNetMixer<D>::Create(layer, lw, res, weights);
   if (a.ssm) return Mamba2Mixer<D>::Create(layer, lw, res, weights);
   if (a.rwkv7) return Rwkv7Mixer<D>::Create(layer, lw, res, weights);

@@ -5,6 +5,9 @@
 // 8 positions of an 80-token prompt across the first 64-token chunk boundary, 64 greedy tokens).
 // llama.cpp has no fla Gated DeltaNet model, so there is no second implementation's tokens. Then
 // token-by-token = prefill, checkpoints, flat state, batch invariance; refusals by key / tensor.
+// The hybrid: tests/data/hf_gated_deltanet_hybrid_tiny (3 layers, layer 1 fla's softmax Attention
+// from config attn: 4 heads, 2 K/V heads, q/k/v biases, RoPE; engine/arch/fla_common.h) against
+// the same reference with fla's attention (tools/flatstate_ref/fla_attn.py).
 #include <string>
 
 #include "gmock/gmock.h"
@@ -17,6 +20,8 @@ namespace {
 using ::testing::HasSubstr;
 
 const std::string kTiny = std::string(FLATSTATE_SOURCE_DIR) + "/tests/data/hf_gated_deltanet_tiny";
+const std::string kHybrid =
+    std::string(FLATSTATE_SOURCE_DIR) + "/tests/data/hf_gated_deltanet_hybrid_tiny";
 
 TEST(GatedDeltaNetArch, ReadsTheConfigAsFlaWritesIt) {
   auto m = Model::Load(kTiny);
@@ -45,6 +50,35 @@ TEST(GatedDeltaNetArch, FormsCheckpointsFlatStateAndBatchInvariance) {
   ExpectFormsCheckpointsAndBatchInvariance(kTiny, 64, /*flat_state=*/true);
 }
 
+TEST(GatedDeltaNetArch, ReadsTheHybridsAttnLayers) {
+  auto m = Model::Load(kHybrid);
+  ASSERT_TRUE(m.ok()) << m.status();
+  const ModelConfig& c = (*m)->config();
+  EXPECT_TRUE(c.layer_attention(0).delta);
+  EXPECT_TRUE(c.layer_attention(1).softmax);
+  EXPECT_TRUE(c.layer_attention(2).delta);
+  EXPECT_EQ(c.kv_layers(), 1);
+  EXPECT_EQ(c.num_attention_heads, 4);
+  EXPECT_EQ(c.kv_heads(), 2);
+  EXPECT_EQ(c.head_dim, 16);
+  EXPECT_EQ(c.rotary(), 16);
+  EXPECT_EQ(c.rope_theta, 10000.f);
+  EXPECT_TRUE(c.attention_bias);
+  EXPECT_FALSE(c.is_linear());
+  // 2 Gated DeltaNet layers of state; K and V rows of 2 x 16 per token in the one softmax layer.
+  EXPECT_EQ(c.state_floats(), 2u * (4 * 16 * 32 + 3 * 192));
+  EXPECT_EQ(c.kv_bytes_per_token(), 2u * 1 * 32 * 4);
+  EXPECT_TRUE((*m)->ignored_config_keys().empty());
+}
+
+TEST(GatedDeltaNetArch, HybridMatchesTheReference) {
+  ExpectMatchesGolden(kHybrid, 64, {}, /*llamacpp=*/false);
+}
+
+TEST(GatedDeltaNetArch, HybridFormsCheckpointsAndBatchInvariance) {
+  ExpectFormsCheckpointsAndBatchInvariance(kHybrid, 64, /*flat_state=*/false);
+}
+
 TEST(GatedDeltaNetArch, ConfigsThatChangeTheMathAreRefusedByKey) {
   struct Case {
     const char* from;
@@ -55,7 +89,8 @@ TEST(GatedDeltaNetArch, ConfigsThatChangeTheMathAreRefusedByKey) {
       {"\"use_gate\": true", "\"use_gate\": false", "'use_gate'"},
       {"\"use_short_conv\": true", "\"use_short_conv\": false", "'use_short_conv'"},
       {"\"allow_neg_eigval\": false", "\"allow_neg_eigval\": true", "'allow_neg_eigval'"},
-      {"\"attn\": null", "\"attn\": {\"layers\": [1], \"num_heads\": 2}", "'attn'"},
+      {"\"attn\": null", "\"attn\": {\"layers\": [1], \"num_heads\": 2, \"window_size\": 64}",
+       "'attn.window_size'"},
       {"\"num_v_heads\": 4", "\"num_v_heads\": 3", "'num_v_heads'"},
       {"\"expand_v\": 2", "\"expand_v\": 1.03", "'expand_v'"},
       {"\"hidden_act\": \"swish\"", "\"hidden_act\": \"gelu\"", "'hidden_act'"},

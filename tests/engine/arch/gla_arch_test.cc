@@ -5,7 +5,8 @@
 // prompt across the first 64-token chunk boundary, 64 greedy tokens). llama.cpp has no GLA, so
 // there is no second implementation's tokens here. Then what the server relies on: prefill and
 // token-by-token agree, checkpoints restore exactly and stay the same size, batches do not change
-// a session's tokens; configs and tensors that change the math are refused by name.
+// a session's tokens; configs and tensors that change the math are refused by name. The hybrid
+// tests/data/hf_gla_hybrid_tiny (fla's attn layers) against the same reference.
 #include <string>
 
 #include "gmock/gmock.h"
@@ -21,6 +22,9 @@ const std::string kTiny = std::string(FLATSTATE_SOURCE_DIR) + "/tests/data/hf_gl
 // The other options: no output gate (plain per-head norm, fla's g_norm), a decay clamp, no kv
 // groups, no short convolutions, a tied head (tools/hf_gla.py; README.md there).
 const std::string kNoGate = std::string(FLATSTATE_SOURCE_DIR) + "/tests/data/hf_gla_nogate_tiny";
+// fla's hybrid: layer 0 of 3 is fla's softmax Attention (2 heads on 1 K/V head, RoPE theta 500),
+// layers 1 and 2 GLA as kTiny's (engine/arch/fla_common.h ReadFlaAttn).
+const std::string kHybrid = std::string(FLATSTATE_SOURCE_DIR) + "/tests/data/hf_gla_hybrid_tiny";
 
 TEST(GlaArch, ReadsTheConfigAsFlaWritesIt) {
   auto m = Model::Load(kTiny);
@@ -65,6 +69,25 @@ TEST(GlaArch, FormsCheckpointsFlatStateAndBatchInvariance) {
   ExpectFormsCheckpointsAndBatchInvariance(kTiny, 64, /*flat_state=*/true);
 }
 
+TEST(GlaArch, HybridReadsItsAttnLayerAndMatchesTheReference) {
+  auto m = Model::Load(kHybrid);
+  ASSERT_TRUE(m.ok()) << m.status();
+  const ModelConfig& c = (*m)->config();
+  EXPECT_TRUE(c.layer_attention(0).softmax);
+  EXPECT_TRUE(c.layer_attention(1).gla);
+  EXPECT_TRUE(c.layer_attention(2).gla);
+  EXPECT_EQ(c.num_attention_heads, 2);
+  EXPECT_EQ(c.kv_heads(), 1);
+  EXPECT_EQ(c.head_dim, 32);
+  EXPECT_EQ(c.rope_theta, 500.f);
+  EXPECT_FALSE(c.attention_bias);
+  EXPECT_EQ(c.gla.kv_groups, 2);  // the GLA layers keep their own kv groups
+  EXPECT_EQ(c.kv_layers(), 1);
+  EXPECT_TRUE((*m)->ignored_config_keys().empty());
+  ExpectMatchesGolden(kHybrid, 64, {}, /*llamacpp=*/false);
+  ExpectFormsCheckpointsAndBatchInvariance(kHybrid, 64, /*flat_state=*/false);
+}
+
 TEST(GlaArch, ConfigsThatChangeTheMathAreRefusedByKey) {
   struct Case {
     const char* from;
@@ -73,7 +96,8 @@ TEST(GlaArch, ConfigsThatChangeTheMathAreRefusedByKey) {
   };
   const Case cases[] = {
       {"\"feature_map\": null", "\"feature_map\": \"relu\"", "'feature_map'"},
-      {"\"attn\": null", "\"attn\": {\"layers\": [1], \"num_heads\": 2}", "'attn'"},
+      {"\"attn\": null", "\"attn\": {\"layers\": [1], \"num_heads\": 2, \"window_size\": 4}",
+       "'attn.window_size'"},
       {"\"attnres_block_size\": null", "\"attnres_block_size\": 2", "'attnres_block_size'"},
       {"\"hidden_act\": \"swish\"", "\"hidden_act\": \"gelu\"", "'hidden_act'"},
       {"\"num_kv_heads\": 1", "\"num_kv_heads\": 3", "'num_kv_heads'"},

@@ -191,10 +191,12 @@ TEST_P(EnginePrefixCache, ABadTokenChangesNothing) {
   EXPECT_EQ(e->prefix_cache_stats().lookups, 0u);
 }
 
-// The Hugging Face recurrent families (a fixed-size state per layer; Qwen3.5 with KV blocks beside
-// it): the cache changes no bit of a stateless conversation and serves its earlier turns.
+// The Hugging Face recurrent families (a fixed-size state per layer; Qwen3.5 and fla's hybrid
+// attn layers with KV blocks beside it): the cache changes no bit of a stateless conversation and
+// serves its earlier turns.
 TEST(EnginePrefixCacheHf, RecurrentFamiliesReuseTheirPrefixesBitwise) {
-  for (const char* name : {"hf_mamba2_tiny", "hf_rwkv7_tiny", "hf_qwen35_tiny"}) {
+  for (const char* name : {"hf_mamba2_tiny", "hf_rwkv7_tiny", "hf_qwen35_tiny", "hf_delta_net_tiny",
+                           "hf_gated_deltanet_hybrid_tiny"}) {
     const std::string dir = std::string(FLATSTATE_SOURCE_DIR) + "/tests/data/" + name;
     EngineOptions o;
     o.threads = 2;
