@@ -149,6 +149,14 @@ RowsFn RowsFor(GemmIsa isa) {
   return &RunRows<4, &BlockScalar<4>, &BlockScalar<1>>;
 }
 
+}  // namespace
+
+namespace cpu {
+F32RowsFn F32RowsFor(GemmIsa isa) { return RowsFor(isa); }
+}  // namespace cpu
+
+namespace {
+
 bool Supports(GemmIsa isa) {
   switch (isa) {
     case GemmIsa::kAvx512:

@@ -5,14 +5,18 @@
 // computes the same fma chain as the scalar definition, bit for bit. The panel keeps two
 // consecutive k of a column in one 32-bit lane (kk even in the low half, odd in the high half):
 // one 512-bit load then gives 16 columns at two k, widened by a shift (even) and a mask (odd),
-// two cheap integer ops per 16 weights. Register tiling is the fp32 bodies' (cpu/gemm.cc):
-// AVX-512 MR = 6 rows x 64 columns, AVX2 MR = 6 rows on each 16-column strip and single rows over
-// the whole panel.
+// two cheap integer ops per 16 weights. AVX-512: the fp32 bodies' register tiling (cpu/gemm.cc),
+// MR = 6 rows x 64 columns, widening in the loop. AVX2, where the widening ops would share the
+// two FMA ports: each tile's panel is widened once into an f32 panel (WidenPanelAvx2) and the
+// fp32 AVX2 rows run on it. Up to kStreamMaxRows rows both stream instead (cpu/gemm_stream.cc).
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <new>
 
 #include "kernels/cpu/gemm_internal.h"
 #include "kernels/gemm.h"
@@ -81,80 +85,6 @@ __attribute__((target("avx512f"))) void BlockAvx512(const float* x, int64_t ldx,
   StoreZmm<MR>(acc, y, ldy, cols, accumulate);
 }
 
-// ---- AVX2 + FMA bodies (the fp32 ones' tiling, cpu/gemm.cc). ----
-// Six rows over four 16-column strips (12 ymm accumulators); a strip's pair row is 32 uint16: two
-// 256-bit loads, each 8 columns at two k.
-__attribute__((target("avx2,fma"))) void Block6Avx2(const float* x, int64_t ldx, const uint16_t* p,
-                                                    int64_t k, float* y, int64_t ldy, int64_t cols,
-                                                    bool accumulate) {
-  constexpr int MR = 6;
-  alignas(64) float buf[MR * kP];
-  const __m256i high = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
-  for (int strip = 0; strip * 16 < cols; ++strip) {
-    __m256 acc[MR][2];
-    for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
-    const uint16_t* ps = p + strip * 32;
-    int64_t kk = 0;
-    for (; kk + 2 <= k; kk += 2) {
-      const uint16_t* wk = ps + kk * kP;
-      for (int v = 0; v < 2; ++v) {
-        const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(wk + 16 * v));
-        const __m256 even = _mm256_castsi256_ps(_mm256_slli_epi32(raw, 16));
-        const __m256 odd = _mm256_castsi256_ps(_mm256_and_si256(raw, high));
-        for (int i = 0; i < MR; ++i) {
-          acc[i][v] = _mm256_fmadd_ps(_mm256_broadcast_ss(x + i * ldx + kk), even, acc[i][v]);
-          acc[i][v] = _mm256_fmadd_ps(_mm256_broadcast_ss(x + i * ldx + kk + 1), odd, acc[i][v]);
-        }
-      }
-    }
-    if (kk < k) {
-      const uint16_t* wk = ps + kk * kP;
-      for (int v = 0; v < 2; ++v) {
-        const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(wk + 16 * v));
-        const __m256 even = _mm256_castsi256_ps(_mm256_slli_epi32(raw, 16));
-        for (int i = 0; i < MR; ++i) {
-          acc[i][v] = _mm256_fmadd_ps(_mm256_broadcast_ss(x + i * ldx + kk), even, acc[i][v]);
-        }
-      }
-    }
-    for (int i = 0; i < MR; ++i) {
-      _mm256_store_ps(buf + i * kP + strip * 16, acc[i][0]);
-      _mm256_store_ps(buf + i * kP + strip * 16 + 8, acc[i][1]);
-    }
-  }
-  Store<MR>(buf, y, ldy, cols, accumulate);
-}
-
-// One row: the whole panel in one pass (8 ymm chains), as the fp32 RowAvx2 (cpu/gemm.cc).
-__attribute__((target("avx2,fma"))) void RowAvx2(const float* x, int64_t /*ldx*/, const uint16_t* p,
-                                                 int64_t k, float* y, int64_t ldy, int64_t cols,
-                                                 bool accumulate) {
-  __m256 acc[8];
-  for (int v = 0; v < 8; ++v) acc[v] = _mm256_setzero_ps();
-  const __m256i high = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
-  int64_t kk = 0;
-  for (; kk + 2 <= k; kk += 2) {
-    const uint16_t* wk = p + kk * kP;
-    const __m256 x0 = _mm256_broadcast_ss(x + kk), x1 = _mm256_broadcast_ss(x + kk + 1);
-    for (int v = 0; v < 8; ++v) {
-      const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(wk + 16 * v));
-      acc[v] = _mm256_fmadd_ps(x0, _mm256_castsi256_ps(_mm256_slli_epi32(raw, 16)), acc[v]);
-      acc[v] = _mm256_fmadd_ps(x1, _mm256_castsi256_ps(_mm256_and_si256(raw, high)), acc[v]);
-    }
-  }
-  if (kk < k) {
-    const uint16_t* wk = p + kk * kP;
-    const __m256 x0 = _mm256_broadcast_ss(x + kk);
-    for (int v = 0; v < 8; ++v) {
-      const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(wk + 16 * v));
-      acc[v] = _mm256_fmadd_ps(x0, _mm256_castsi256_ps(_mm256_slli_epi32(raw, 16)), acc[v]);
-    }
-  }
-  alignas(64) float buf[kP];
-  for (int v = 0; v < 8; ++v) _mm256_store_ps(buf + 8 * v, acc[v]);
-  Store<1>(buf, y, ldy, cols, accumulate);
-}
-
 using BlockFn = void (*)(const float*, int64_t, const uint16_t*, int64_t, float*, int64_t, int64_t,
                          bool);
 
@@ -176,12 +106,47 @@ RowsFn RowsFor(GemmIsa isa) {
   switch (isa) {
     case GemmIsa::kAvx512:
       return &RunRows<6, &BlockAvx512<6>, &BlockAvx512<1>>;
-    case GemmIsa::kAvx2:
-      return &RunRows<6, &Block6Avx2, &RowAvx2>;
+    case GemmIsa::kAvx2:  // GemmBf16 widens the panel and runs the f32 AVX2 rows
     case GemmIsa::kScalar:
       break;
   }
   return &RunRows<4, &BlockScalar<4>, &BlockScalar<1>>;
+}
+
+// A bf16 panel widened to the f32 panel layout (k rows of 64 floats; exact: each bf16 becomes
+// its float's top half), for the AVX2 tiled rows: widening once per tile of up to 96 rows
+// instead of once per 6 rows inside the body keeps the FMA ports to the FMAs (the widening
+// shifts and masks share them on AVX2). Same values, so the same chains and bits.
+__attribute__((target("avx2"))) void WidenPanelAvx2(const uint16_t* p, int64_t k, float* out) {
+  const __m256i high = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+  for (int64_t kk = 0; kk < k; kk += 2) {
+    const uint16_t* src = p + kk * kP;
+    float* even = out + kk * kP;
+    for (int v = 0; v < 8; ++v) {
+      const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(src + 16 * v));
+      _mm256_store_ps(even + 8 * v, _mm256_castsi256_ps(_mm256_slli_epi32(raw, 16)));
+      if (kk + 1 < k) {
+        _mm256_store_ps(even + kP + 8 * v, _mm256_castsi256_ps(_mm256_and_si256(raw, high)));
+      }
+    }
+  }
+}
+
+// The calling thread's buffer for one widened panel (k x 64 floats, 64-byte aligned); kept
+// across calls at the largest k seen.
+float* WidePanelBuffer(int64_t k) {
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  thread_local std::unique_ptr<float, Free> buf;
+  thread_local int64_t held = 0;
+  if (k > held) {
+    const size_t bytes = static_cast<size_t>(k) * kP * sizeof(float);
+    buf.reset(static_cast<float*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
+    if (buf == nullptr) throw std::bad_alloc();
+    held = k;
+  }
+  return buf.get();
 }
 
 }  // namespace
@@ -223,6 +188,17 @@ void GemmBf16(const float* x, int64_t m, const PackedWeight& w, float* y, bool a
   const int64_t n = w.n(), k = w.k();
   if (m <= kStreamMaxRows && isa != GemmIsa::kScalar) {
     return GemmStreamBf16(x, m, w, y, accumulate, par, isa);
+  }
+  if (isa == GemmIsa::kAvx2) {
+    const F32RowsFn rows = F32RowsFor(isa);
+    ForTiles(m, w.panels(), static_cast<double>(m) * n * k, par,
+             [&](int64_t r0, int64_t r1, int64_t p) {
+               const int64_t c0 = p * kP;
+               float* wide = WidePanelBuffer(k);
+               WidenPanelAvx2(reinterpret_cast<const uint16_t*>(w.panel_data(p)), k, wide);
+               rows(x, k, r0, r1, wide, y + c0, n, std::min(kP, n - c0), accumulate);
+             });
+    return;
   }
   const RowsFn rows = RowsFor(isa);
   ForTiles(m, w.panels(), static_cast<double>(m) * n * k, par,
