@@ -2,7 +2,7 @@
 // forms against a float64 token-by-token reference written from the definition, and against each
 // other, across chunk boundaries and lengths off the grid, with RWKV-7's decays and with extreme
 // ones (near 0 and near 1, and single tokens that cut a chunk); the chunk grid; batch and thread
-// invariance; and the small matrix product the chunked form is built on.
+// invariance.
 #include "kernels/rwkv7.h"
 
 #include <algorithm>
@@ -14,7 +14,6 @@
 
 #include "engine/util/thread_pool.h"
 #include "gtest/gtest.h"
-#include "kernels/cpu/small_matmul.h"
 #include "kernels/parallel.h"
 
 namespace flatstate {
@@ -222,44 +221,6 @@ TEST(Rwkv7, ThreadsAndBatchChangeNoBit) {
           << "copy " << c << " run " << run;
       EXPECT_TRUE(SameBits(alone.state, many.state.data() + c * alone.state.size()))
           << "copy " << c << " run " << run;
-    }
-  }
-}
-
-TEST(Rwkv7, SmallMatMulMatchesTheDefinitionInEveryPart) {
-  std::mt19937 rng(1);
-  std::normal_distribution<float> n(0.f, 1.f);
-  for (auto [M, Nc, P] : {std::tuple{64, 64, 64}, {13, 37, 9}, {1, 16, 5}, {7, 3, 70}}) {
-    std::vector<float> A(M * P), B(P * Nc), C0(M * Nc);
-    for (float& x : A) x = n(rng);
-    for (float& x : B) x = n(rng);
-    for (float& x : C0) x = n(rng);
-    for (bool acc : {false, true}) {
-      for (cpu::MatMulPart part :
-           {cpu::MatMulPart::kFull, cpu::MatMulPart::kInner, cpu::MatMulPart::kCols}) {
-        // A's transposed view for kFull: A^T stored [P][M].
-        std::vector<float> At(P * M);
-        for (int i = 0; i < M; ++i) {
-          for (int p = 0; p < P; ++p) At[p * M + i] = A[i * P + p];
-        }
-        const cpu::MatView view = part == cpu::MatMulPart::kFull ? cpu::MatView{At.data(), 1, M}
-                                                                  : cpu::MatView{A.data(), P, 1};
-        std::vector<float> C = C0;
-        cpu::SmallMatMul(M, Nc, P, view, B.data(), Nc, C.data(), Nc, acc, part);
-        for (int i = 0; i < M; ++i) {
-          const int i1 = std::min(M, (i / cpu::kMatMulRows + 1) * cpu::kMatMulRows);
-          for (int j = 0; j < Nc; ++j) {
-            double want = acc ? C0[i * Nc + j] : 0.0;
-            const int inner = part == cpu::MatMulPart::kInner ? std::min(P, i1) : P;
-            for (int p = 0; p < inner; ++p) want += double(A[i * P + p]) * B[p * Nc + j];
-            const int cols = (i1 + cpu::kMatMulCols - 1) / cpu::kMatMulCols * cpu::kMatMulCols;
-            if (part == cpu::MatMulPart::kCols && j >= cols) want = C0[i * Nc + j];
-            EXPECT_NEAR(C[i * Nc + j], want, 1e-4 * (1 + std::abs(want)))
-                << M << "x" << Nc << "x" << P << " (" << i << ", " << j << ") part "
-                << static_cast<int>(part) << " acc " << acc;
-          }
-        }
-      }
     }
   }
 }
