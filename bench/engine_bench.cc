@@ -213,7 +213,8 @@ void MemoryReadBandwidth(benchmark::State& state) {
 
 // The comma-separated token counts in environment variable `name` (each >= `least`), or `fallback`
 // when it is unset; exits naming the variable on a bad entry.
-std::vector<int64_t> LengthsFromEnv(const char* name, std::vector<int64_t> fallback, int64_t least) {
+std::vector<int64_t> LengthsFromEnv(const char* name, std::vector<int64_t> fallback,
+                                    int64_t least) {
   const char* text = std::getenv(name);
   if (text == nullptr) return fallback;
   std::vector<int64_t> out;

@@ -88,8 +88,8 @@ inline __attribute__((always_inline)) void ForwardSubstitute(int N, int64_t L, c
     SmallMatMul(rows, N, b0, MatView{Mab + b0 * L, L, 1}, P, N, P + b0 * N, N, true,
                 MatMulPart::kFull);
     for (int64_t t = b0 + 1; t < b0 + rows; ++t) {
-      SmallMatMul(1, N, t - b0, MatView{Mab + t * L + b0, L, 1}, P + b0 * N, N, P + t * N, N,
-                  true, MatMulPart::kFull);
+      SmallMatMul(1, N, t - b0, MatView{Mab + t * L + b0, L, 1}, P + b0 * N, N, P + t * N, N, true,
+                  MatMulPart::kFull);
     }
   }
 }
@@ -98,16 +98,16 @@ inline __attribute__((always_inline)) void ForwardSubstitute(int N, int64_t L, c
 // piece's rows (gamma relative to t0). `w` is the scratch after E.
 FLATSTATE_RWKV7_CLONES void Piece(int N, const Rows& x, int64_t t0, int64_t L, const float* E,
                                   float* S, float* w) {
-  float* KKd = w;               // [L][N]
-  float* Rd = KKd + L * N;      // [L][N]
-  float* KT = Rd + L * N;       // [N][2L]: Ki^T, then -KAi^T
-  float* KS = KT + 2 * L * N;   // [L][N]: S_0^T KKd_t, then the right-hand side Y
-  float* P = KS + L * N;        // [L][N]
-  float* Mak = P + L * N;       // [L][L]  KKd_t . Ki_s       (s < t)
-  float* Mab = Mak + L * L;     // [L][L] -KKd_t . KAi_s      (s < t)
-  float* Mrk = Mab + L * L;     // [L][L]  Rd_t . Ki_s        (s <= t)
-  float* Mra = Mrk + L * L;     // [L][L] -Rd_t . KAi_s       (s <= t)
-  float* ki = Mra + L * L;      // [N]: this row's Ki, then [N] its -KAi
+  float* KKd = w;              // [L][N]
+  float* Rd = KKd + L * N;     // [L][N]
+  float* KT = Rd + L * N;      // [N][2L]: Ki^T, then -KAi^T
+  float* KS = KT + 2 * L * N;  // [L][N]: S_0^T KKd_t, then the right-hand side Y
+  float* P = KS + L * N;       // [L][N]
+  float* Mak = P + L * N;      // [L][L]  KKd_t . Ki_s       (s < t)
+  float* Mab = Mak + L * L;    // [L][L] -KKd_t . KAi_s      (s < t)
+  float* Mrk = Mab + L * L;    // [L][L]  Rd_t . Ki_s        (s <= t)
+  float* Mra = Mrk + L * L;    // [L][L] -Rd_t . KAi_s       (s <= t)
+  float* ki = Mra + L * L;     // [N]: this row's Ki, then [N] its -KAi
   float* kai = ki + N;
   const int64_t L2 = 2 * L;
   for (int64_t t = 0; t < L; ++t) {
@@ -154,8 +154,8 @@ FLATSTATE_RWKV7_CLONES void Piece(int N, const Rows& x, int64_t t0, int64_t L, c
 // How many of tokens [t0, t0 + most) one piece takes (>= 1): the longest prefix whose cumulative
 // log decay stays >= -kMaxLogSpan on every channel. Fills E [len][N] with e^{gamma_t} (rows of a
 // one-token piece are not needed). `g` holds N floats.
-FLATSTATE_RWKV7_CLONES int64_t PieceLength(int N, const Rows& x, int64_t t0, int64_t most,
-                                           float* E, float* g) {
+FLATSTATE_RWKV7_CLONES int64_t PieceLength(int N, const Rows& x, int64_t t0, int64_t most, float* E,
+                                           float* g) {
   std::fill(g, g + N, 0.f);
   for (int64_t t = 0; t < most; ++t) {
     const float* lw = x.lw(t0 + t);
@@ -182,8 +182,8 @@ size_t Rwkv7Scratch(int head_dim, int64_t T, int chunk) {
   return static_cast<size_t>(N + 7 * L * N + 4 * L * L + 3 * N);
 }
 
-void Rwkv7ChunkCpu(int N, const Rwkv7HeadRows& rows, int64_t T, int64_t pos0, int chunk,
-                   float* S, float* scratch) {
+void Rwkv7ChunkCpu(int N, const Rwkv7HeadRows& rows, int64_t T, int64_t pos0, int chunk, float* S,
+                   float* scratch) {
   const Rows x{rows};
   float* g = scratch;
   float* E = g + N;

@@ -9,8 +9,7 @@
 #include <cstring>
 
 #if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-#define FLATSTATE_MATMUL_CLONES \
-  __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+#define FLATSTATE_MATMUL_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
 #else
 #define FLATSTATE_MATMUL_CLONES
 #endif
@@ -22,9 +21,9 @@ typedef float V16 __attribute__((vector_size(64)));
 
 // Rows [i0, i0 + R) by the 16 columns at j0, p < P.
 template <int R>
-inline __attribute__((always_inline)) void Tile(int64_t i0, int64_t j0, int64_t P,
-                                                const MatView& A, const float* B, int64_t ldb,
-                                                float* C, int64_t ldc, bool accumulate) {
+inline __attribute__((always_inline)) void Tile(int64_t i0, int64_t j0, int64_t P, const MatView& A,
+                                                const float* B, int64_t ldb, float* C, int64_t ldc,
+                                                bool accumulate) {
   V16 c[R];
   for (int r = 0; r < R; ++r) {
     c[r] = V16{};
@@ -41,9 +40,8 @@ inline __attribute__((always_inline)) void Tile(int64_t i0, int64_t j0, int64_t 
 }
 
 // The same for columns [j0, j1) (fewer than 16), one float at a time.
-inline void TailColumns(int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_t P,
-                        const MatView& A, const float* B, int64_t ldb, float* C, int64_t ldc,
-                        bool accumulate) {
+inline void TailColumns(int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_t P, const MatView& A,
+                        const float* B, int64_t ldb, float* C, int64_t ldc, bool accumulate) {
   for (int64_t i = i0; i < i1; ++i) {
     for (int64_t j = j0; j < j1; ++j) {
       float c = accumulate ? C[i * ldc + j] : 0.f;
@@ -83,12 +81,23 @@ FLATSTATE_MATMUL_CLONES void SmallMatMul(int64_t M, int64_t Ncols, int64_t P, co
     RowTile<kMatMulRows>(i, Ncols, P, A, B, ldb, C, ldc, accumulate, part);
   }
   switch (M - i) {
-    case 5: RowTile<5>(i, Ncols, P, A, B, ldb, C, ldc, accumulate, part); break;
-    case 4: RowTile<4>(i, Ncols, P, A, B, ldb, C, ldc, accumulate, part); break;
-    case 3: RowTile<3>(i, Ncols, P, A, B, ldb, C, ldc, accumulate, part); break;
-    case 2: RowTile<2>(i, Ncols, P, A, B, ldb, C, ldc, accumulate, part); break;
-    case 1: RowTile<1>(i, Ncols, P, A, B, ldb, C, ldc, accumulate, part); break;
-    default: break;
+    case 5:
+      RowTile<5>(i, Ncols, P, A, B, ldb, C, ldc, accumulate, part);
+      break;
+    case 4:
+      RowTile<4>(i, Ncols, P, A, B, ldb, C, ldc, accumulate, part);
+      break;
+    case 3:
+      RowTile<3>(i, Ncols, P, A, B, ldb, C, ldc, accumulate, part);
+      break;
+    case 2:
+      RowTile<2>(i, Ncols, P, A, B, ldb, C, ldc, accumulate, part);
+      break;
+    case 1:
+      RowTile<1>(i, Ncols, P, A, B, ldb, C, ldc, accumulate, part);
+      break;
+    default:
+      break;
   }
 }
 

@@ -34,8 +34,8 @@ inline constexpr int kMatMulCols = 16;
 
 // C[i][j] = (accumulate ? C[i][j] : 0) + sum_{p < P} A(i, p) B[p][j] for i < M, j < Ncols (C row
 // i at C + i * ldc, B row p at B + p * ldb, both contiguous in j), restricted by `part`.
-void SmallMatMul(int64_t M, int64_t Ncols, int64_t P, const MatView& A, const float* B,
-                 int64_t ldb, float* C, int64_t ldc, bool accumulate, MatMulPart part);
+void SmallMatMul(int64_t M, int64_t Ncols, int64_t P, const MatView& A, const float* B, int64_t ldb,
+                 float* C, int64_t ldc, bool accumulate, MatMulPart part);
 
 }  // namespace flatstate::cpu
 

@@ -173,8 +173,8 @@ TEST(Rwkv7, BothFormsMatchTheFloat64Definition) {
         EXPECT_LT(RelErr(r.out, out), 1e-5) << "chunked " << run << "/" << chunk << ", " << what;
         EXPECT_LT(RelErr(r.state, S), 1e-5)
             << "chunked state " << run << "/" << chunk << ", " << what;
-        EXPECT_LT(RelErr(r.out, steps.out), 1e-5) << "forms " << run << "/" << chunk << ", "
-                                                  << what;
+        EXPECT_LT(RelErr(r.out, steps.out), 1e-5)
+            << "forms " << run << "/" << chunk << ", " << what;
       }
     }
   }

@@ -25,15 +25,14 @@ TEST(SmallMatMul, MatchesTheDefinitionInEveryPart) {
     for (float& x : B) x = n(rng);
     for (float& x : C0) x = n(rng);
     for (bool acc : {false, true}) {
-      for (MatMulPart part :
-           {MatMulPart::kFull, MatMulPart::kInner, MatMulPart::kCols}) {
+      for (MatMulPart part : {MatMulPart::kFull, MatMulPart::kInner, MatMulPart::kCols}) {
         // A's transposed view for kFull: A^T stored [P][M].
         std::vector<float> At(P * M);
         for (int i = 0; i < M; ++i) {
           for (int p = 0; p < P; ++p) At[p * M + i] = A[i * P + p];
         }
-        const MatView view = part == MatMulPart::kFull ? MatView{At.data(), 1, M}
-                                                                  : MatView{A.data(), P, 1};
+        const MatView view =
+            part == MatMulPart::kFull ? MatView{At.data(), 1, M} : MatView{A.data(), P, 1};
         std::vector<float> C = C0;
         SmallMatMul(M, Nc, P, view, B.data(), Nc, C.data(), Nc, acc, part);
         for (int i = 0; i < M; ++i) {
