@@ -11,9 +11,10 @@
 //   p_t = S_0^T KKd_t + sum_{s<t} (KKd_t . Ki_s) v_s - (KKd_t . KAi_s) p_s
 //   o_t = S_0^T Rd_t  + sum_{s<=t} (Rd_t . Ki_s) v_s - (Rd_t . KAi_s) p_s
 //   S_L = diag(E_L) (S_0 + Ki^T V - KAi^T P).
-// The first line is the UT / WY triangular system (I + Mab) P = KKd S_0 + Mak V, with Mab and Mak
-// strictly lower triangular, solved by forward substitution (as the gated delta rule's chunk
-// solves its (I + A) U = R). The factors E_{t-1} / E_s and E_t / E_s are <= 1, but each
+// The first line is the UT / WY triangular system (I + Mab) P = KKd S_0 + Mak V, with
+// Mab[t][s] = KKd_t . KAi_s and Mak[t][s] = KKd_t . Ki_s strictly lower triangular, solved by
+// forward substitution (as the gated delta rule's chunk solves its (I + A) U = R); the code keeps
+// Mab (and Rd . KAi) negated, from -KAi^T, so every product accumulates. The factors E_{t-1} / E_s and E_t / E_s are <= 1, but each
 // row carries only its own half: 1 / E_s grows as the decays compound. A chunk is therefore cut
 // where some channel's cumulative log decay would pass -kMaxLogSpan, so that every E and 1 / E
 // stays within e^{+-kMaxLogSpan} (normal floats, no overflow); RWKV-7's own decays (log w >
