@@ -15,7 +15,8 @@
 // Two row sets (CompareRows): the GPT-2-small-shaped models (gpt2-small-linear_elu,
 // gpt2-small-softmax; prefill 512 and 4096, depth 0 / 1k / 16k at 1 and 2 threads), and model
 // folders that llama.cpp runs too, converted from the same Hugging Face checkpoint
-// (FLATSTATE_BENCH_COMPARE_MODELS; prefill 512, decode at 1 and 2 threads, depth 0 and
+// (FLATSTATE_BENCH_COMPARE_MODELS; prefill 512 or FLATSTATE_BENCH_COMPARE_PREFILL's lengths,
+// decode at 1 and 2 threads, depth 0 and
 // FLATSTATE_BENCH_COMPARE_DEPTHS at 2 threads). <type> is the layers' weight type
 // (EngineOptions::weight_dtype). Every row has counter params = the model's parameters, counted
 // as llama.cpp's llama-bench counts them (every tensor's elements; for the same checkpoint the

@@ -17,11 +17,12 @@
 //   Prefill/<model>/chunked|token_by_token/len:4096   prefill tokens/s
 //   Prefill/<gpt2 model>/<type>/threads:T/len:N, DecodeAtContext/<gpt2 model>/<type>/threads:T/
 //       ctx:N   the llama.cpp comparison's rows (bench/compare_bench.cc; CPU only)
-//   Prefill/<name>/<type>/threads:T/len:512, Decode/<name>/<type>/threads:T/batch:1,
+//   Prefill/<name>/<type>/threads:T/len:N, Decode/<name>/<type>/threads:T/batch:1,
 //       DecodeAtContext/<name>/<type>/threads:2/ctx:N   the same-checkpoint comparison's rows
 //       for each folder in FLATSTATE_BENCH_COMPARE_MODELS=dir1,dir2 (e.g. a Hugging Face
 //       LlamaForCausalLM folder llama.cpp runs converted; <name> its base name), N = 0 and
-//       FLATSTATE_BENCH_COMPARE_DEPTHS=N1,N2 (default 16384) (bench/compare_bench.cc; CPU only)
+//       FLATSTATE_BENCH_COMPARE_DEPTHS=N1,N2 (default 16384), prefill lengths
+//       FLATSTATE_BENCH_COMPARE_PREFILL=N1,N2 (default 512) (bench/compare_bench.cc; CPU only)
 //   MemoryReadBandwidth         single-thread streaming read of 1 GiB (bytes/s), scalar loads
 //   MemoryRead/<avx2|avx512>/streams:S/prefetch:P/threads:T   the bandwidth probe
 //       (bench/bandwidth_probe.cc): vector loads, S streams per thread, software prefetch or not;
@@ -210,9 +211,29 @@ void MemoryReadBandwidth(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * n * sizeof(float)));
 }
 
+// The comma-separated token counts in environment variable `name` (each >= `least`), or `fallback`
+// when it is unset; exits naming the variable on a bad entry.
+std::vector<int64_t> LengthsFromEnv(const char* name, std::vector<int64_t> fallback,
+                                    int64_t least) {
+  const char* text = std::getenv(name);
+  if (text == nullptr) return fallback;
+  std::vector<int64_t> out;
+  for (absl::string_view d : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    int64_t n = 0;
+    if (!absl::SimpleAtoi(d, &n) || n < least) {
+      std::fprintf(stderr, "%s: '%s' is not a token count >= %lld\n", name, std::string(d).c_str(),
+                   static_cast<long long>(least));
+      std::exit(1);
+    }
+    out.push_back(n);
+  }
+  return out;
+}
+
 // The same-checkpoint comparison's rows (bench/compare_llamacpp.sh SAME_CHECKPOINT=1): one set per
 // folder in FLATSTATE_BENCH_COMPARE_MODELS=dir1,dir2, named by its base name, at depth 0 and the
-// depths in FLATSTATE_BENCH_COMPARE_DEPTHS=N1,N2 (default 16384).
+// depths in FLATSTATE_BENCH_COMPARE_DEPTHS=N1,N2 (default 16384), prefill lengths
+// FLATSTATE_BENCH_COMPARE_PREFILL=N1,N2 (default 512).
 void RegisterSameCheckpointRows(const std::vector<WeightDtype>& dtypes) {
   const char* dirs = std::getenv("FLATSTATE_BENCH_COMPARE_MODELS");
   if (dirs == nullptr) return;
@@ -222,20 +243,10 @@ void RegisterSameCheckpointRows(const std::vector<WeightDtype>& dtypes) {
     while (d.size() > 1 && d.back() == '/') d.pop_back();
     models.emplace_back(fs::path(d).filename().string(), d);
   }
-  std::vector<int64_t> depths = {16384};
-  if (const char* ds = std::getenv("FLATSTATE_BENCH_COMPARE_DEPTHS")) {
-    depths.clear();
-    for (absl::string_view d : absl::StrSplit(ds, ',', absl::SkipEmpty())) {
-      int64_t n = 0;
-      if (!absl::SimpleAtoi(d, &n) || n < 0) {
-        std::fprintf(stderr, "FLATSTATE_BENCH_COMPARE_DEPTHS: '%s' is not a depth\n",
-                     std::string(d).c_str());
-        std::exit(1);
-      }
-      depths.push_back(n);
-    }
-  }
-  RegisterCompareBenchmarks(models, dtypes, BenchKvDtype(), CheckpointCompareRows(depths));
+  const std::vector<int64_t> depths = LengthsFromEnv("FLATSTATE_BENCH_COMPARE_DEPTHS", {16384}, 0);
+  CompareRows rows = CheckpointCompareRows(depths);
+  rows.prefill_lens = LengthsFromEnv("FLATSTATE_BENCH_COMPARE_PREFILL", {512}, 1);
+  RegisterCompareBenchmarks(models, dtypes, BenchKvDtype(), rows);
 }
 
 void RegisterAll() {

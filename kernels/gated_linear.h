@@ -12,7 +12,10 @@
 // aligned to absolute positions, each with B_t = the sum of g over the chunk up to t:
 //   o_t = (q_t * exp(B_t))^T S_0 + sum_{s<=t} (sum_i q_t[i] k_s[i] exp(B_t[i] - B_s[i])) v_s
 //   S_L = diag(exp(B_L)) S_0 + sum_s (k_s * exp(B_L - B_s)) v_s^T,
-// every exponent a sum of log decays, so <= 0 and never overflowing. Both forms compute the same
+// every exponent a sum of log decays, so <= 0 and never overflowing. With one decay per head
+// (Mamba-2) the CPU chunk is small matrix products (Q S_0, Q K^T masked and weighed by
+// exp(B_t - B_s), that times V, K^T times the weighed V; kernels/cpu/small_matmul.h), with a
+// decay per key it is per-row loops. Both forms compute the same
 // function to fp32 rounding (tests/kernels/gated_linear_test.cc); each (sequence, head) is
 // computed alone in a fixed order, so results are bitwise independent of the batch and the
 // threads, and splitting a run at multiples of `chunk` changes no float.

@@ -10,6 +10,7 @@
 #ifndef FLATSTATE_KERNELS_RWKV7_H_
 #define FLATSTATE_KERNELS_RWKV7_H_
 
+#include <cstddef>
 #include <cstdint>
 
 #include "absl/status/status.h"
@@ -51,8 +52,16 @@ void Rwkv7Keys(float* k, const float* a, const float* k_k, const float* k_a, int
 // value_heads = heads, key_dim = value_dim = head_dim; GroupedHeadBatch's strides), and per row
 // and channel logw (log decay), kk and a at stride wka_stride. Per token, with S [key][value],
 //   S <- diag(exp(logw)) S - (kk * a) (kk^T S) + k v^T;   o = S^T r
-// (the generalized delta rule; the kk term reads the state before the decay). Recurrent for
-// every token of decode and prefill sequences alike.
+// (the generalized delta rule; the kk term reads the state before the decay).
+//
+// Two forms, as the gated delta rule (kernels/gated_delta.h). Recurrent (T == 1, decode): the
+// step above. Chunked (T > 1, prefill): chunks of `chunk` tokens aligned to absolute positions
+// (multiples of `chunk`), each as small matrix products in the WY / UT form (the derivation and
+// the cut of a chunk whose decays compound past e^-48 are in cpu/rwkv7_chunk.cc). Both compute the
+// same function and agree to fp32 rounding (tests/kernels/rwkv7_test.cc states the tolerance).
+// Each (sequence, head) is computed alone in a fixed order, so a sequence's outputs and state are
+// bitwise independent of the batch and the thread, and splitting a run at multiples of `chunk`
+// changes no float. The CUDA body runs the recurrent form for every token.
 struct Rwkv7Batch : GroupedHeadBatch {
   const float* logw = nullptr;
   const float* kk = nullptr;
@@ -65,6 +74,33 @@ absl::Status CheckRwkv7Shape(int heads, int head_dim);
 
 template <Device D>
 void Rwkv7Recurrence(const Rwkv7Batch& b, const Parallel& par);
+
+// One (sequence, head) of the CPU body: row t of each input at its pointer plus t times its
+// stride (r and k share qk_stride; logw, kk and a share wka_stride), head_dim N floats each.
+struct Rwkv7HeadRows {
+  const float* r = nullptr;
+  const float* k = nullptr;
+  const float* v = nullptr;
+  const float* logw = nullptr;
+  const float* kk = nullptr;
+  const float* a = nullptr;
+  float* out = nullptr;
+  int64_t qk_stride = 0;
+  int64_t v_stride = 0;
+  int64_t wka_stride = 0;
+  int64_t out_stride = 0;
+};
+
+// Floats of scratch Rwkv7StepCpu / Rwkv7ChunkCpu need for T tokens (T == 1: the step's 3 N).
+size_t Rwkv7Scratch(int head_dim, int64_t T, int chunk);
+
+// The recurrent form, token by token over T tokens, updating S [N][N]; scratch: 3 N floats.
+void Rwkv7StepCpu(int N, const Rwkv7HeadRows& rows, int64_t T, float* S, float* scratch);
+
+// The chunked form over T tokens at positions pos0 .. pos0 + T - 1 (the chunk grid), updating S;
+// scratch: Rwkv7Scratch(N, T, chunk) floats. Thread-compatible across (sequence, head) pairs.
+void Rwkv7ChunkCpu(int N, const Rwkv7HeadRows& rows, int64_t T, int64_t pos0, int chunk,
+                   float* S, float* scratch);
 
 // RWKV-7's output, in place on o, per row and head h (N = head_dim channels, weights per channel):
 //   o = (o - mean) / sqrt(var + eps) * gn_w + gn_b      (GroupNorm, one group per head)

@@ -1,5 +1,6 @@
 // The CPU body of the gated linear recurrence (kernels/gated_linear.h): plain loops over
-// contiguous value rows (vectorised by the compiler, no reassociation) and cpu::Dot.
+// contiguous value rows (vectorised by the compiler, no reassociation) and cpu::Dot; with one decay
+// per row, the chunk as small matrix products (kernels/cpu/small_matmul.h).
 #include "kernels/gated_linear.h"
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/sequence_heads.h"
+#include "kernels/cpu/small_matmul.h"
 
 // The loops below vectorise to the widest registers the CPU has: GCC / clang target clones,
 // picked once at load by the CPU's features (the same clone on every call, so batch invariance
@@ -30,21 +32,35 @@ inline void Axpy(float a, const float* x, int n, float* y) {
 
 // The chunked form's chunk when each row has one decay (B[t * Kd], the chunk's cumulative log
 // decay up to t): o_t = e^{B_t} S_0^T q_t + sum_{s<=t} e^{B_t - B_s} (q_t . k_s) v_s and
-// S <- e^{B_L} S + sum_s e^{B_L - B_s} k_s v_s^T, one exp per (t, s) instead of one per key.
-FLATSTATE_VECTOR_CLONES void ScalarDecayChunk(int Kd, int Vd, const float* Q, const float* B, const float* k,
-                      int64_t k_stride, const float* v, int64_t v_stride, int64_t L, float* S,
-                      float* O) {
-  for (int64_t t = 0; t < L; ++t) {
-    float* Ot = O + t * Vd;
-    std::fill(Ot, Ot + Vd, 0.f);
-    const float* Qt = Q + t * Kd;
-    const float Bt = B[t * Kd], et = std::exp(Bt);
-    for (int i = 0; i < Kd; ++i) Axpy(Qt[i] * et, S + static_cast<int64_t>(i) * Vd, Vd, Ot);
-    for (int64_t s = 0; s <= t; ++s) {
-      const float w = Dot(Qt, k + s * k_stride, Kd) * std::exp(Bt - B[s * Kd]);
-      Axpy(w, v + s * v_stride, Vd, Ot);
-    }
+// S <- e^{B_L} S + sum_s e^{B_L - B_s} k_s v_s^T, one exp per (t, s) instead of one per key, as
+// small matrix products (kernels/cpu/small_matmul.h): O = Q S_0, rows scaled by e^{B_t};
+// A = Q K^T, masked and weighed by e^{B_t - B_s}; O += A V; S = e^{B_L} S + K^T (f V) with
+// f_s = e^{B_L - B_s}. `w` holds Kd x L (K^T) + L x L (A) + L x Vd (f V) floats.
+FLATSTATE_VECTOR_CLONES void ScalarDecayChunk(int Kd, int Vd, const float* Q, const float* B,
+                                              const float* k, int64_t k_stride, const float* v,
+                                              int64_t v_stride, int64_t L, float* S, float* O,
+                                              float* w) {
+  using cpu::MatMulPart;
+  using cpu::MatView;
+  using cpu::SmallMatMul;
+  float* KT = w;           // [Kd][L]
+  float* A = KT + Kd * L;  // [L][L]
+  float* FV = A + L * L;   // [L][Vd]
+  for (int64_t s = 0; s < L; ++s) {
+    const float* ks = k + s * k_stride;
+    for (int i = 0; i < Kd; ++i) KT[i * L + s] = ks[i];
   }
+  SmallMatMul(L, Vd, Kd, MatView{Q, Kd, 1}, S, Vd, O, Vd, false, MatMulPart::kFull);
+  SmallMatMul(L, L, Kd, MatView{Q, Kd, 1}, KT, L, A, L, false, MatMulPart::kCols);
+  for (int64_t t = 0; t < L; ++t) {
+    const float Bt = B[t * Kd], et = std::exp(Bt);
+    float* Ot = O + t * Vd;
+    for (int j = 0; j < Vd; ++j) Ot[j] *= et;
+    float* At = A + t * L;
+    for (int64_t s = 0; s <= t; ++s) At[s] *= std::exp(Bt - B[s * Kd]);
+    std::fill(At + t + 1, At + L, 0.f);
+  }
+  SmallMatMul(L, Vd, L, MatView{A, L, 1}, v, v_stride, O, Vd, true, MatMulPart::kInner);
   const float BL = B[(L - 1) * Kd], eL = std::exp(BL);
   for (int i = 0; i < Kd; ++i) {
     float* Si = S + static_cast<int64_t>(i) * Vd;
@@ -52,18 +68,21 @@ FLATSTATE_VECTOR_CLONES void ScalarDecayChunk(int Kd, int Vd, const float* Q, co
   }
   for (int64_t s = 0; s < L; ++s) {
     const float f = std::exp(BL - B[s * Kd]);
-    const float* ks = k + s * k_stride;
-    for (int i = 0; i < Kd; ++i)
-      Axpy(ks[i] * f, v + s * v_stride, Vd, S + static_cast<int64_t>(i) * Vd);
+    const float* vs = v + s * v_stride;
+    float* fv = FV + s * Vd;
+    for (int j = 0; j < Vd; ++j) fv[j] = f * vs[j];
   }
+  SmallMatMul(Kd, Vd, L, MatView{KT, L, 1}, FV, Vd, S, Vd, true, MatMulPart::kFull);
 }
 
 }  // namespace
 
 size_t GatedLinearScratch(int key_dim, int value_dim, int64_t T, int chunk) {
   const int64_t L = std::min<int64_t>(T, chunk);
-  // q scaled (L x Kd), B (L x Kd), decayed k for the state (Kd), the output rows (L x Vd).
-  return static_cast<size_t>(2 * L * key_dim + key_dim + L * value_dim + key_dim);
+  // q scaled (L x Kd), B (L x Kd), decayed k for the state (Kd), the output rows (L x Vd); the
+  // scalar-decay chunk's K^T (Kd x L), A (L x L) and weighed V (L x Vd).
+  return static_cast<size_t>(2 * L * key_dim + key_dim + L * value_dim + key_dim +
+                             key_dim * L + L * L + L * value_dim);
 }
 
 FLATSTATE_VECTOR_CLONES void GatedLinearCpu(int Kd, int Vd, float scale, bool per_key, const float* q, const float* k,
@@ -105,7 +124,7 @@ FLATSTATE_VECTOR_CLONES void GatedLinearCpu(int Kd, int Vd, float scale, bool pe
     if (!per_key) {
       // One decay per row (B[t * Kd] holds it): every weight is a scalar exp per (t, s).
       ScalarDecayChunk(Kd, Vd, Q, B, k + t0 * qk_stride, qk_stride, v + t0 * v_stride, v_stride, L,
-                       S, O);
+                       S, O, w + Kd);
       for (int64_t t = 0; t < L; ++t) {
         std::memcpy(out + (t0 + t) * out_stride, O + t * Vd, sizeof(float) * Vd);
       }

@@ -92,42 +92,62 @@ absl::Status CheckRwkv7Shape<Device::kCpu>(int heads, int head_dim) {
   return absl::OkStatus();
 }
 
+void Rwkv7StepCpu(int N, const Rwkv7HeadRows& x, int64_t T, float* S, float* scratch) {
+  float* u = scratch;  // [N]: kk^T S
+  float* w = u + N;    // [N]: exp(logw)
+  float* ka = w + N;   // [N]: kk * a
+  for (int64_t t = 0; t < T; ++t) {
+    const float* q = x.r + t * x.qk_stride;
+    const float* k = x.k + t * x.qk_stride;
+    const float* v = x.v + t * x.v_stride;
+    const float* kk = x.kk + t * x.wka_stride;
+    const float* a = x.a + t * x.wka_stride;
+    const float* lw = x.logw + t * x.wka_stride;
+    for (int i = 0; i < N; ++i) {
+      w[i] = std::exp(lw[i]);
+      ka[i] = kk[i] * a[i];
+    }
+    std::fill(u, u + N, 0.f);
+    for (int i = 0; i < N; ++i) {
+      const float* Si = S + int64_t{i} * N;
+      for (int j = 0; j < N; ++j) u[j] += kk[i] * Si[j];
+    }
+    float* o = x.out + t * x.out_stride;
+    std::fill(o, o + N, 0.f);
+    for (int i = 0; i < N; ++i) {
+      float* Si = S + int64_t{i} * N;
+      for (int j = 0; j < N; ++j) Si[j] = w[i] * Si[j] - ka[i] * u[j] + k[i] * v[j];
+      for (int j = 0; j < N; ++j) o[j] += q[i] * Si[j];
+    }
+  }
+}
+
 template <>
 void Rwkv7Recurrence<Device::kCpu>(const Rwkv7Batch& b, const Parallel& par) {
   const int N = b.key_dim;
   const int64_t state = int64_t{N} * N;
   cpu::ForEachSequenceHead(
-      b, b.value_heads, par, [&](const LinearSeq&) { return static_cast<size_t>(3 * N); },
+      b, b.value_heads, par,
+      [&](const LinearSeq& sq) { return Rwkv7Scratch(N, sq.T, b.chunk); },
       [&](const LinearSeq& sq, int h, float* base, float* scratch) {
+        const int64_t hn = int64_t{h} * N;
+        Rwkv7HeadRows x;
+        x.r = b.q + sq.row * b.qk_stride + hn;
+        x.k = b.k + sq.row * b.qk_stride + hn;
+        x.v = b.v + sq.row * b.v_stride + hn;
+        x.logw = b.logw + sq.row * b.wka_stride + hn;
+        x.kk = b.kk + sq.row * b.wka_stride + hn;
+        x.a = b.a + sq.row * b.wka_stride + hn;
+        x.out = b.out + sq.row * b.out_stride + hn;
+        x.qk_stride = b.qk_stride;
+        x.v_stride = b.v_stride;
+        x.wka_stride = b.wka_stride;
+        x.out_stride = b.out_stride;
         float* S = base + b.s_off + h * state;
-        float* u = scratch;  // [N]: kk^T S
-        float* w = u + N;    // [N]: exp(logw)
-        float* ka = w + N;   // [N]: kk * a
-        for (int64_t t = 0; t < sq.T; ++t) {
-          const int64_t r = sq.row + t;
-          const int64_t hn = int64_t{h} * N;
-          const float* q = b.q + r * b.qk_stride + hn;
-          const float* k = b.k + r * b.qk_stride + hn;
-          const float* v = b.v + r * b.v_stride + hn;
-          const float* kk = b.kk + r * b.wka_stride + hn;
-          const float* a = b.a + r * b.wka_stride + hn;
-          const float* lw = b.logw + r * b.wka_stride + hn;
-          for (int i = 0; i < N; ++i) {
-            w[i] = std::exp(lw[i]);
-            ka[i] = kk[i] * a[i];
-          }
-          std::fill(u, u + N, 0.f);
-          for (int i = 0; i < N; ++i) {
-            const float* Si = S + int64_t{i} * N;
-            for (int j = 0; j < N; ++j) u[j] += kk[i] * Si[j];
-          }
-          float* o = b.out + r * b.out_stride + hn;
-          std::fill(o, o + N, 0.f);
-          for (int i = 0; i < N; ++i) {
-            float* Si = S + int64_t{i} * N;
-            for (int j = 0; j < N; ++j) Si[j] = w[i] * Si[j] - ka[i] * u[j] + k[i] * v[j];
-            for (int j = 0; j < N; ++j) o[j] += q[i] * Si[j];
-          }
+        if (sq.T == 1) {
+          Rwkv7StepCpu(N, x, 1, S, scratch);
+        } else {
+          Rwkv7ChunkCpu(N, x, sq.T, sq.pos0, b.chunk, S, scratch);
         }
       });
 }

@@ -1,0 +1,104 @@
+// The body of kernels/cpu/small_matmul.h: GCC vector-extension tiles of kMatMulRows rows by 16
+// floats (one zmm, two ymm or four xmm per row, whatever the clone's ISA), the broadcast of
+// A(i, p) times B's row p accumulated in registers; columns past the last whole group one by one.
+// Built with -ffp-contract=fast (kernels/CMakeLists.txt): the clones with FMA fuse every
+// multiply-add, vector and scalar alike.
+#include "kernels/cpu/small_matmul.h"
+
+#include <algorithm>
+#include <cstring>
+
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#define FLATSTATE_MATMUL_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+#else
+#define FLATSTATE_MATMUL_CLONES
+#endif
+
+namespace flatstate::cpu {
+namespace {
+
+typedef float V16 __attribute__((vector_size(64)));
+
+// Rows [i0, i0 + R) by the 16 columns at j0, p < P.
+template <int R>
+inline __attribute__((always_inline)) void Tile(int64_t i0, int64_t j0, int64_t P, const MatView& A,
+                                                const float* B, int64_t ldb, float* C, int64_t ldc,
+                                                bool accumulate) {
+  V16 c[R];
+  for (int r = 0; r < R; ++r) {
+    c[r] = V16{};
+    if (accumulate) std::memcpy(&c[r], C + (i0 + r) * ldc + j0, sizeof(V16));
+  }
+  const float* a0 = A.data + i0 * A.row_stride;
+  for (int64_t p = 0; p < P; ++p) {
+    V16 b;
+    std::memcpy(&b, B + p * ldb + j0, sizeof(V16));
+    const float* ap = a0 + p * A.col_stride;
+    for (int r = 0; r < R; ++r) c[r] += ap[r * A.row_stride] * b;
+  }
+  for (int r = 0; r < R; ++r) std::memcpy(C + (i0 + r) * ldc + j0, &c[r], sizeof(V16));
+}
+
+// The same for columns [j0, j1) (fewer than 16), one float at a time.
+inline void TailColumns(int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_t P, const MatView& A,
+                        const float* B, int64_t ldb, float* C, int64_t ldc, bool accumulate) {
+  for (int64_t i = i0; i < i1; ++i) {
+    for (int64_t j = j0; j < j1; ++j) {
+      float c = accumulate ? C[i * ldc + j] : 0.f;
+      for (int64_t p = 0; p < P; ++p) {
+        c += A.data[i * A.row_stride + p * A.col_stride] * B[p * ldb + j];
+      }
+      C[i * ldc + j] = c;
+    }
+  }
+}
+
+template <int R>
+inline __attribute__((always_inline)) void RowTile(int64_t i0, int64_t Ncols, int64_t P,
+                                                   const MatView& A, const float* B, int64_t ldb,
+                                                   float* C, int64_t ldc, bool accumulate,
+                                                   MatMulPart part) {
+  const int64_t i1 = i0 + R;
+  int64_t cols = Ncols, inner = P;
+  if (part == MatMulPart::kInner) inner = std::min(P, i1);
+  if (part == MatMulPart::kCols) {
+    cols = std::min(Ncols, (i1 + kMatMulCols - 1) / kMatMulCols * kMatMulCols);
+  }
+  int64_t j = 0;
+  for (; j + kMatMulCols <= cols; j += kMatMulCols) {
+    Tile<R>(i0, j, inner, A, B, ldb, C, ldc, accumulate);
+  }
+  if (j < cols) TailColumns(i0, i1, j, cols, inner, A, B, ldb, C, ldc, accumulate);
+}
+
+}  // namespace
+
+FLATSTATE_MATMUL_CLONES void SmallMatMul(int64_t M, int64_t Ncols, int64_t P, const MatView& A,
+                                         const float* B, int64_t ldb, float* C, int64_t ldc,
+                                         bool accumulate, MatMulPart part) {
+  int64_t i = 0;
+  for (; i + kMatMulRows <= M; i += kMatMulRows) {
+    RowTile<kMatMulRows>(i, Ncols, P, A, B, ldb, C, ldc, accumulate, part);
+  }
+  switch (M - i) {
+    case 5:
+      RowTile<5>(i, Ncols, P, A, B, ldb, C, ldc, accumulate, part);
+      break;
+    case 4:
+      RowTile<4>(i, Ncols, P, A, B, ldb, C, ldc, accumulate, part);
+      break;
+    case 3:
+      RowTile<3>(i, Ncols, P, A, B, ldb, C, ldc, accumulate, part);
+      break;
+    case 2:
+      RowTile<2>(i, Ncols, P, A, B, ldb, C, ldc, accumulate, part);
+      break;
+    case 1:
+      RowTile<1>(i, Ncols, P, A, B, ldb, C, ldc, accumulate, part);
+      break;
+    default:
+      break;
+  }
+}
+
+}  // namespace flatstate::cpu
