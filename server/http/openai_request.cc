@@ -276,6 +276,7 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(absl::string_view body, bool ch
     }
   }
   if (absl::Status s = ReadBool(j, "return_token_ids", &r.return_token_ids); !s.ok()) return s;
+  if (absl::Status s = ReadResponseFormat(body, j, &r.structured); !s.ok()) return s;
   return r;
 }
 
@@ -285,6 +286,7 @@ std::string RenameParamForHttp(absl::string_view param, bool chat) {
   if (absl::StartsWith(param, "stop[")) return "stop";
   if (absl::StartsWith(param, "prompt_tokens")) return "prompt";
   if (chat && param == "prompt") return "messages";
+  if (param == "json_schema" || param == "json_object") return "response_format";
   return std::string(param);
 }
 
@@ -308,6 +310,9 @@ absl::StatusOr<GenerateJob> ToGenerateJob(const OpenAiRequest& req, const ChatTe
   g.ignore_eos = req.ignore_eos;
   g.stop_token_ids = req.stop_token_ids;
   g.initial_state = req.initial_state;
+  g.grammar = req.structured.grammar;
+  g.json_schema = req.structured.json_schema;
+  g.json_object = req.structured.json_object;
   // A chat prompt already in tokens was rendered by the model's own template: its EOS ends it.
   if (req.chat && !req.prompt_is_tokens)
     g.stop.insert(g.stop.end(), tmpl.stop.begin(), tmpl.stop.end());
