@@ -53,4 +53,31 @@ absl::Status ReadResponseFormat(absl::string_view body, const json& j, Structure
   return absl::OkStatus();
 }
 
+absl::Status ReadToolChoice(const json& j, bool has_tools, bool* none, StructuredOutput* out) {
+  const json* tc = Field(j, "tool_choice");
+  if (tc == nullptr) return absl::OkStatus();
+  if (tc->is_string() && (*tc == "auto" || *tc == "none")) {
+    *none = *tc == "none";
+    return absl::OkStatus();
+  }
+  if (tc->is_string() && *tc == "required") {
+    out->tool_required = true;
+  } else if (tc->is_object() && tc->value("type", "") == "function" &&
+             tc->contains("function") && (*tc)["function"].is_object() &&
+             (*tc)["function"].contains("name") && (*tc)["function"]["name"].is_string() &&
+             !(*tc)["function"]["name"].get<std::string>().empty()) {
+    out->tool_required = true;
+    out->tool_function = (*tc)["function"]["name"].get<std::string>();
+  } else {
+    return Bad("tool_choice", "must be \"auto\", \"none\", \"required\" or "
+                              "{\"type\": \"function\", \"function\": {\"name\": ...}}");
+  }
+  if (!has_tools) return Bad("tool_choice", "forcing a tool call needs `tools`");
+  if (out->json_object || !out->json_schema.empty() || !out->grammar.empty()) {
+    return Bad("tool_choice", "forcing a tool call cannot be combined with a JSON "
+                              "response_format or a grammar");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace flatstate::server

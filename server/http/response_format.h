@@ -20,6 +20,10 @@ struct StructuredOutput {
   std::string grammar;      // GBNF text
   std::string json_schema;  // response_format json_schema's `schema`, as JSON text (key order kept)
   bool json_object = false;
+  // tool_choice "required" or {"type": "function", "function": {"name": ...}}: the reply is one
+  // tool call (engine/chat/tool_call_grammar.h), to `tool_function` when it is set.
+  bool tool_required = false;
+  std::string tool_function;
 };
 
 // Reads `grammar` and `response_format` of the parsed body `j` (`body`: its text, re-read with
@@ -29,6 +33,12 @@ struct StructuredOutput {
 // format is refused naming response_format.
 absl::Status ReadResponseFormat(absl::string_view body, const nlohmann::json& j,
                                 StructuredOutput* out);
+
+// Reads `tool_choice`: "auto" (or absent), "none" (*none), "required" or a named function (both
+// need `has_tools`, and neither goes with a JSON response_format or a grammar). Errors name
+// tool_choice.
+absl::Status ReadToolChoice(const nlohmann::json& j, bool has_tools, bool* none,
+                            StructuredOutput* out);
 
 }  // namespace flatstate::server
 
