@@ -37,9 +37,9 @@ absl::StatusOr<std::string> ToolCallGrammar(const Json& tools, std::string_view 
   }
   if (calls.empty()) {
     return absl::InvalidArgumentError(
-        function.empty() ? std::string("tool_choice: \"required\" needs at least one tool")
-                         : absl::StrCat("tool_choice: no tool is named '", std::string(function),
-                                        "'"));
+        function.empty()
+            ? std::string("tool_choice: \"required\" needs at least one tool")
+            : absl::StrCat("tool_choice: no tool is named '", std::string(function), "'"));
   }
   const Json schema = calls.size() == 1 ? calls[0] : Json{{"anyOf", calls}};
   absl::StatusOr<std::string> gbnf = grammar::JsonSchemaToGbnf(schema);
@@ -51,8 +51,7 @@ absl::StatusOr<std::string> ToolCallGrammar(const Json& tools, std::string_view 
   constexpr std::string_view kRoot = "root ::= ";
   const size_t first_line_end = std::min(gbnf->find('\n'), gbnf->size());
   if (gbnf->compare(0, kRoot.size(), kRoot) != 0 ||
-      std::regex_search(gbnf->substr(first_line_end),
-                        std::regex("(^|[^-\\w\"])root([^-\\w]|$)"))) {
+      std::regex_search(gbnf->substr(first_line_end), std::regex("(^|[^-\\w\"])root([^-\\w]|$)"))) {
     return absl::InvalidArgumentError(
         "tools: a parameters schema that refers to its root (\"$ref\": \"#\") cannot be forced");
   }

@@ -18,8 +18,8 @@
 
 namespace flatstate {
 
-// GBNF for exactly one call: kHermes "<tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>",
-// kLlama3Json {"name": ..., "parameters": {...}}. `function` empty: any of the tools.
+// GBNF for exactly one call. kHermes: "<tool_call>\n" {"name": ..., "arguments": {...}}
+// "\n</tool_call>"; kLlama3Json: {"name": ..., "parameters": {...}}. `function` empty: any tool.
 absl::StatusOr<std::string> ToolCallGrammar(const nlohmann::ordered_json& tools,
                                             std::string_view function, ToolCallFormat format);
 

@@ -88,8 +88,12 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<Model> mo
   if (options.prefix_cache_bytes > 0) {
     e->cache_ = std::make_unique<PrefixCache>(options.prefix_cache_bytes, e->kv_.get());
   }
+  // Grammars kept per model: each holds a TokenMasker whose caches reach tens of MB on a large
+  // vocabulary (docs/grammar.md), so a few, for the schemas clients repeat.
+  constexpr size_t kGrammarCacheEntries = 16;
   const Model* m = e->model_.get();
-  e->grammars_ = std::make_unique<GrammarCache>([m] { return BuildGrammarVocabulary(*m); });
+  e->grammars_ = std::make_unique<GrammarCache>([m] { return BuildGrammarVocabulary(*m); },
+                                                kGrammarCacheEntries);
   return e;
 }
 

@@ -109,8 +109,7 @@ absl::StatusOr<std::optional<WeightDtype>> ParseWeightDtypeOption(absl::string_v
 // The vocabulary constrained decoding masks for `model`: every token's bytes (its tokenizer's
 // TokenBytes) in a byte trie without the tokenizer's special ids, and the model's EOS ids (allowed
 // once a grammar is complete). FailedPrecondition for a tokenizer that knows no text.
-absl::StatusOr<std::shared_ptr<const GrammarVocabulary>> BuildGrammarVocabulary(
-    const Model& model);
+absl::StatusOr<std::shared_ptr<const GrammarVocabulary>> BuildGrammarVocabulary(const Model& model);
 
 // Constrained decoding (docs/grammar.md). A session with a grammar (SessionState::grammar) draws
 // from its logits row with every token the grammar's state does not allow set to -inf (EOS ids

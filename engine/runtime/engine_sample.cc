@@ -35,9 +35,9 @@ absl::StatusOr<std::shared_ptr<const GrammarVocabulary>> BuildGrammarVocabulary(
     const Model& model) {
   const Tokenizer& tok = model.tokenizer();
   if (!tok.has_text()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "grammar: model's tokenizer (", std::string(tok.kind()),
-        ") knows no token text, so output cannot be constrained by a grammar"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("grammar: model's tokenizer (", std::string(tok.kind()),
+                     ") knows no token text, so output cannot be constrained by a grammar"));
   }
   auto v = std::make_shared<GrammarVocabulary>();
   const int n = tok.vocab_size();
@@ -98,7 +98,9 @@ void Engine::Draw(const StepRequest& request, const float* logits, StepResult* r
     SessionState* c = request.choices[k];
     d.token = SampleToken(logits, V, c->sampling, &c->rng, scratch);
     if (request.logprobs >= 0) d.logprobs = logprobs(d.token);
-    if (c->grammar.has_value()) d.status = AdvanceGrammar(&c->grammar, d.token, eos, &d.grammar_done);
+    if (c->grammar.has_value()) {
+      d.status = AdvanceGrammar(&c->grammar, d.token, eos, &d.grammar_done);
+    }
   }
   res->token = SampleToken(logits, V, s->sampling, &s->rng, scratch);
   if (request.logprobs >= 0) res->logprobs = logprobs(res->token);

@@ -47,9 +47,9 @@ absl::Status GrammarConstraint::Advance(grammar::GrammarState* state, int32_t to
   return state->Advance(vocab_->token_bytes[static_cast<size_t>(token)]);
 }
 
-absl::StatusOr<std::shared_ptr<const GrammarConstraint>> GrammarCache::Get(
-    std::string_view gbnf) {
-  if (auto it = by_source_.find(absl::string_view(gbnf.data(), gbnf.size())); it != by_source_.end()) {
+absl::StatusOr<std::shared_ptr<const GrammarConstraint>> GrammarCache::Get(std::string_view gbnf) {
+  if (auto it = by_source_.find(absl::string_view(gbnf.data(), gbnf.size()));
+      it != by_source_.end()) {
     lru_.splice(lru_.begin(), lru_, it->second);
     return *it->second;
   }

@@ -353,7 +353,9 @@ absl::Status RestoreSession(const CheckpointModel& model, std::string_view blob,
   st.sampling = h.sampling;
   st.rng.set_state(h.rng);
   st.text_tail = std::move(h.text_tail);
-  if (!h.grammar_source.empty()) RETURN_IF_ERROR(checkpoint_internal::RestoreGrammar(h, grammars, &st));
+  if (!h.grammar_source.empty()) {
+    RETURN_IF_ERROR(checkpoint_internal::RestoreGrammar(h, grammars, &st));
+  }
   st.linear.resize(c.state_floats());
   LoadLeFloats(payload.data(), st.linear.size(), st.linear.data());
   if (c.has_kv()) {

@@ -37,10 +37,9 @@ absl::Status CheckFrame(std::string_view blob, uint32_t* version, uint32_t* head
   }
   *version = LoadLe32(blob.data() + 8);
   if (*version != kCheckpointVersion && *version != kCheckpointVersionGrammar) {
-    return absl::InvalidArgumentError(absl::StrCat("unsupported checkpoint format version ",
-                                                   *version, " (this build reads versions ",
-                                                   kCheckpointVersion, " and ",
-                                                   kCheckpointVersionGrammar, ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unsupported checkpoint format version ", *version, " (this build reads versions ",
+        kCheckpointVersion, " and ", kCheckpointVersionGrammar, ")"));
   }
   *header_len = LoadLe32(blob.data() + 12);
   return absl::OkStatus();
@@ -141,7 +140,8 @@ absl::Status RestoreGrammar(const Header& h, const GrammarResolver* grammars, Se
   absl::StatusOr<grammar::GrammarState> state =
       grammar::GrammarState::Deserialize((*c)->grammar(), h.grammar_state);
   if (!state.ok()) {
-    return absl::DataLossError(absl::StrCat("checkpoint grammar state: ", state.status().message()));
+    return absl::DataLossError(
+        absl::StrCat("checkpoint grammar state: ", state.status().message()));
   }
   st->grammar = SessionGrammar{std::move(*c), std::move(*state)};
   return absl::OkStatus();

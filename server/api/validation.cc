@@ -36,10 +36,10 @@ absl::StatusOr<std::optional<std::string>> GrammarOf(const GenerateRequest& req,
         "grammar: set at most one of grammar, json_schema and json_object");
   }
   if (model != nullptr && !model->tokenizer().has_text()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "grammar: model '", model->name,
-        "' decodes no text (no tokenizer flatstate can read), so its output cannot be "
-        "constrained"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("grammar: model '", model->name,
+                     "' decodes no text (no tokenizer flatstate can read), so its output cannot be "
+                     "constrained"));
   }
   std::string gbnf;
   if (req.json_object) {

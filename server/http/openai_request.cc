@@ -358,8 +358,8 @@ absl::StatusOr<GenerateJob> ToGenerateJobFor(const OpenAiRequest& req, const Mod
   if (!ids.ok()) return Bad("messages", ids.status().message());
   OpenAiRequest rendered = req;
   if (req.structured.tool_required) {  // the reply is one call, in the template's form
-    absl::StatusOr<std::string> gbnf = ToolCallGrammar(
-        req.tools, req.structured.tool_function, (*prompt)->tool_call_format());
+    absl::StatusOr<std::string> gbnf =
+        ToolCallGrammar(req.tools, req.structured.tool_function, (*prompt)->tool_call_format());
     if (!gbnf.ok()) return gbnf.status();
     rendered.structured.grammar = std::move(*gbnf);
   }

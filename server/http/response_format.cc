@@ -23,7 +23,8 @@ absl::Status ReadResponseFormat(absl::string_view body, const json& j, Structure
   const std::string t = type->get<std::string>();
   if (t == "text") return absl::OkStatus();
   if (t != "json_object" && t != "json_schema") {
-    return Bad("response_format", absl::StrCat("type '", t, "' is not supported (\"text\", "
+    return Bad("response_format", absl::StrCat("type '", t,
+                                               "' is not supported (\"text\", "
                                                "\"json_object\" or \"json_schema\")"));
   }
   if (!r->grammar.empty()) {
@@ -62,20 +63,22 @@ absl::Status ReadToolChoice(const json& j, bool has_tools, bool* none, Structure
   }
   if (tc->is_string() && *tc == "required") {
     out->tool_required = true;
-  } else if (tc->is_object() && tc->value("type", "") == "function" &&
-             tc->contains("function") && (*tc)["function"].is_object() &&
-             (*tc)["function"].contains("name") && (*tc)["function"]["name"].is_string() &&
+  } else if (tc->is_object() && tc->value("type", "") == "function" && tc->contains("function") &&
+             (*tc)["function"].is_object() && (*tc)["function"].contains("name") &&
+             (*tc)["function"]["name"].is_string() &&
              !(*tc)["function"]["name"].get<std::string>().empty()) {
     out->tool_required = true;
     out->tool_function = (*tc)["function"]["name"].get<std::string>();
   } else {
-    return Bad("tool_choice", "must be \"auto\", \"none\", \"required\" or "
-                              "{\"type\": \"function\", \"function\": {\"name\": ...}}");
+    return Bad("tool_choice",
+               "must be \"auto\", \"none\", \"required\" or "
+               "{\"type\": \"function\", \"function\": {\"name\": ...}}");
   }
   if (!has_tools) return Bad("tool_choice", "forcing a tool call needs `tools`");
   if (out->json_object || !out->json_schema.empty() || !out->grammar.empty()) {
-    return Bad("tool_choice", "forcing a tool call cannot be combined with a JSON "
-                              "response_format or a grammar");
+    return Bad("tool_choice",
+               "forcing a tool call cannot be combined with a JSON "
+               "response_format or a grammar");
   }
   return absl::OkStatus();
 }

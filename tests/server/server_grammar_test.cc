@@ -39,9 +39,8 @@ TEST_F(ServerGrammarTest, JsonSchemaValidatesOnBothEndpointsStreamedOrNot) {
   for (const char* path : {"/v1/completions", "/v1/chat/completions"}) {
     for (bool stream : {false, true}) {
       SCOPED_TRACE(std::string(path) + (stream ? " stream" : ""));
-      json body = {{"model", kLinear}, {"max_tokens", 400}, {"temperature", 1.0},
-                   {"seed", 5},        {"n", 2},            {"response_format", rf},
-                   {"stream", stream}};
+      json body = {{"model", kLinear}, {"max_tokens", 400},     {"temperature", 1.0}, {"seed", 5},
+                   {"n", 2},           {"response_format", rf}, {"stream", stream}};
       if (std::string(path) == "/v1/completions") {
         body["prompt"] = "Describe a person:";
       } else {

@@ -31,17 +31,20 @@ bool Matches(const std::string& gbnf, const std::string& text) {
 TEST(ToolCallGrammarTest, HermesAndLlama3Forms) {
   auto any = ToolCallGrammar(kTools, "", ToolCallFormat::kHermes);
   ASSERT_TRUE(any.ok()) << any.status();
-  EXPECT_TRUE(Matches(*any, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
-                            "{\"city\": \"Oslo\", \"unit\": \"c\"}}\n</tool_call>"));
+  EXPECT_TRUE(Matches(*any,
+                      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
+                      "{\"city\": \"Oslo\", \"unit\": \"c\"}}\n</tool_call>"));
   EXPECT_TRUE(Matches(*any, "<tool_call>\n{\"name\":\"now\",\"arguments\":{}}\n</tool_call>"));
-  EXPECT_FALSE(Matches(*any, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
-                             "{\"city\": \"Oslo\", \"unit\": \"k\"}}\n</tool_call>"));
+  EXPECT_FALSE(Matches(*any,
+                       "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
+                       "{\"city\": \"Oslo\", \"unit\": \"k\"}}\n</tool_call>"));
   EXPECT_FALSE(Matches(*any, "{\"name\":\"now\",\"arguments\":{}}"));
   auto named = ToolCallGrammar(kTools, "now", ToolCallFormat::kLlama3Json);
   ASSERT_TRUE(named.ok()) << named.status();
   EXPECT_TRUE(Matches(*named, "{\"name\": \"now\", \"parameters\": {}}"));
-  EXPECT_FALSE(Matches(*named, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"a\", "
-                               "\"unit\": \"c\"}}"));
+  EXPECT_FALSE(Matches(*named,
+                       "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"a\", "
+                       "\"unit\": \"c\"}}"));
 }
 
 TEST(ToolCallGrammarTest, RefusesWhatItCannotForce) {

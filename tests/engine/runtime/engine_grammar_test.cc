@@ -136,13 +136,13 @@ TEST_P(EngineGrammarTest, JsonObjectParsesAndGbnfIsFollowed) {
 // continues exactly as the uninterrupted run.
 TEST_P(EngineGrammarTest, MidJsonCheckpointContinuesExactly) {
   SchemaRng rng(7);
-  nlohmann::ordered_json schema = {{"type", "object"},
-                                   {"properties", {{"name", {{"type", "string"}, {"maxLength", 20}}},
-                                                   {"tags", RandomSchema(&rng, 1)},
-                                                   {"n", {{"type", "integer"},
-                                                          {"minimum", 0},
-                                                          {"maximum", 99999}}}}},
-                                   {"required", {"name", "tags", "n"}}};
+  nlohmann::ordered_json schema = {
+      {"type", "object"},
+      {"properties",
+       {{"name", {{"type", "string"}, {"maxLength", 20}}},
+        {"tags", RandomSchema(&rng, 1)},
+        {"n", {{"type", "integer"}, {"minimum", 0}, {"maximum", 99999}}}}},
+      {"required", {"name", "tags", "n"}}};
   const std::string gbnf = *grammar::JsonSchemaToGbnf(schema);
   const SamplingParams sp{0.9f, 0, 1.f, 21};
   SessionState ref = Constrained(e_.get(), gbnf, sp, Tokens(40, 3));
@@ -267,7 +267,9 @@ TEST_P(EngineGrammarTest, LogprobsAndChoices) {
 INSTANTIATE_TEST_SUITE_P(Kinds, EngineGrammarTest,
                          ::testing::Values(AttentionKind::kFavor, AttentionKind::kSoftmax,
                                            AttentionKind::kGated),
-                         [](const auto& info) { return std::string(AttentionKindName(info.param)); });
+                         [](const auto& info) {
+                           return std::string(AttentionKindName(info.param));
+                         });
 
 // A version 2 checkpoint's grammar: cache reuse, a corrupt state, no resolver, a bad grammar.
 TEST(EngineGrammarCheckpointTest, GrammarCacheAndFailures) {
@@ -279,8 +281,7 @@ TEST(EngineGrammarCheckpointTest, GrammarCacheAndFailures) {
   EXPECT_EQ(g1->get(), g2->get());  // compiled once
   absl::StatusOr<SessionGrammar> bad = e->StartGrammar("root ::= undefined_rule");
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(bad.status().message().find("grammar: GBNF"), absl::string_view::npos)
-      << bad.status();
+  EXPECT_NE(bad.status().message().find("grammar: GBNF"), absl::string_view::npos) << bad.status();
 
   SessionState s = Constrained(e.get(), "root ::= \"[\" [0-9]{1,5} \"]\"", {}, Tokens(5, 1));
   Generate(e.get(), &s, 2);

@@ -101,8 +101,8 @@ inline size_t CodePoints(const std::string& s) {
 }
 
 // Empty when `v` is valid for `schema` (the subset RandomSchema writes), else why not.
-inline std::string SchemaViolation(const nlohmann::ordered_json& schema,
-                                   const nlohmann::json& v, const std::string& path = "#") {
+inline std::string SchemaViolation(const nlohmann::ordered_json& schema, const nlohmann::json& v,
+                                   const std::string& path = "#") {
   if (auto e = schema.find("enum"); e != schema.end()) {
     for (const auto& x : *e) {
       if (nlohmann::json::parse(x.dump()) == v) return "";
@@ -142,8 +142,8 @@ inline std::string SchemaViolation(const nlohmann::ordered_json& schema,
     }
     for (auto it = v.begin(); it != v.end(); ++it) {
       if (!schema["properties"].contains(it.key())) return path + ": extra " + it.key();
-      std::string e = SchemaViolation(schema["properties"][it.key()], it.value(),
-                                      path + "/" + it.key());
+      std::string e =
+          SchemaViolation(schema["properties"][it.key()], it.value(), path + "/" + it.key());
       if (!e.empty()) return e;
     }
     return "";

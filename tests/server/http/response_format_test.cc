@@ -17,8 +17,9 @@ TEST(ResponseFormatTest, ReadsEachFormatKeepingTheSchemaKeyOrder) {
       "properties": {"zeta": {"type": "string"}, "alpha": {"type": "integer"}}}}}})",
                               false);
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->structured.json_schema,
-            R"({"type":"object","properties":{"zeta":{"type":"string"},"alpha":{"type":"integer"}}})");
+  EXPECT_EQ(
+      r->structured.json_schema,
+      R"({"type":"object","properties":{"zeta":{"type":"string"},"alpha":{"type":"integer"}}})");
   EXPECT_FALSE(r->structured.json_object);
   r = ParseOpenAiRequest(R"({"prompt": "x", "response_format": {"type": "json_object"}})", false);
   ASSERT_TRUE(r.ok());

@@ -264,7 +264,9 @@ TEST_F(ChatTemplateApiTest, ToolChoiceForcesOneValidCall) {
        "tool_choice"},
       {{{"tool_choice", "required"}}, "tool_choice"},
       {{{"tools", tools}, {"tool_choice", "sometimes"}}, "tool_choice"},
-      {{{"tools", tools}, {"tool_choice", "required"}, {"response_format", {{"type", "json_object"}}}},
+      {{{"tools", tools},
+        {"tool_choice", "required"},
+        {"response_format", {{"type", "json_object"}}}},
        "tool_choice"},
   };
   for (const auto& [extra, param] : bad) {
