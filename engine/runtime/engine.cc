@@ -88,6 +88,12 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<Model> mo
   if (options.prefix_cache_bytes > 0) {
     e->cache_ = std::make_unique<PrefixCache>(options.prefix_cache_bytes, e->kv_.get());
   }
+  // Grammars kept per model: each holds a TokenMasker whose caches reach tens of MB on a large
+  // vocabulary (docs/grammar.md), so a few, for the schemas clients repeat.
+  constexpr size_t kGrammarCacheEntries = 16;
+  const Model* m = e->model_.get();
+  e->grammars_ = std::make_unique<GrammarCache>([m] { return BuildGrammarVocabulary(*m); },
+                                                kGrammarCacheEntries);
   return e;
 }
 
@@ -290,27 +296,12 @@ absl::Status Engine::Step(std::span<const StepRequest> requests, std::vector<Ste
     for (int64_t j = b; j < e; ++j) {
       const size_t r = sampled_runs_[static_cast<size_t>(j)];
       const size_t i = run_of_[r];
-      SessionState* s = requests[i].session;
-      StepResult& res = (*results)[i];
-      const float* logits = logits_.data() + r * V;
-      res.token = SampleToken(logits, V, s->sampling, &s->rng, &scratch);
-      res.sampled = true;
-      if (requests[i].logprobs >= 0) {
-        res.logprobs = ComputeLogprobs(logits, V, res.token, requests[i].logprobs);
-      }
-      for (size_t k = 0; k < res.choices.size(); ++k) {
-        ChoiceDraw& d = res.choices[k];
-        if (!d.status.ok()) continue;
-        SessionState* c = requests[i].choices[k];
-        d.token = SampleToken(logits, V, c->sampling, &c->rng, &scratch);
-        if (requests[i].logprobs >= 0) {
-          d.logprobs = ComputeLogprobs(logits, V, d.token, requests[i].logprobs);
-        }
-      }
+      Draw(requests[i], logits_.data() + r * V, &(*results)[i], &scratch);
     }
   });
   for (size_t r : sampled_runs_) {
     const size_t i = run_of_[r];
+    if (!(*results)[i].sampled) continue;  // its grammar allowed nothing
     requests[i].session->pending.push_back((*results)[i].token);
     const std::vector<ChoiceDraw>& draws = (*results)[i].choices;
     for (size_t k = 0; k < draws.size(); ++k) {
@@ -358,7 +349,8 @@ absl::StatusOr<CheckpointSplit> Engine::CheckpointSplitFrom(const SessionState& 
 
 absl::StatusOr<SessionState> Engine::Restore(std::string_view blob) {
   SessionState s;
-  RETURN_IF_ERROR(RestoreSession(ckpt_model_, blob, kv_.get(), &s));
+  const GrammarResolver grammars = [this](std::string_view gbnf) { return CompileGrammar(gbnf); };
+  RETURN_IF_ERROR(RestoreSession(ckpt_model_, blob, kv_.get(), &s, &grammars));
   absl::Status st = forward_->SyncKvToDevice(s.kv_blocks);
   if (!st.ok()) {
     ReleaseSession(&s);

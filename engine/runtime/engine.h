@@ -106,6 +106,19 @@ WeightDtype StoredWeightDtype(TorchDtype torch_dtype);
 // InvalidArgument naming the accepted values otherwise.
 absl::StatusOr<std::optional<WeightDtype>> ParseWeightDtypeOption(absl::string_view name);
 
+// The vocabulary constrained decoding masks for `model`: every token's bytes (its tokenizer's
+// TokenBytes) in a byte trie without the tokenizer's special ids, and the model's EOS ids (allowed
+// once a grammar is complete). FailedPrecondition for a tokenizer that knows no text.
+absl::StatusOr<std::shared_ptr<const GrammarVocabulary>> BuildGrammarVocabulary(const Model& model);
+
+// Constrained decoding (docs/grammar.md). A session with a grammar (SessionState::grammar) draws
+// from its logits row with every token the grammar's state does not allow set to -inf (EOS ids
+// only once the grammar is complete), then advances the state by the token's bytes; the mask
+// depends only on that state, so a session's tokens are the same bits in any batch. Its logprobs
+// are those of the masked distribution (top entries only among the allowed tokens). n > 1
+// choices fork the grammar state with the session and draw from the same masked row. A step in
+// which nothing is allowed fails that request (FailedPrecondition), its session unchanged but
+// for the tokens run.
 // One session's part of a step. A session may appear in at most one request of a step.
 struct StepRequest {
   SessionState* session = nullptr;
@@ -128,6 +141,7 @@ struct ChoiceDraw {
   absl::Status status;
   int32_t token = -1;
   TokenLogprobs logprobs;
+  bool grammar_done = false;  // as StepResult::grammar_done, for the choice's session
 };
 
 struct StepResult {
@@ -138,6 +152,10 @@ struct StepResult {
   bool sampled = false;
   int32_t token = -1;      // the sampled token (now the session's only pending token)
   TokenLogprobs logprobs;  // when sampled and the request asked for them
+  // When sampled under a grammar (SessionState::grammar): the token completed it and nothing more
+  // may follow (or it was an EOS id); the session's grammar is cleared. The caller ends the
+  // output there (finish_reason "stop").
+  bool grammar_done = false;
   // When sampled: one draw per StepRequest::choices entry, in order.
   std::vector<ChoiceDraw> choices;
 };
@@ -178,6 +196,14 @@ class Engine {
   size_t SessionBytes(const SessionState& s) const;
 
   SessionState NewSession(const SamplingParams& sampling) const;
+  // The grammar for GBNF text `gbnf` over this model's vocabulary, from the engine's cache
+  // (compiled at its first use; the vocabulary's byte trie at the first grammar of the engine).
+  // InvalidArgument "grammar: GBNF <line>:<column>: ..." for a bad grammar; FailedPrecondition
+  // for a model whose tokenizer knows no text.
+  absl::StatusOr<std::shared_ptr<const GrammarConstraint>> CompileGrammar(std::string_view gbnf);
+  // `gbnf` at its start, for SessionState::grammar: what a session samples from then on is
+  // constrained by it. Fails like CompileGrammar.
+  absl::StatusOr<SessionGrammar> StartGrammar(std::string_view gbnf);
   // Returns the session's KV blocks to the pool and frees its device state slot (CUDA linear).
   // The state must not be used afterwards.
   void ReleaseSession(SessionState* s);
@@ -241,6 +267,11 @@ class Engine {
   // StepRequest::choices of a request about to sample: each fresh session becomes a fork of
   // its session, keeping its own sampler and RNG; result->choices gets one status per choice.
   void ForkChoices(const StepRequest& request, StepResult* result);
+  // Draws request's token (and its choices') from `logits` (one row), masked by the session's
+  // grammar when it has one, and advances the grammars (engine_sample.cc). Thread-safe across
+  // distinct requests.
+  void Draw(const StepRequest& request, const float* logits, StepResult* result,
+            SamplerScratch* scratch) const;
   // `s` with a current host copy: `s` itself, or (CUDA linear, slot newer than `linear`) a copy
   // in host_view_ refreshed from the slot, valid until the next call.
   absl::StatusOr<const SessionState*> HostView(const SessionState& s);
@@ -255,6 +286,7 @@ class Engine {
   std::unique_ptr<PrefixCache> cache_;  // after kv_: destroyed first, dropping its references
   int64_t prefix_grid_ = 0;
   std::unique_ptr<ForwardPass> forward_;
+  std::unique_ptr<GrammarCache> grammars_;
   CheckpointModel ckpt_model_;
   std::vector<float> logits_;
   // Step's scratch, kept to avoid reallocating every step.

@@ -162,7 +162,7 @@ void WriteHead(const CheckpointModel& model, const SessionState& state, const Kv
   Writer w(out);
   const size_t start = out->size();
   w.Bytes(std::string_view(kMagic, sizeof(kMagic)));
-  w.U32(kCheckpointVersion);
+  w.U32(state.grammar.has_value() ? kCheckpointVersionGrammar : kCheckpointVersion);
   const size_t header_len_at = out->size();
   w.U32(0);  // patched below
   w.U32(static_cast<uint32_t>(model.fingerprint.size()));
@@ -184,6 +184,14 @@ void WriteHead(const CheckpointModel& model, const SessionState& state, const Kv
   for (uint64_t s : state.rng.state()) w.U64(s);
   w.U32(static_cast<uint32_t>(state.text_tail.size()));
   w.Bytes(state.text_tail);
+  if (state.grammar.has_value()) {
+    const std::string& source = state.grammar->constraint->source();
+    const std::string blob = state.grammar->state.Serialize();
+    w.U32(static_cast<uint32_t>(source.size()));
+    w.Bytes(source);
+    w.U32(static_cast<uint32_t>(blob.size()));
+    w.Bytes(blob);
+  }
   w.PatchU32(header_len_at, static_cast<uint32_t>(out->size() - start - kPrefixBytes));
   w.U64(payload_floats);
 }
@@ -277,7 +285,7 @@ absl::StatusOr<std::string> JoinCheckpoint(std::string_view head, int64_t chunk_
 }
 
 absl::Status RestoreSession(const CheckpointModel& model, std::string_view blob, KvBlockPool* pool,
-                            SessionState* out) {
+                            SessionState* out, const GrammarResolver* grammars) {
   const ModelConfig& c = model.config;
   Header h;
   size_t header_end = 0;
@@ -345,6 +353,9 @@ absl::Status RestoreSession(const CheckpointModel& model, std::string_view blob,
   st.sampling = h.sampling;
   st.rng.set_state(h.rng);
   st.text_tail = std::move(h.text_tail);
+  if (!h.grammar_source.empty()) {
+    RETURN_IF_ERROR(checkpoint_internal::RestoreGrammar(h, grammars, &st));
+  }
   st.linear.resize(c.state_floats());
   LoadLeFloats(payload.data(), st.linear.size(), st.linear.data());
   if (c.has_kv()) {

@@ -15,6 +15,8 @@
 #define FLATSTATE_ENGINE_SESSION_CHECKPOINT_H_
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -27,7 +29,15 @@
 
 namespace flatstate {
 
+// Version 1: sessions without a grammar (written so still: the bytes older builds read). Version
+// 2 adds the grammar's GBNF source and state (docs/checkpoint-format.md); written only for a
+// session with a grammar. This build reads both.
 inline constexpr uint32_t kCheckpointVersion = 1;
+inline constexpr uint32_t kCheckpointVersionGrammar = 2;
+
+// Compiles a checkpoint's grammar source for the restoring engine (Engine::CompileGrammar).
+using GrammarResolver =
+    std::function<absl::StatusOr<std::shared_ptr<const GrammarConstraint>>(std::string_view)>;
 
 struct CheckpointModel {
   std::string fingerprint;  // Model::fingerprint()
@@ -74,9 +84,11 @@ absl::StatusOr<std::string> JoinCheckpoint(std::string_view head, int64_t chunk_
 
 // Parses `blob` into `out`. For softmax, allocates blocks in `pool` and copies the KV rows in
 // (the pool may have another block size than the writer's). On success `out` is replaced whole:
-// blocks its old kv_blocks held are NOT released, so release them first.
+// blocks its old kv_blocks held are NOT released, so release them first. A version 2 blob's
+// grammar is compiled by `grammars` (FailedPrecondition without one; DataLoss when its source
+// does not compile or its state does not match the grammar).
 absl::Status RestoreSession(const CheckpointModel& model, std::string_view blob, KvBlockPool* pool,
-                            SessionState* out);
+                            SessionState* out, const GrammarResolver* grammars = nullptr);
 
 // Verifies the whole blob's checksum and parses its header (RestoreSession's steps 1-5; no
 // payload checks and no model needed): which model wrote it and how many tokens it holds. Costs

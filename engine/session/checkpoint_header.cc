@@ -36,10 +36,10 @@ absl::Status CheckFrame(std::string_view blob, uint32_t* version, uint32_t* head
     return absl::DataLossError("checksum mismatch: checkpoint is corrupted");
   }
   *version = LoadLe32(blob.data() + 8);
-  if (*version != kCheckpointVersion) {
-    return absl::InvalidArgumentError(absl::StrCat("unsupported checkpoint format version ",
-                                                   *version, " (this build reads version ",
-                                                   kCheckpointVersion, ")"));
+  if (*version != kCheckpointVersion && *version != kCheckpointVersionGrammar) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unsupported checkpoint format version ", *version, " (this build reads versions ",
+        kCheckpointVersion, " and ", kCheckpointVersionGrammar, ")"));
   }
   *header_len = LoadLe32(blob.data() + 12);
   return absl::OkStatus();
@@ -96,6 +96,19 @@ absl::Status ParseHeaderFields(std::string_view blob, uint32_t header_len, Heade
   std::string_view tail;
   RETURN_IF_ERROR(r.Bytes("text tail", tail_len, &tail));
   h->text_tail.assign(tail.data(), tail.size());
+  if (h->version == kCheckpointVersionGrammar) {
+    uint32_t len = 0;
+    std::string_view bytes;
+    RETURN_IF_ERROR(r.U32("grammar source length", &len));
+    RETURN_IF_ERROR(r.Bytes("grammar source", len, &bytes));
+    h->grammar_source.assign(bytes.data(), bytes.size());
+    RETURN_IF_ERROR(r.U32("grammar state length", &len));
+    RETURN_IF_ERROR(r.Bytes("grammar state", len, &bytes));
+    h->grammar_state.assign(bytes.data(), bytes.size());
+    if (h->grammar_source.empty() || h->grammar_state.empty()) {
+      return absl::DataLossError("checkpoint version 2 has an empty grammar source or state");
+    }
+  }
   if (r.remaining() != 0) {
     return absl::DataLossError(absl::StrCat("checkpoint header length ", header_len, " has ",
                                             r.remaining(), " bytes beyond the last header field"));
@@ -110,6 +123,27 @@ absl::Status ReadHeader(std::string_view blob, Header* h, size_t* header_end) {
   RETURN_IF_ERROR(CheckFrame(blob, &h->version, &header_len));
   RETURN_IF_ERROR(ParseHeaderFields(blob, header_len, h));
   *header_end = kPrefixBytes + header_len;
+  return absl::OkStatus();
+}
+
+// A version 2 checkpoint's grammar into `st`: its source compiled by `grammars`, its state
+// checked against it.
+absl::Status RestoreGrammar(const Header& h, const GrammarResolver* grammars, SessionState* st) {
+  if (grammars == nullptr || !*grammars) {
+    return absl::FailedPreconditionError(
+        "checkpoint holds a grammar (constrained decoding): restore it through an Engine");
+  }
+  absl::StatusOr<std::shared_ptr<const GrammarConstraint>> c = (*grammars)(h.grammar_source);
+  if (!c.ok()) {
+    return absl::DataLossError(absl::StrCat("checkpoint grammar source: ", c.status().message()));
+  }
+  absl::StatusOr<grammar::GrammarState> state =
+      grammar::GrammarState::Deserialize((*c)->grammar(), h.grammar_state);
+  if (!state.ok()) {
+    return absl::DataLossError(
+        absl::StrCat("checkpoint grammar state: ", state.status().message()));
+  }
+  st->grammar = SessionGrammar{std::move(*c), std::move(*state)};
   return absl::OkStatus();
 }
 

@@ -16,6 +16,8 @@
 #include "absl/status/status.h"
 #include "engine/model/config.h"
 #include "engine/sampling/sampler.h"
+#include "engine/session/checkpoint.h"
+#include "engine/session/session_state.h"
 
 namespace flatstate::checkpoint_internal {
 
@@ -41,6 +43,8 @@ struct Header {
   SamplingParams sampling;
   std::array<uint64_t, 4> rng{};
   std::string text_tail;
+  std::string grammar_source;  // version 2: GBNF text (empty: no grammar)
+  std::string grammar_state;   // version 2: GrammarState::Serialize()
 };
 
 // Checks the frame (length, magic, checksum, then version: no header field is trusted before
@@ -48,6 +52,11 @@ struct Header {
 // the payload count. Errors as RestoreSession's steps 1-5 (docs/checkpoint-format.md); `h` may
 // be partly written on error.
 absl::Status ReadHeader(std::string_view blob, Header* h, size_t* header_end);
+
+// A version 2 header's grammar into `st`: its source compiled by `grammars`, its state checked
+// against it. FailedPrecondition without a resolver; DataLoss when the source does not compile
+// or the state does not belong to it.
+absl::Status RestoreGrammar(const Header& h, const GrammarResolver* grammars, SessionState* st);
 
 }  // namespace flatstate::checkpoint_internal
 

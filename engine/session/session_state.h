@@ -31,12 +31,14 @@
 #define FLATSTATE_ENGINE_SESSION_SESSION_STATE_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "engine/cache/prefix_key.h"
 #include "engine/model/config.h"
+#include "engine/sampling/grammar_constraint.h"
 #include "engine/sampling/sampler.h"
 
 namespace flatstate {
@@ -80,6 +82,10 @@ struct SessionState {
   // emitted as text). Carried in checkpoints so a restored session's text continues exactly too.
   std::string text_tail;
   DeviceSlot device;  // linear kinds off the host only; see above
+  // Constrained decoding (docs/grammar.md): while set, every token the session samples is masked
+  // by the grammar and advances its state; cleared when the grammar is complete and nothing more
+  // may follow. Carried in checkpoints (source text and state, format version 2).
+  std::optional<SessionGrammar> grammar;
   // Set by Engine::AppendPrompt: when the session has run marks.back().first tokens, the engine
   // stores prefix-cache snapshots for these (prefix length, key) pairs, ascending, then clears
   // them. Transient: not in checkpoints, which lose nothing by it but a cache entry.

@@ -50,6 +50,13 @@ class Tokenizer {
   // Beginning-of-sequence id (-1: none) and end-of-sequence ids (empty: none).
   virtual int32_t bos_id() const = 0;
   virtual const std::vector<int32_t>& eos_ids() const = 0;
+  // Ids that stand for control, not text (BOS, EOS and a tokenizer's special added tokens such
+  // as "<|im_start|>"): constrained decoding never lets a grammar produce them as text.
+  virtual std::vector<int32_t> SpecialIds() const {
+    std::vector<int32_t> ids = eos_ids();
+    if (bos_id() >= 0) ids.push_back(bos_id());
+    return ids;
+  }
   // False when the tokenizer knows no text: Encode refuses text and every token decodes to "".
   virtual bool has_text() const = 0;
 

@@ -6,6 +6,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "engine/grammar/compiled_grammar.h"
+#include "engine/grammar/json_schema.h"
 #include "engine/tokenizer/byte_tokenizer.h"
 #include "server/loop/stream_text.h"
 #include "server/store/ids.h"
@@ -21,6 +23,42 @@ const LoadedModel* KnownModel(const GenerateRequest& req, const ModelRegistry& m
   if (!req.model.empty()) return models.Find(req.model);
   if (!req.session_id.empty()) return nullptr;
   return models.Find(models.default_model());
+}
+
+// The request's grammar as GBNF (unset: none), compiled once here so that a bad one is refused
+// on the transport thread; the engine compiles it again from its cache.
+absl::StatusOr<std::optional<std::string>> GrammarOf(const GenerateRequest& req,
+                                                     const LoadedModel* model) {
+  const int set = int{!req.grammar.empty()} + int{!req.json_schema.empty()} + int{req.json_object};
+  if (set == 0) return std::nullopt;
+  if (set > 1) {
+    return absl::InvalidArgumentError(
+        "grammar: set at most one of grammar, json_schema and json_object");
+  }
+  if (model != nullptr && !model->tokenizer().has_text()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("grammar: model '", model->name,
+                     "' decodes no text (no tokenizer flatstate can read), so its output cannot be "
+                     "constrained"));
+  }
+  std::string gbnf;
+  if (req.json_object) {
+    gbnf = grammar::JsonObjectGbnf();
+  } else if (!req.json_schema.empty()) {
+    absl::StatusOr<std::string> g = grammar::JsonSchemaTextToGbnf(req.json_schema);
+    if (!g.ok()) {
+      return absl::Status(g.status().code(), absl::StrCat("json_schema: ", g.status().message()));
+    }
+    gbnf = std::move(*g);
+  } else {
+    gbnf = req.grammar;
+  }
+  if (auto c = grammar::CompiledGrammar::FromGbnf(gbnf); !c.ok()) {
+    return absl::Status(c.status().code(),
+                        absl::StrCat(req.json_schema.empty() ? "grammar: " : "json_schema: ",
+                                     c.status().message()));
+  }
+  return gbnf;
 }
 
 }  // namespace
@@ -190,6 +228,9 @@ absl::StatusOr<GenerateJob> ValidateGenerate(const GenerateRequest& req,
     return s;
   }
   job.stop_token_ids = req.stop_token_ids;
+  absl::StatusOr<std::optional<std::string>> grammar = GrammarOf(req, model);
+  if (!grammar.ok()) return grammar.status();
+  job.grammar = std::move(*grammar);
   return job;
 }
 

@@ -44,6 +44,11 @@ struct GenerateRequest {
   // The checkpoint_id of a stored checkpoint a stateless request starts from instead of an
   // empty state ("initial states"; LoadInitialState reads it). Not with session_id.
   std::string initial_state;
+  // Constrained decoding, at most one (docs/grammar.md): GBNF text, a JSON Schema's JSON text,
+  // or any JSON object. ValidateGenerate turns it into GenerateJob::grammar (GBNF).
+  std::string grammar;
+  std::string json_schema;
+  bool json_object = false;
 };
 
 // Transport sampling params -> engine sampling params (top_p 0 means "unset" = 1); validated.

@@ -82,6 +82,10 @@ struct GenerateJob {
   // read by LoadInitialState) the throwaway session is restored from before the prompt runs. Its
   // model is the checkpoint's; the job's sampling params, when set, replace the checkpoint's.
   std::optional<std::string> initial_state;
+  // Constrained decoding: the GBNF text this job's output must match (validated; compiled by the
+  // model's engine, Engine::SetGrammar). Unset: none, except that a job with no prompt on a
+  // session whose last output stopped mid-grammar continues under that grammar.
+  std::optional<std::string> grammar;
   absl::Time arrival = absl::Now();
 };
 

@@ -28,6 +28,9 @@ GenerateRequest ToGenerateRequest(const flatstate::v1::GenerateRequest& req) {
   g.ignore_eos = req.ignore_eos();
   g.stop_token_ids.assign(req.stop_token_ids().begin(), req.stop_token_ids().end());
   g.initial_state = req.initial_state();
+  g.grammar = req.grammar();
+  g.json_schema = req.json_schema();
+  g.json_object = req.json_object();
   return g;
 }
 

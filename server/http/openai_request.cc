@@ -7,6 +7,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "engine/chat/tool_call_grammar.h"
 #include "nlohmann/json.hpp"
 #include "server/api/validation.h"
 #include "server/http/json_body.h"
@@ -203,12 +204,6 @@ absl::Status ReadChatTemplateFields(absl::string_view body, const json& j, OpenA
     }
     r->tools = *t;
   }
-  if (const json* tc = Field(j, "tool_choice"); tc != nullptr) {
-    if (!tc->is_string() || (*tc != "auto" && *tc != "none")) {
-      return Bad("tool_choice", "only \"auto\" and \"none\" are supported");
-    }
-    r->tool_choice_none = *tc == "none";
-  }
   if (auto k = o.find("chat_template_kwargs"); k != o.end() && !k->is_null()) {
     if (!k->is_object()) return Bad("chat_template_kwargs", "must be an object");
     r->chat_template_kwargs = *k;
@@ -276,6 +271,13 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(absl::string_view body, bool ch
     }
   }
   if (absl::Status s = ReadBool(j, "return_token_ids", &r.return_token_ids); !s.ok()) return s;
+  if (absl::Status s = ReadResponseFormat(body, j, &r.structured); !s.ok()) return s;
+  if (chat) {  // after response_format, which tool_choice may not be combined with
+    if (absl::Status s = ReadToolChoice(j, !r.tools.is_null(), &r.tool_choice_none, &r.structured);
+        !s.ok()) {
+      return s;
+    }
+  }
   return r;
 }
 
@@ -285,6 +287,7 @@ std::string RenameParamForHttp(absl::string_view param, bool chat) {
   if (absl::StartsWith(param, "stop[")) return "stop";
   if (absl::StartsWith(param, "prompt_tokens")) return "prompt";
   if (chat && param == "prompt") return "messages";
+  if (param == "json_schema" || param == "json_object") return "response_format";
   return std::string(param);
 }
 
@@ -308,6 +311,9 @@ absl::StatusOr<GenerateJob> ToGenerateJob(const OpenAiRequest& req, const ChatTe
   g.ignore_eos = req.ignore_eos;
   g.stop_token_ids = req.stop_token_ids;
   g.initial_state = req.initial_state;
+  g.grammar = req.structured.grammar;
+  g.json_schema = req.structured.json_schema;
+  g.json_object = req.structured.json_object;
   // A chat prompt already in tokens was rendered by the model's own template: its EOS ends it.
   if (req.chat && !req.prompt_is_tokens)
     g.stop.insert(g.stop.end(), tmpl.stop.begin(), tmpl.stop.end());
@@ -351,6 +357,12 @@ absl::StatusOr<GenerateJob> ToGenerateJobFor(const OpenAiRequest& req, const Mod
   absl::StatusOr<std::vector<int32_t>> ids = (*prompt)->Encode(ConversationOf(req));
   if (!ids.ok()) return Bad("messages", ids.status().message());
   OpenAiRequest rendered = req;
+  if (req.structured.tool_required) {  // the reply is one call, in the template's form
+    absl::StatusOr<std::string> gbnf =
+        ToolCallGrammar(req.tools, req.structured.tool_function, (*prompt)->tool_call_format());
+    if (!gbnf.ok()) return gbnf.status();
+    rendered.structured.grammar = std::move(*gbnf);
+  }
   rendered.prompt_tokens = std::move(*ids);
   rendered.prompt_is_tokens = true;
   // The format's own turn end (RWKV's "\n\n"), where it has one besides EOS, and the template's

@@ -23,6 +23,7 @@
 #include "server/core/model_registry.h"
 #include "server/core/options.h"
 #include "server/http/chat_format.h"
+#include "server/http/response_format.h"
 
 namespace flatstate::server {
 
@@ -70,13 +71,16 @@ struct OpenAiRequest {
   // extension (vLLM's): each choice also carries the generated ids ("token_ids"). Always on for a
   // model whose tokenizer knows no text (its text is empty).
   bool return_token_ids = false;
+  StructuredOutput structured;  // response_format / grammar (response_format.h)
 };
 
 // Parses the body; unknown fields (and `user`) are ignored as OpenAI does. A completions `prompt`
 // is a string, an array of one string, an array of token ids or an array of one such array.
-// `n` outside [1, kMaxChoices], `echo`, `suffix`, `best_of` > 1, `functions` and a `tool_choice` other than
-// "auto" / "none" are refused naming the field (tools are passed to the model's chat template;
-// tool-call parsing of the output is not done here).
+// `n` outside [1, kMaxChoices], `echo`, `suffix`, `best_of` > 1 and `functions` are refused
+// naming the field (tools are passed to the model's chat template; tool-call parsing of the
+// output is not done here). `response_format`, `grammar` and `tool_choice`: response_format.h;
+// a forced tool call (tool_choice "required" or a named function) becomes the job's grammar in
+// ToGenerateJobFor, for a model whose chat template teaches a call form.
 absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(absl::string_view body, bool chat);
 
 // The prompt text (completions: as sent; chat: the messages rendered with `tmpl`) and the job,

@@ -188,6 +188,16 @@ absl::Status EngineLoop::PrepareSession(const GenerateJob& job, Session* session
     return absl::InvalidArgumentError(absl::StrCat("prompt: empty input, and session ", session->id,
                                                    " has no context to continue from"));
   }
+  // Constrained decoding: the job's grammar from its start; a job with a prompt and none is
+  // unconstrained; one with neither continues the session's unfinished grammar, if any.
+  std::optional<SessionGrammar> grammar;
+  if (job.grammar.has_value()) {
+    absl::StatusOr<SessionGrammar> g = session->model->engine->StartGrammar(*job.grammar);
+    if (!g.ok()) return g.status();
+    grammar = std::move(*g);
+  } else if (job.prompt.empty()) {
+    grammar = session->state.grammar;
+  }
   const ModelConfig& cfg = session->model->config();
   if (!cfg.is_linear()) {
     const int64_t need = session->state.context_tokens() + static_cast<int64_t>(job.prompt.size()) +
@@ -206,6 +216,7 @@ absl::Status EngineLoop::PrepareSession(const GenerateJob& job, Session* session
                         absl::StrCat("prompt: ", cached.status().message()));
   }
   *cached_tokens = static_cast<uint64_t>(*cached);
+  session->state.grammar = std::move(grammar);
   return absl::OkStatus();
 }
 
@@ -311,7 +322,8 @@ void EngineLoop::EmitToken(Stream* st, const StepResult& r) {
     return;
   }
   std::string text;
-  const bool stopped = st->text.Push(&st->session->decoder, token, &text);
+  // A grammar that is complete and can go no further ends the output like a stop string.
+  const bool stopped = st->text.Push(&st->session->decoder, token, &text) || r.grammar_done;
   if (st->logprobs >= 0) st->sink->OnLogprobs(r.logprobs);
   st->sink->OnTokens({token}, std::move(text));
   if (stopped) {

@@ -80,6 +80,7 @@ void EngineLoop::AdoptChoices(Stream* st, const std::vector<Session*>& sessions,
     first.sampled = true;
     first.token = d.token;
     first.logprobs = d.logprobs;
+    first.grammar_done = d.grammar_done;
     EmitToken(streams_.back().get(), first);
   }
 }

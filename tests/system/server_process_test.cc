@@ -1,9 +1,11 @@
 // Checkpoint survives a server restart: real flatstate-server processes (posix_spawn), SIGTERM
 // between them, restore in the second, continuation identical to an uninterrupted run; for
-// every family of state: linear_elu, softmax (KV blocks), gated, window (the ring), hybrid.
+// every family of state: linear_elu, softmax (KV blocks), gated, window (the ring), hybrid; also
+// mid-JSON under a grammar (checkpoint format v2).
 #include "tests/system/server_process.h"
 
 #include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
 
 namespace flatstate::testing {
 namespace {
@@ -103,6 +105,70 @@ TEST_P(ProcessRestartTest, CheckpointSurvivesRestart) {
   grpc::ClientContext ctx;
   EXPECT_EQ(p2.stub()->RestoreSession(&ctx, rreq, &restored).error_code(),
             grpc::StatusCode::DATA_LOSS);
+}
+
+// A session cut mid-JSON (constrained by a JSON Schema, checkpoint format v2) continues in a new
+// process to exactly the output of an uninterrupted constrained run, which parses.
+TEST_P(ProcessRestartTest, MidJsonCheckpointSurvivesRestart) {
+  const std::string model = GetParam();
+  const std::string ckpt_dir = TempDir() + "/ckpt";
+  const std::string schema =
+      R"({"type": "object", "properties": {"id": {"type": "integer", "minimum": 0,
+          "maximum": 9999}, "tag": {"type": "string", "maxLength": 12}},
+          "required": ["id", "tag"]})";
+  auto request = [&](const std::string& prompt, uint32_t n) {
+    pb::GenerateRequest r = GenRequest(model, prompt, n, 0.9f, 99);
+    r.set_json_schema(schema);
+    return r;
+  };
+  pb::Checkpoint ck;
+  std::string first;
+  {
+    ServerProcess p1(ckpt_dir, Args());
+    pb::CreateSessionRequest creq;
+    creq.set_model(model);
+    creq.mutable_sampling()->set_temperature(0.9f);
+    creq.mutable_sampling()->set_top_k(40);
+    creq.mutable_sampling()->set_top_p(0.95f);
+    creq.mutable_sampling()->set_seed(99);
+    pb::Session s;
+    {
+      grpc::ClientContext ctx;
+      ASSERT_TRUE(p1.stub()->CreateSession(&ctx, creq, &s).ok());
+    }
+    pb::GenerateRequest req = request("json:", 5);
+    req.clear_model();
+    req.clear_sampling();  // the session's, as the uninterrupted run's below
+    req.set_session_id(s.session_id());
+    StreamResult r = RunGenerate(p1.stub(), req);
+    ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+    EXPECT_EQ(r.last.finish_reason(), pb::LENGTH);
+    first = r.text;
+    pb::CheckpointSessionRequest ckreq;
+    ckreq.set_session_id(s.session_id());
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(p1.stub()->CheckpointSession(&ctx, ckreq, &ck).ok());
+    p1.Stop();
+  }
+  ServerProcess p2(ckpt_dir, Args());
+  pb::RestoreSessionRequest rreq;
+  rreq.set_checkpoint_id(ck.checkpoint_id());
+  pb::Session restored;
+  {
+    grpc::ClientContext ctx;
+    grpc::Status st = p2.stub()->RestoreSession(&ctx, rreq, &restored);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+  }
+  pb::GenerateRequest more = GenRequest("", "", 400);
+  more.set_session_id(restored.session_id());
+  StreamResult tail = RunGenerate(p2.stub(), more);
+  ASSERT_TRUE(tail.status.ok()) << tail.status.error_message();
+  EXPECT_EQ(tail.last.finish_reason(), pb::STOP);
+  StreamResult whole = RunGenerate(p2.stub(), request("json:", 400));
+  ASSERT_TRUE(whole.status.ok()) << whole.status.error_message();
+  EXPECT_EQ(first + tail.text, whole.text);
+  EXPECT_EQ(whole.last.finish_reason(), pb::STOP);
+  EXPECT_FALSE(nlohmann::json::parse(whole.text, nullptr, false).is_discarded()) << whole.text;
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, ProcessRestartTest,

@@ -194,6 +194,16 @@ absl::StatusOr<std::vector<int32_t>> HfTokenizer::EncodeWithOptions(
   return ids;
 }
 
+std::vector<int32_t> HfTokenizer::SpecialIds() const {
+  std::vector<int32_t> ids = Tokenizer::SpecialIds();
+  if (added_ != nullptr) {
+    for (const hf::AddedToken& t : added_->tokens()) {
+      if (t.special) ids.push_back(t.id);
+    }
+  }
+  return ids;
+}
+
 std::string HfTokenizer::TokenBytes(int32_t id) const {
   const std::string* t = IdToToken(id);
   return t == nullptr ? std::string() : decoder_->TokenBytes(*t, /*first=*/false);

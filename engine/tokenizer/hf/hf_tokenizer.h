@@ -62,6 +62,7 @@ class HfTokenizer final : public Tokenizer {
   absl::StatusOr<std::vector<int32_t>> EncodeWithOptions(
       std::string_view text, const EncodeOptions& options) const override;
   std::string TokenBytes(int32_t id) const override;
+  std::vector<int32_t> SpecialIds() const override;
   std::string DecodeNext(int32_t id, std::string* state) const override;
   std::string DecodeFlush(std::string* state) const override;
 

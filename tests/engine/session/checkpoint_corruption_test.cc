@@ -96,11 +96,11 @@ TEST(CheckpointTest, BadMagicAndVersion) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("not a flatstate checkpoint (bad magic)"));
 
   bad = blob;
-  bad[8] = 2;
+  bad[8] = 3;
   Recrc(&bad);  // as a newer writer would produce it: the checksum is verified first
   s = RestoreSession(m, bad, nullptr, &out);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("unsupported checkpoint format version 2"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("unsupported checkpoint format version 3"));
   EXPECT_EQ(ReadCheckpointHeader(bad).status().code(), absl::StatusCode::kInvalidArgument);
 
   bad = blob;
@@ -141,7 +141,7 @@ TEST(CheckpointTest, CorruptHeaderFieldIsDataLoss) {
 TEST(CheckpointTest, UnknownVersionWithCorrectChecksum) {
   const CheckpointModel m = LinearModel();
   const std::string blob = *SerializeSession(m, RandomLinearState(m), nullptr);
-  for (uint32_t version : {0u, 2u, 0x01000001u, 0xFFFFFFFFu}) {
+  for (uint32_t version : {0u, 3u, 0x01000001u, 0xFFFFFFFFu}) {
     std::string bad = blob;
     for (int i = 0; i < 4; ++i) bad[8 + i] = static_cast<char>(version >> (8 * i));
     Recrc(&bad);
@@ -154,6 +154,21 @@ TEST(CheckpointTest, UnknownVersionWithCorrectChecksum) {
     EXPECT_EQ(ReadCheckpointHeader(bad).status().code(), absl::StatusCode::kInvalidArgument)
         << version;
   }
+}
+
+// Version 2 (a session with a grammar) has two more header fields: a version 1 blob relabelled 2
+// lacks them (DataLoss), and its grammar needs an engine to compile it (RestoreSession alone,
+// no resolver: tests/engine/runtime/engine_grammar_test.cc).
+TEST(CheckpointTest, Version1BlobRelabelledVersion2IsDataLoss) {
+  const CheckpointModel m = LinearModel();
+  std::string bad = *SerializeSession(m, RandomLinearState(m), nullptr);
+  bad[8] = 2;
+  Recrc(&bad);
+  SessionState out = Sentinel();
+  const absl::Status s = RestoreSession(m, bad, nullptr, &out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("grammar source"));
+  ExpectSentinel(out);
 }
 
 TEST(CheckpointTest, OtherFingerprint) {

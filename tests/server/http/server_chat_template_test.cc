@@ -3,7 +3,8 @@
 // tokenizer.json with ChatML's two special tokens and a ChatML chat_template in
 // tokenizer_config.json. The rendered prompt, its token count in `usage`, tool messages and
 // kwargs reaching the template, a reply ending at the template's end-of-turn token and at
-// stop_token_ids, and a template's own error as a 400 naming the line.
+// stop_token_ids, a forced tool call (tool_choice), and a template's own error as a 400 naming
+// the line.
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -202,6 +203,79 @@ TEST_F(ChatTemplateApiTest, RepliesWithToolsStreamTheirTextWhole) {
   std::string text;
   for (const json& ev : sse.events) text += ev["choices"][0]["delta"].value("content", "");
   EXPECT_EQ(text, whole.body["choices"][0]["message"]["content"]);
+}
+
+// tool_choice "required" or a named function: the reply is one call in the template's (Hermes)
+// form, to that function, with arguments valid for its parameters (a random model, forced by
+// the grammar, engine/chat/tool_call_grammar.h), streamed or not; what cannot be forced is 400.
+TEST_F(ChatTemplateApiTest, ToolChoiceForcesOneValidCall) {
+  const json tools = json::parse(R"([
+    {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+      "properties": {"city": {"type": "string", "maxLength": 8}, "unit": {"enum": ["c", "f"]}},
+      "required": ["city", "unit"], "additionalProperties": false}}},
+    {"type": "function", "function": {"name": "add", "parameters": {"type": "object",
+      "properties": {"a": {"type": "integer", "minimum": 0, "maximum": 99}},
+      "required": ["a"], "additionalProperties": false}}}])");
+  for (const json& choice :
+       {json("required"), json{{"type", "function"}, {"function", {{"name", "get_weather"}}}}}) {
+    for (bool stream : {false, true}) {
+      SCOPED_TRACE(choice.dump() + (stream ? " stream" : ""));
+      json body = {{"messages", {{{"role", "user"}, {"content", "weather?"}}}},
+                   {"tools", tools},
+                   {"tool_choice", choice},
+                   {"max_tokens", 400},
+                   {"temperature", 1.0},
+                   {"seed", 4},
+                   {"stream", stream}};
+      HttpReply r = Post("/v1/chat/completions", body);
+      ASSERT_EQ(r.status, 200) << r.raw;
+      json calls;
+      std::string finish;
+      if (stream) {
+        const SseBody sse = ParseSse(r.raw);
+        ASSERT_TRUE(sse.well_formed && sse.done) << r.raw;
+        for (const json& ev : sse.events) {
+          const json& c = ev["choices"][0];
+          if (c["delta"].contains("tool_calls")) calls = c["delta"]["tool_calls"];
+          if (c["finish_reason"].is_string()) finish = c["finish_reason"];
+        }
+      } else {
+        calls = r.body["choices"][0]["message"]["tool_calls"];
+        finish = r.body["choices"][0]["finish_reason"];
+      }
+      EXPECT_EQ(finish, "tool_calls") << r.raw;
+      ASSERT_TRUE(calls.is_array() && calls.size() == 1) << r.raw;
+      const std::string name = calls[0]["function"]["name"];
+      if (choice.is_object()) {
+        EXPECT_EQ(name, "get_weather");
+      }
+      const json args = json::parse(calls[0]["function"]["arguments"].get<std::string>());
+      if (name == "get_weather") {
+        EXPECT_LE(args["city"].get<std::string>().size(), 8u * 4) << args;
+        EXPECT_TRUE(args["unit"] == "c" || args["unit"] == "f") << args;
+      } else {
+        ASSERT_EQ(name, "add");
+        EXPECT_TRUE(args["a"].is_number_integer()) << args;
+      }
+    }
+  }
+  const std::pair<json, const char*> bad[] = {
+      {{{"tools", tools}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "x"}}}}}},
+       "tool_choice"},
+      {{{"tool_choice", "required"}}, "tool_choice"},
+      {{{"tools", tools}, {"tool_choice", "sometimes"}}, "tool_choice"},
+      {{{"tools", tools},
+        {"tool_choice", "required"},
+        {"response_format", {{"type", "json_object"}}}},
+       "tool_choice"},
+  };
+  for (const auto& [extra, param] : bad) {
+    json body = {{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"max_tokens", 4}};
+    body.update(extra);
+    HttpReply r = Post("/v1/chat/completions", body);
+    EXPECT_EQ(r.status, 400) << extra.dump() << " -> " << r.raw;
+    EXPECT_EQ(r.body["error"]["param"], param) << r.raw;
+  }
 }
 
 TEST_F(ChatTemplateApiTest, TemplateErrorsAre400sNamingTheLine) {
