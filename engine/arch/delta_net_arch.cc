@@ -83,10 +83,7 @@ absl::StatusOr<ModelConfig> DeltaNetArchitecture::ParseConfig(
   c.num_attention_heads = heads;
   c.num_key_value_heads = heads;
   c.head_dim = dn.value_dim;
-  std::vector<std::string> attn_ignored;
-  RETURN_IF_ERROR(ReadFlaAttn(r, &c, &attn_ignored));
-  *ignored = r.Unread();
-  ignored->insert(ignored->end(), attn_ignored.begin(), attn_ignored.end());
+  RETURN_IF_ERROR(FinishFlaConfig(r, &c, ignored));
   return c;
 }
 
@@ -94,8 +91,8 @@ absl::Status DeltaNetArchitecture::BindWeights(ModelConfig* config, const Weight
                                                TensorStore* store, ModelWeights* w) const {
   const ModelConfig& c = *config;
   const DeltaNetShape& dn = c.delta;
-  const int64_t D = c.hidden_size, Kw = dn.key_width(), Vw = dn.value_width();
-  const int64_t H = dn.value_heads, K = dn.conv_kernel;
+  const int64_t D = c.hidden_size, Vw = dn.value_width();
+  const int64_t H = dn.value_heads;
   using Kind = HfTensor::Kind;
   std::vector<HfTensor> t;
   AddFlaModelTensors(c, w, &t);
@@ -108,17 +105,7 @@ absl::Status DeltaNetArchitecture::BindWeights(ModelConfig* config, const Weight
       AddFlaAttnTensors(c, i, &l, &t);
       continue;
     }
-    t.push_back({Kind::kGemm,
-                 {a + "q_proj.weight", a + "k_proj.weight", a + "v_proj.weight"},
-                 {{Kw, D}, {Kw, D}, {Vw, D}},
-                 nullptr,
-                 &l.wqkv});
-    if (K > 0) {
-      t.push_back({Kind::kVector,
-                   {a + "q_conv1d.weight", a + "k_conv1d.weight", a + "v_conv1d.weight"},
-                   {{Kw, 1, K}, {Kw, 1, K}, {Vw, 1, K}},
-                   &l.conv});
-    }
+    AddFlaDeltaQkvTensors(a, dn, D, &l, &t);
     // The mixer's z | b GEMM: the output gate, then beta's logits (either may be absent).
     HfTensor zb{Kind::kGemm, {}, {}, nullptr, &l.wzba};
     if (dn.output_gate) {

@@ -234,4 +234,29 @@ absl::Status BindFlaModel(const std::vector<HfTensor>& t, absl::string_view fami
   return absl::OkStatus();
 }
 
+absl::Status FinishFlaConfig(HfConfigReader& r, ModelConfig* c, std::vector<std::string>* ignored) {
+  std::vector<std::string> attn_ignored;
+  RETURN_IF_ERROR(ReadFlaAttn(r, c, &attn_ignored));
+  *ignored = r.Unread();
+  ignored->insert(ignored->end(), attn_ignored.begin(), attn_ignored.end());
+  return absl::OkStatus();
+}
+
+void AddFlaDeltaQkvTensors(const std::string& a, const DeltaNetShape& dn, int64_t D,
+                           LayerWeights* l, std::vector<HfTensor>* t) {
+  using Kind = HfTensor::Kind;
+  const int64_t Kw = dn.key_width(), Vw = dn.value_width(), K = dn.conv_kernel;
+  t->push_back({Kind::kGemm,
+                {a + "q_proj.weight", a + "k_proj.weight", a + "v_proj.weight"},
+                {{Kw, D}, {Kw, D}, {Vw, D}},
+                nullptr,
+                &l->wqkv});
+  if (K > 0) {
+    t->push_back({Kind::kVector,
+                  {a + "q_conv1d.weight", a + "k_conv1d.weight", a + "v_conv1d.weight"},
+                  {{Kw, 1, K}, {Kw, 1, K}, {Vw, 1, K}},
+                  &l->conv});
+  }
+}
+
 }  // namespace flatstate

@@ -48,6 +48,16 @@ absl::Status RequireFlaNull(HfConfigReader& r, const std::string& key, absl::str
 // that fla keeps but never reads are appended to `ignored` as attn.<key>.
 absl::Status ReadFlaAttn(HfConfigReader& r, ModelConfig* c, std::vector<std::string>* ignored);
 
+// The end of every fla entry's ReadConfig: ReadFlaAttn, then *ignored = the reader's unread keys
+// and attn's ignored ones.
+absl::Status FinishFlaConfig(HfConfigReader& r, ModelConfig* c, std::vector<std::string>* ignored);
+
+// Appends a delta-rule layer's model.layers.i.attn.{q,k,v}_proj.weight ([Kw, D], [Kw, D],
+// [Vw, D], fused into wqkv) and, when dn.conv_kernel > 0, their short convolutions
+// .{q,k,v}_conv1d.weight [width, 1, K] (into conv); `a` is the "model.layers.i.attn." prefix.
+void AddFlaDeltaQkvTensors(const std::string& a, const DeltaNetShape& dn, int64_t D,
+                           LayerWeights* l, std::vector<HfTensor>* t);
+
 // Appends softmax layer i's model.layers.i.attn.q_proj.weight [H hd, D], .k_proj.weight /
 // .v_proj.weight [KV hd, D] (fused into wqkv; their .bias fused into bqkv when attention_bias)
 // and .o_proj.weight [D, H hd].

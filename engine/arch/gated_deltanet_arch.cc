@@ -49,10 +49,7 @@ absl::StatusOr<ModelConfig> GatedDeltaNetArchitecture::ParseConfig(
   c.num_attention_heads = v_heads;
   c.num_key_value_heads = v_heads;
   c.head_dim = value_dim;
-  std::vector<std::string> attn_ignored;
-  RETURN_IF_ERROR(ReadFlaAttn(r, &c, &attn_ignored));
-  *ignored = r.Unread();
-  ignored->insert(ignored->end(), attn_ignored.begin(), attn_ignored.end());
+  RETURN_IF_ERROR(FinishFlaConfig(r, &c, ignored));
   return c;
 }
 
@@ -60,8 +57,8 @@ absl::Status GatedDeltaNetArchitecture::BindWeights(ModelConfig* config, const W
                                                     TensorStore* store, ModelWeights* w) const {
   const ModelConfig& c = *config;
   const DeltaNetShape& dn = c.delta;
-  const int64_t D = c.hidden_size, Kw = dn.key_width(), Vw = dn.value_width();
-  const int64_t Hv = dn.value_heads, K = dn.conv_kernel;
+  const int64_t D = c.hidden_size, Vw = dn.value_width();
+  const int64_t Hv = dn.value_heads;
   using Kind = HfTensor::Kind;
   std::vector<HfTensor> t;
   AddFlaModelTensors(c, w, &t);
@@ -74,15 +71,7 @@ absl::Status GatedDeltaNetArchitecture::BindWeights(ModelConfig* config, const W
       AddFlaAttnTensors(c, i, &l, &t);
       continue;
     }
-    t.push_back({Kind::kGemm,
-                 {a + "q_proj.weight", a + "k_proj.weight", a + "v_proj.weight"},
-                 {{Kw, D}, {Kw, D}, {Vw, D}},
-                 nullptr,
-                 &l.wqkv});
-    t.push_back({Kind::kVector,
-                 {a + "q_conv1d.weight", a + "k_conv1d.weight", a + "v_conv1d.weight"},
-                 {{Kw, 1, K}, {Kw, 1, K}, {Vw, 1, K}},
-                 &l.conv});
+    AddFlaDeltaQkvTensors(a, dn, D, &l, &t);  // use_short_conv is required: conv_kernel > 0
     // The mixer's z | b | a GEMM: the output gate, then beta's and the decay's logits.
     t.push_back({Kind::kGemm,
                  {a + "g_proj.weight", a + "b_proj.weight", a + "a_proj.weight"},

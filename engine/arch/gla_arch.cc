@@ -86,10 +86,7 @@ absl::StatusOr<ModelConfig> GlaArchitecture::ParseConfig(absl::string_view /*tex
   g.kv_groups = heads / kv_heads;
   // use_gk / use_gv are GLAConfig keys that fla's GatedLinearAttention never reads.
   r.Known({"use_gk", "use_gv"});
-  std::vector<std::string> attn_ignored;
-  RETURN_IF_ERROR(ReadFlaAttn(r, &c, &attn_ignored));
-  *ignored = r.Unread();
-  ignored->insert(ignored->end(), attn_ignored.begin(), attn_ignored.end());
+  RETURN_IF_ERROR(FinishFlaConfig(r, &c, ignored));
   return c;
 }
 
