@@ -2,9 +2,9 @@
 // of every weight type use, and each non-f32 type's packing and GEMM (cpu/gemm.cc dispatches to
 // them; cpu/gemm_bf16.cc, cpu/gemm_int8.cc, cpu/gemm_int4.cc, cpu/gemm_stored.cc). No state.
 //
-// Work is cut into tiles of (up to kTileRows rows) x (one 64-column panel); a thread takes a
-// contiguous range of tiles. Which thread runs a tile never changes a bit of it: each output
-// element is one chain inside one body call (kernels/gemm.h).
+// Work is cut into tiles of (up to kTileRows rows) x (one 64-column panel); a thread takes a run
+// of panels with all their row tiles (ForTileBlocks). Which thread runs a tile never changes a
+// bit of it: each output element is one chain inside one body call (kernels/gemm.h).
 #ifndef FLATSTATE_KERNELS_CPU_GEMM_INTERNAL_H_
 #define FLATSTATE_KERNELS_CPU_GEMM_INTERNAL_H_
 
@@ -83,47 +83,55 @@ __attribute__((target("avx512f"))) inline void StoreZmm(const __m512 (&acc)[MR][
   Store<MR>(buf, y, ldy, cols, accumulate);
 }
 
-// ranges(b, e) over [0, row tiles x panels), tile t = (row tile t / panels, panel t % panels):
-// once on the calling thread when the work (m * n * k multiply-adds) is under ~25 us, where
-// waking the pool costs more, else a contiguous range per thread of `par`.
-template <typename Ranges>
-void ForTilesRanges(int64_t m, int64_t panels, double work, const Parallel& par,
-                    const Ranges& ranges) {
-  const int64_t tiles = (m + kTileRows - 1) / kTileRows * panels;
-  if (par.num_threads() == 1 || work < 1e6) {
-    ranges(0, tiles);
+// block(r0, r1, p0, p1) for every row tile [r0, r1) (kTileRows rows, the last one shorter) and a
+// range of panels [p0, p1), covering the m-row GEMM over `panels` panels once: on the calling
+// thread when the work (m * n * k multiply-adds) is under ~25 us, where waking the pool costs
+// more; else, when there are at least as many panels as threads, each thread takes an equal run
+// of panels (to one panel) and all the row tiles against it, row tile by row tile (so every thread
+// has the same number of rows: a split of (row tile, panel) tiles in row-tile order gave a
+// 512-row prefill's short last row tile to one thread, 288 rows against 224); with fewer panels
+// than threads, contiguous ranges of (row tile, panel) tiles.
+template <typename Block>
+void ForTileBlocks(int64_t m, int64_t panels, double work, const Parallel& par,
+                   const Block& block) {
+  const int64_t row_tiles = (m + kTileRows - 1) / kTileRows;
+  auto row_tile = [&](int64_t rt, int64_t p0, int64_t p1) {
+    const int64_t r0 = rt * kTileRows;
+    block(r0, std::min(m, r0 + kTileRows), p0, p1);
+  };
+  const int threads = par.num_threads();
+  if (threads == 1 || work < 1e6) {
+    for (int64_t rt = 0; rt < row_tiles; ++rt) row_tile(rt, 0, panels);
+  } else if (panels >= threads) {
+    par.For(threads, [&](int64_t b, int64_t e) {
+      for (int64_t part = b; part < e; ++part) {
+        const int64_t p0 = panels * part / threads, p1 = panels * (part + 1) / threads;
+        for (int64_t rt = 0; rt < row_tiles; ++rt) row_tile(rt, p0, p1);
+      }
+    });
   } else {
-    par.For(tiles, ranges);
+    par.For(row_tiles * panels, [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) row_tile(t / panels, t % panels, t % panels + 1);
+    });
   }
 }
 
-// Calls tile(r0, r1, p) for every tile of an m-row GEMM over `panels` panels (ForTilesRanges).
+// Calls tile(r0, r1, p) for every tile of an m-row GEMM over `panels` panels (ForTileBlocks).
 template <typename Tile>
 void ForTiles(int64_t m, int64_t panels, double work, const Parallel& par, const Tile& tile) {
-  ForTilesRanges(m, panels, work, par, [&](int64_t b, int64_t e) {
-    for (int64_t t = b; t < e; ++t) {
-      const int64_t rt = t / panels, p = t % panels;
-      const int64_t r0 = rt * kTileRows;
-      tile(r0, std::min(m, r0 + kTileRows), p);
-    }
+  ForTileBlocks(m, panels, work, par, [&](int64_t r0, int64_t r1, int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) tile(r0, r1, p);
   });
 }
 
-// ForTiles' split (the same tiles, the same threads), but each thread's contiguous range of tiles
-// is handed out as runs: run(r0, r1, p0, np) for np <= max_panels adjacent panels p0.. of one row
-// tile, so a streaming body reads several panels at once while the panels, not groups of them,
-// are what the threads share out evenly.
+// ForTileBlocks' split, each block handed out as runs: run(r0, r1, p0, np) for np <= max_panels
+// adjacent panels p0.. of one row tile, so a streaming body reads several panels at once while
+// the panels, not groups of them, are what the threads share out evenly.
 template <typename Run>
 void ForPanelRuns(int64_t m, int64_t panels, int64_t max_panels, double work, const Parallel& par,
                   const Run& run) {
-  ForTilesRanges(m, panels, work, par, [&](int64_t b, int64_t e) {
-    for (int64_t t = b; t < e;) {
-      const int64_t rt = t / panels, p = t % panels;
-      const int64_t np = std::min({max_panels, panels - p, e - t});
-      const int64_t r0 = rt * kTileRows;
-      run(r0, std::min(m, r0 + kTileRows), p, np);
-      t += np;
-    }
+  ForTileBlocks(m, panels, work, par, [&](int64_t r0, int64_t r1, int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; p += max_panels) run(r0, r1, p, std::min(max_panels, p1 - p));
   });
 }
 
