@@ -1,13 +1,33 @@
 #include "engine/chat/tool_call_grammar.h"
 
 #include <algorithm>
-#include <regex>
+#include <string_view>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "engine/grammar/json_schema.h"
 
 namespace flatstate {
+
+namespace {
+
+// Whether `text` (GBNF rules) names the rule `name` as a word: not inside a longer rule name (GBNF
+// names are letters, digits, '_' and '-') and not right after a quote. A word match, no parse.
+bool ReferencesRule(std::string_view text, std::string_view name) {
+  auto name_char = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-';
+  };
+  for (size_t at = text.find(name); at != std::string_view::npos; at = text.find(name, at + 1)) {
+    const bool open = at == 0 || (!name_char(text[at - 1]) && text[at - 1] != '"');
+    const size_t end = at + name.size();
+    const bool close = end == text.size() || !name_char(text[end]);
+    if (open && close) return true;
+  }
+  return false;
+}
+
+}  // namespace
 
 using Json = nlohmann::ordered_json;
 
@@ -51,7 +71,7 @@ absl::StatusOr<std::string> ToolCallGrammar(const Json& tools, std::string_view 
   constexpr std::string_view kRoot = "root ::= ";
   const size_t first_line_end = std::min(gbnf->find('\n'), gbnf->size());
   if (gbnf->compare(0, kRoot.size(), kRoot) != 0 ||
-      std::regex_search(gbnf->substr(first_line_end), std::regex("(^|[^-\\w\"])root([^-\\w]|$)"))) {
+      ReferencesRule(std::string_view(*gbnf).substr(first_line_end), "root")) {
     return absl::InvalidArgumentError(
         "tools: a parameters schema that refers to its root (\"$ref\": \"#\") cannot be forced");
   }

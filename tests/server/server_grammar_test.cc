@@ -3,6 +3,10 @@
 // json_object and json_schema and llama.cpp's `grammar` on /v1/completions and
 // /v1/chat/completions, streamed and not, n > 1; the 400s naming the field; and over gRPC a
 // session cut mid-grammar, checkpointed, restored and continued to the same bytes.
+// libstdc++ 12's <regex> (the test's oracle) trips a false -Wmaybe-uninitialized inside
+// std::function at the sanitizer builds' -O1 (as in json_schema_test.cc).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 #include <regex>
 #include <string>
 #include <vector>
