@@ -18,7 +18,7 @@
 #
 # Environment (defaults in brackets):
 #   BUNDLE [.gpu-bundle]  WORK [/tmp/flatstate-gpu-run]: where the bundle is unpacked
-#   STEPS [env,tests,smoke,bench,sanitize]: which steps, in this order   BUDGET_S [540]: the
+#   STEPS [env,tests,upstream,smoke,bench,sanitize]: which steps, in this order   BUDGET_S [540]: the
 #     whole run's wall time; every step's timeout is cut to what is left (the device allows
 #     600 s per command), so the last steps get what the first leave
 #   TEST_JOBS [8]  TEST_TIMEOUT_S [240]: test binaries run in parallel, each with this limit
@@ -37,6 +37,12 @@
 #     SERVER_DEVICE, with device memory from GetStats (SWEEP_MODELS, SWEEP_CONTEXTS,
 #     SWEEP_KV_BLOCKS, SWEEP_TIMEOUT_S; see step_sweep)
 #   PYTHON [python3]: needs grpcio and protobuf (smoke), torch (torch)
+#   Step upstream (in the default STEPS): tools/gpu_upstream_parity.py, transformers' and fla's
+#     own models on every tests/data/hf_* golden folder, into upstream/ (upstream_parity.json,
+#     golden/<folder>/golden_upstream.json); fla's source from UPSTREAM_FLA
+#     [.upstream/fla.tar.gz, carried: `carry: [".gpu-bundle", ".upstream"]`; made here by
+#     `git archive HEAD fla LICENSE | gzip` in a fetched fla-org/flash-linear-attention]
+#     (UPSTREAM_TIMEOUT_S [150])
 #   Step torch (not in the default STEPS; e.g. STEPS=torch in a second call, TORCH_TIMEOUT_S
 #     [300]): tools/torch_gpu_bench.py --compile, the PyTorch baseline, into torch/
 set -uo pipefail
@@ -46,7 +52,7 @@ ROOT="$PWD"
 mkdir -p "$1" && OUT="$(cd "$1" && pwd)"
 BUNDLE="${BUNDLE:-.gpu-bundle}"
 WORK="${WORK:-/tmp/flatstate-gpu-run}"
-STEPS="${STEPS:-env,tests,smoke,bench,sanitize}"
+STEPS="${STEPS:-env,tests,upstream,smoke,bench,sanitize}"
 BUDGET_S="${BUDGET_S:-540}"
 TEST_JOBS="${TEST_JOBS:-8}"
 TEST_TIMEOUT_S="${TEST_TIMEOUT_S:-240}"
@@ -265,6 +271,18 @@ step_sweep() {
   rc=$?
   kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
   record sweep "$rc" $((SECONDS - t0)) "$(grep -c '^PASS' "$d/sweep.log") checks passed, $(grep -c '^FAIL' "$d/sweep.log") failed; $(grep -m2 'device memory flat' "$d/sweep.log" | cut -c1-150 | tr '\n' ' ')"
+}
+
+step_upstream() {  # issue 32 item 2: the upstream implementations on the golden folders
+  log "upstream: tools/gpu_upstream_parity.py"
+  mkdir -p "$R/upstream"
+  local t0=$SECONDS fla="${UPSTREAM_FLA:-.upstream/fla.tar.gz}"
+  [[ -e "$fla" ]] || { log "upstream: $fla not carried: fla rows will fail"; fla=""; }
+  PYTHONUNBUFFERED=1 timeout -k 5 "$(limit "${UPSTREAM_TIMEOUT_S:-150}")" "$PYTHON" \
+    "$ROOT/tools/gpu_upstream_parity.py" --data "$ROOT/tests/data" ${fla:+--fla "$fla"} \
+    --out "$R/upstream" --golden_dir "$R/upstream/golden" > "$R/upstream/upstream.log" 2>&1
+  local rc=$?
+  record upstream "$rc" $((SECONDS - t0)) "$(grep -c 'greedy 64/64' "$R/upstream/upstream.log") rows with 64/64 greedy, $(grep -c ' ERROR ' "$R/upstream/upstream.log") errors"
 }
 
 step_torch() {  # not in the default STEPS: the PyTorch baseline of issue 17 item 4
