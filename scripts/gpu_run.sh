@@ -43,6 +43,10 @@
 #     [.upstream/fla.tar.gz, carried: `carry: [".gpu-bundle", ".upstream"]`; made here by
 #     `git archive HEAD fla LICENSE | gzip` in a fetched fla-org/flash-linear-attention]
 #     (UPSTREAM_TIMEOUT_S [150])
+#   Step hfbench (not in the default STEPS): a random Qwen3.5-0.8B-shaped checkpoint written there
+#     (tools/hf_qwen35.py, HFBENCH_SHAPE), flatstate-bench's Decode rows on it on CUDA (f32, bf16;
+#     batch 1/8/32) and transformers (+ fla's kernels, from UPSTREAM_FLA) on the same folder
+#     (tools/torch_hf_decode_bench.py), into hfbench/ (HFBENCH_TIMEOUT_S [240])
 #   Step torch (not in the default STEPS; e.g. STEPS=torch in a second call, TORCH_TIMEOUT_S
 #     [300]): tools/torch_gpu_bench.py --compile, the PyTorch baseline, into torch/
 set -uo pipefail
@@ -283,6 +287,33 @@ step_upstream() {  # issue 32 item 2: the upstream implementations on the golden
     --out "$R/upstream" --golden_dir "$R/upstream/golden" > "$R/upstream/upstream.log" 2>&1
   local rc=$?
   record upstream "$rc" $((SECONDS - t0)) "$(grep -c 'greedy 64/64' "$R/upstream/upstream.log") rows with 64/64 greedy, $(grep -c ' ERROR ' "$R/upstream/upstream.log") errors"
+}
+
+HFBENCH_SHAPE="${HFBENCH_SHAPE:---vocab_size 248320 --hidden_size 1024 --intermediate_size 3584 \
+  --num_hidden_layers 24 --num_attention_heads 8 --num_key_value_heads 2 --head_dim 256 \
+  --linear_num_key_heads 16 --linear_num_value_heads 16 --linear_key_head_dim 128 \
+  --linear_value_head_dim 128 --tie_word_embeddings}"
+step_hfbench() {  # issue 32 item 3 / issue 29: flatstate and transformers(+fla) on one checkpoint
+  local d="$WORK/qwen35-08b" t0=$SECONDS rc fla="${UPSTREAM_FLA:-.upstream/fla.tar.gz}"
+  mkdir -p "$R/hfbench"
+  log "hfbench: writing $d"
+  # shellcheck disable=SC2086
+  timeout -k 5 "$(limit 120)" "$PYTHON" "$ROOT/tools/hf_qwen35.py" --out "$d" --family qwen3_5 \
+    --tokenizer none $HFBENCH_SHAPE --dtype bfloat16 --seed 1 > "$R/hfbench/write.log" 2>&1 ||
+    { record hfbench 1 $((SECONDS - t0)) "writer failed: $(tail -1 "$R/hfbench/write.log")"; return; }
+  log "hfbench: flatstate-bench Decode/qwen35-08b"
+  FLATSTATE_BENCH_DEVICE=cuda FLATSTATE_BENCH_MODELS="$d" FLATSTATE_BENCH_DIR="$WORK/bench-models" \
+    timeout -k 5 "$(limit 120)" "$B/bin/flatstate-bench" \
+    --benchmark_filter='^Decode/qwen35-08b/(f32|bf16)/threads:1/' \
+    --benchmark_out="$R/hfbench/flatstate.json" --benchmark_out_format=json \
+    > "$R/hfbench/flatstate.log" 2>&1
+  rc=$?
+  log "hfbench: transformers on the same folder"
+  [[ -e "$fla" ]] || fla=""
+  PYTHONUNBUFFERED=1 timeout -k 5 "$(limit "${HFBENCH_TIMEOUT_S:-240}")" "$PYTHON" \
+    "$ROOT/tools/torch_hf_decode_bench.py" --model "$d" ${fla:+--fla "$fla"} --batches 1,8,32 \
+    --out "$R/hfbench/torch.json" > "$R/hfbench/torch.log" 2>&1
+  record hfbench $((rc | $?)) $((SECONDS - t0)) "$(grep -c '^Decode/' "$R/hfbench/flatstate.log") flatstate rows; $(grep -c tokens_per_s "$R/hfbench/torch.log") torch rows"
 }
 
 step_torch() {  # not in the default STEPS: the PyTorch baseline of issue 17 item 4

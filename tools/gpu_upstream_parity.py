@@ -12,9 +12,11 @@ the CPU and, by tests/engine/runtime/engine_device_hf_test.cc, on CUDA):
     reference's.
 
 Backends per folder: transformers on the CPU in float64 (exact arithmetic of the upstream code) and
-on CUDA in float32 (TF32 off); fla on CUDA in float32 (its Triton kernels; fla's hybrid attention
-layers call flash_attn, which is not installed there: a stand-in through torch's
-scaled_dot_product_attention is put in sys.modules, recorded in the output).
+on CUDA in float32 (TF32 off) and bfloat16; fla on CUDA in float32 and bfloat16 (its Triton
+kernels; fla's hybrid attention layers call flash_attn, which is not installed there: fla's module
+gets a stand-in through torch's scaled_dot_product_attention, recorded in the output). The
+bfloat16 rows say how far the upstream code itself lands from the exact result in that dtype,
+the yardstick for flatstate's bf16 CUDA path.
 
 Writes OUT/upstream_parity.json (every row) and, with --golden_dir, one golden_upstream.json per
 folder (greedy ids and the differences; no logit rows) for the C++ tests. Exits 0 even when a row
@@ -35,14 +37,41 @@ FLA_ARCHS = {"GLAForCausalLM", "GatedDeltaNetForCausalLM", "DeltaNetForCausalLM"
              "RWKV7ForCausalLM"}
 
 
-def install_flash_attn_stand_in(torch):
-    """flash_attn_func through SDPA: q [B,T,H,D], k/v [B,T,Hkv,D], causal, no window."""
-    import types
+def add_fla_source(path):
+    """Puts fla (a folder holding fla/, or a .tar.gz of one) on sys.path, with a dist-info so that
+    importlib.metadata (which transformers asks before it uses fla's kernels) finds it. Call before
+    importing transformers. Returns the folder added."""
+    import re
+    if path.endswith(".tar.gz"):
+        dst = tempfile.mkdtemp(prefix="fla-")
+        with tarfile.open(path) as t:
+            t.extractall(dst)
+        path = dst
+    text = open(os.path.join(path, "fla", "__init__.py")).read()
+    m = re.search(r"__version__\s*=\s*['\"]([^'\"]+)", text)
+    version = m.group(1) if m else "0.0.0"
+    info = os.path.join(path, f"flash_linear_attention-{version}.dist-info")
+    if not os.path.isdir(info):
+        os.makedirs(info)
+        with open(os.path.join(info, "METADATA"), "w") as f:
+            f.write(f"Metadata-Version: 2.1\nName: flash-linear-attention\nVersion: {version}\n")
+        with open(os.path.join(info, "top_level.txt"), "w") as f:
+            f.write("fla\n")
+        open(os.path.join(info, "RECORD"), "w").close()
+    sys.path.insert(0, path)
+    return path
+
+
+def patch_fla_attention(torch):
+    """fla's hybrid attention layer (fla/layers/attn.py) calls flash_attn_func, and flash_attn is
+    not installed: point that module's name at an SDPA stand-in (q [B,T,H,D], k/v [B,T,Hkv,D],
+    causal, no window). Only fla's module is patched; transformers never sees it."""
     import torch.nn.functional as F
+    import fla.layers.attn as attn
 
     def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False,
                         window_size=(-1, -1), **_):
-        if window_size not in ((-1, -1), [-1, -1], None):
+        if tuple(window_size) != (-1, -1):
             raise NotImplementedError("the flash_attn stand-in has no window")
         h, hkv = q.shape[2], k.shape[2]
         k = k.repeat_interleave(h // hkv, dim=2)
@@ -51,14 +80,7 @@ def install_flash_attn_stand_in(torch):
                                            is_causal=causal, scale=softmax_scale)
         return o.transpose(1, 2)
 
-    def flash_attn_varlen_func(*_, **__):
-        raise NotImplementedError("the flash_attn stand-in has no varlen form")
-
-    m = types.ModuleType("flash_attn")
-    m.flash_attn_func = flash_attn_func
-    m.flash_attn_varlen_func = flash_attn_varlen_func
-    m.__version__ = "stand-in (torch sdpa)"
-    sys.modules["flash_attn"] = m
+    attn.flash_attn_func = flash_attn_func
 
 
 def load_model(folder, arch, device, dtype, torch):
@@ -71,7 +93,8 @@ def load_model(folder, arch, device, dtype, torch):
 
 
 def run_row(folder, arch, device, dtype_name, golden, torch):
-    dtype = {"float32": torch.float32, "float64": torch.float64}[dtype_name]
+    dtype = {"float32": torch.float32, "float64": torch.float64,
+             "bfloat16": torch.bfloat16}[dtype_name]
     t0 = time.time()
     model = load_model(folder, arch, device, dtype, torch)
     prompt = golden["prompt"]
@@ -106,6 +129,8 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--golden_dir", help="write <folder>/golden_upstream.json under this dir")
     args = ap.parse_args()
+    if args.fla:
+        add_fla_source(args.fla)
     import torch
     import transformers
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -113,18 +138,11 @@ def main():
     env = {"torch": torch.__version__, "transformers": transformers.__version__,
            "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
     if args.fla:
-        src = args.fla
-        if src.endswith(".tar.gz"):
-            dst = tempfile.mkdtemp(prefix="fla-")
-            with tarfile.open(src) as t:
-                t.extractall(dst)
-            src = dst
-        sys.path.insert(0, src)
-        install_flash_attn_stand_in(torch)
-        env["flash_attn"] = "stand-in (torch sdpa)"
         try:
             import fla
             env["fla"] = getattr(fla, "__version__", "?")
+            patch_fla_attention(torch)
+            env["flash_attn"] = "fla.layers.attn.flash_attn_func -> torch sdpa stand-in"
         except Exception as e:  # recorded: the fla rows then carry the error
             env["fla"] = f"import failed: {e!r}"
     try:
@@ -141,8 +159,9 @@ def main():
             continue
         golden = json.load(open(gpath))
         arch = json.load(open(os.path.join(folder, "config.json")))["architectures"][0]
-        backends = ([("fla", "cuda", "float32")] if arch in FLA_ARCHS else
-                    [("transformers", "cpu", "float64"), ("transformers", "cuda", "float32")])
+        backends = ([("fla", "cuda", "float32"), ("fla", "cuda", "bfloat16")] if arch in FLA_ARCHS
+                    else [("transformers", "cpu", "float64"), ("transformers", "cuda", "float32"),
+                          ("transformers", "cuda", "bfloat16")])
         for lib, device, dtype in backends:
             row = {"folder": name, "arch": arch, "library": lib, "device": device, "dtype": dtype}
             if device == "cuda" and not torch.cuda.is_available():
