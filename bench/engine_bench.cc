@@ -9,7 +9,8 @@
 // Families (compare ratios inside one run; see docs/benchmarks.md for the targets):
 //   Decode/<model>/<type>/threads:T/batch:B   one decode step for B sessions (items = tokens) with
 //       the layer weights as <type> = f32 | bf16 | int8 | int4 (EngineOptions::weight_dtype;
-//       f32 and bf16 only with FLATSTATE_BENCH_DEVICE other than cpu);
+//       f32 and bf16 only with FLATSTATE_BENCH_DEVICE other than cpu), each session drawing at
+//       temperature 0.8, or greedy with FLATSTATE_BENCH_GREEDY=1 (labelled);
 //       counter weight_bytes_per_s = the prepared weights' bytes (GEMM panels + fp32 rest) per
 //       second
 //   GemmModel/...               GEMM throughput per weight type (bench/gemm_bench.cc)
@@ -68,10 +69,15 @@ namespace fs = std::filesystem;
 
 void Decode(benchmark::State& state, std::string dir, int threads, WeightDtype dtype) {
   Engine* e = GetEngine(dir, threads, 0, dtype);
+  // FLATSTATE_BENCH_GREEDY=1: argmax instead of temperature 0.8 (a random model's flat
+  // distribution over a large vocabulary makes every token a candidate of the draw).
+  const char* g = std::getenv("FLATSTATE_BENCH_GREEDY");
+  const bool greedy = g != nullptr && std::string(g) == "1";
+  if (greedy) state.SetLabel("greedy");
   const int batch = static_cast<int>(state.range(0));
   std::vector<SessionState> sessions;
   for (int i = 0; i < batch; ++i) {
-    sessions.push_back(e->NewSession(SamplingParams{0.8f, 0, 1.f, uint64_t(i)}));
+    sessions.push_back(e->NewSession(SamplingParams{greedy ? 0.f : 0.8f, 0, 1.f, uint64_t(i)}));
     FastForward(e, &sessions.back(), 64);
     sessions.back().pending = {65};
   }

@@ -84,11 +84,24 @@ def patch_fla_attention(torch):
 
 
 def load_model(folder, arch, device, dtype, torch):
+    """Upstream's own class for `arch`: transformers' for its families, fla's for fla's (by name,
+    not through the Auto* registry, where importing fla replaces transformers' Mamba-2). fla's
+    float32 rows run its fused recurrent kernels (its chunk kernels take bf16 only)."""
     import transformers
+    kw = {}
     if arch in FLA_ARCHS:
-        import fla  # noqa: F401  (registers fla's classes with the Auto* factories)
-    cls = transformers.AutoModelForCausalLM
-    model = cls.from_pretrained(folder, dtype=dtype)
+        import fla.models
+        cls = getattr(fla.models, arch)
+        # fla still names tied weights as a list (transformers 4); transformers 5 wants a map.
+        tied = getattr(cls, "_tied_weights_keys", None)
+        if isinstance(tied, list):
+            cls._tied_weights_keys = {k: "model.embeddings.weight" for k in tied}
+        cfg = json.load(open(os.path.join(folder, "config.json")))
+        if dtype == torch.float32 and "attn_mode" in cfg:
+            kw["attn_mode"] = "fused_recurrent"
+    else:
+        cls = getattr(transformers, arch)
+    model = cls.from_pretrained(folder, dtype=dtype, **kw)
     return model.to(device).eval()
 
 
@@ -122,61 +135,119 @@ def run_row(folder, arch, device, dtype_name, golden, torch):
             "greedy_prefix_equal": same, "seconds": round(time.time() - t0, 2)}
 
 
+def worker(task_path):
+    """One process per task (a list of rows): a CUDA fault (an illegal address poisons the
+    process's context) then costs only that task's rows."""
+    task = json.load(open(task_path))
+    if task["fla"]:
+        add_fla_source(task["fla"])
+    import torch
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    if task["fla"]:
+        patch_fla_attention(torch)
+    rows = []
+    for folder, arch, lib, device, dtype in task["rows"]:
+        name = os.path.basename(folder)
+        row = {"folder": name, "arch": arch, "library": lib, "device": device, "dtype": dtype}
+        if device == "cuda" and not torch.cuda.is_available():
+            row["error"] = "no CUDA device"
+        else:
+            try:
+                golden = json.load(open(os.path.join(folder, "golden_reference.json")))
+                row.update(run_row(folder, arch, device, dtype, golden, torch))
+            except Exception as e:
+                row["error"] = f"{type(e).__name__}: {e}"
+                row["traceback"] = traceback.format_exc()[-2000:]
+        rows.append(row)
+        json.dump(rows, open(task["out"], "w"))  # after every row: a crash keeps the earlier ones
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", default="tests/data")
     ap.add_argument("--fla", help="fla source: a folder holding fla/ or a .tar.gz of it")
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out")
     ap.add_argument("--golden_dir", help="write <folder>/golden_upstream.json under this dir")
+    ap.add_argument("--timeout", type=float, default=140, help="seconds for all workers")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.worker:
+        worker(args.worker)
+        return
+    if not args.out:
+        ap.error("--out is required")
+    import subprocess
+    os.makedirs(args.out, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix="upstream-")
+    fla_src = None
     if args.fla:
-        add_fla_source(args.fla)
-    import torch
-    import transformers
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    env = {"torch": torch.__version__, "transformers": transformers.__version__,
-           "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
-    if args.fla:
+        fla_src = args.fla
+        if fla_src.endswith(".tar.gz"):  # unpacked once, shared by the workers
+            fla_src = add_fla_source(fla_src)
+            sys.path.remove(fla_src)
+    # Tasks: transformers' families in one process (no fla on its path: its own torch code),
+    # each fla folder in its own, all at once.
+    hf_rows, tasks = [], []
+    for name in sorted(os.listdir(args.data)):
+        folder = os.path.abspath(os.path.join(args.data, name))
+        if not os.path.exists(os.path.join(folder, "golden_reference.json")):
+            continue
+        arch = json.load(open(os.path.join(folder, "config.json")))["architectures"][0]
+        if arch in FLA_ARCHS:
+            tasks.append({"fla": fla_src, "rows": [[folder, arch, "fla", "cuda", d]
+                                                   for d in ("float32", "bfloat16")]})
+        else:
+            hf_rows += [[folder, arch, "transformers", dv, d] for dv, d in
+                        (("cpu", "float64"), ("cuda", "float32"), ("cuda", "bfloat16"))]
+    tasks.insert(0, {"fla": None, "rows": hf_rows})
+    procs = []
+    for n, t in enumerate(tasks):
+        t["out"] = os.path.join(tmp, f"rows-{n}.json")
+        path = os.path.join(tmp, f"task-{n}.json")
+        json.dump(t, open(path, "w"))
+        log = open(os.path.join(tmp, f"log-{n}.txt"), "w")
+        procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", path],
+                                      stdout=log, stderr=subprocess.STDOUT))
+    deadline = time.time() + args.timeout
+    rows = []
+    for n, (t, p) in enumerate(zip(tasks, procs)):
         try:
-            import fla
-            env["fla"] = getattr(fla, "__version__", "?")
-            patch_fla_attention(torch)
-            env["flash_attn"] = "fla.layers.attn.flash_attn_func -> torch sdpa stand-in"
-        except Exception as e:  # recorded: the fla rows then carry the error
-            env["fla"] = f"import failed: {e!r}"
+            p.wait(timeout=max(1, deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        got = json.load(open(t["out"])) if os.path.exists(t["out"]) else []
+        done = {(r["folder"], r["device"], r["dtype"]) for r in got}
+        tail = open(os.path.join(tmp, f"log-{n}.txt")).read()[-600:]
+        for folder, arch, lib, device, dtype in t["rows"]:
+            if (os.path.basename(folder), device, dtype) not in done:
+                got.append({"folder": os.path.basename(folder), "arch": arch, "library": lib,
+                            "device": device, "dtype": dtype,
+                            "error": f"worker exited {p.returncode} before this row: {tail}"})
+        rows += got
+    rows.sort(key=lambda r: (r["folder"], r["library"], r["device"], r["dtype"]))
+    import torch
+    try:
+        import transformers
+        tf_version = transformers.__version__
+    except ImportError as e:
+        tf_version = f"not importable: {e}"
+    env = {"torch": torch.__version__, "transformers": tf_version,
+           "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+           "fla": "0.5.2 source (fla-org/flash-linear-attention bc3b101d)" if fla_src else None,
+           "flash_attn": "fla.layers.attn.flash_attn_func -> torch sdpa stand-in"}
     try:
         import triton
         env["triton"] = triton.__version__
     except ImportError:
         env["triton"] = None
-    os.makedirs(args.out, exist_ok=True)
-    rows = []
-    for name in sorted(os.listdir(args.data)):
-        folder = os.path.join(args.data, name)
-        gpath = os.path.join(folder, "golden_reference.json")
-        if not os.path.exists(gpath):
-            continue
-        golden = json.load(open(gpath))
-        arch = json.load(open(os.path.join(folder, "config.json")))["architectures"][0]
-        backends = ([("fla", "cuda", "float32"), ("fla", "cuda", "bfloat16")] if arch in FLA_ARCHS
-                    else [("transformers", "cpu", "float64"), ("transformers", "cuda", "float32"),
-                          ("transformers", "cuda", "bfloat16")])
-        for lib, device, dtype in backends:
-            row = {"folder": name, "arch": arch, "library": lib, "device": device, "dtype": dtype}
-            if device == "cuda" and not torch.cuda.is_available():
-                row["error"] = "no CUDA device"
-            else:
-                try:
-                    row.update(run_row(folder, arch, device, dtype, golden, torch))
-                except Exception as e:
-                    row["error"] = f"{type(e).__name__}: {e}"
-                    row["traceback"] = traceback.format_exc()[-2000:]
-            rows.append(row)
-            print(f"{name:32s} {lib:12s} {device:4s} {dtype:7s} " +
-                  (f"max|d| {row['max_abs_diff']:.3e} ({row['rel_to_range']:.1e} of range) "
-                   f"greedy {row['greedy_prefix_equal']}/64 {row['seconds']}s"
-                   if "error" not in row else "ERROR " + row["error"][:150]), flush=True)
+    for row in rows:
+        print(f"{row['folder']:32s} {row['library']:12s} {row['device']:4s} {row['dtype']:8s} " +
+              (f"max|d| {row['max_abs_diff']:.3e} ({row['rel_to_range']:.1e} of range) "
+               f"greedy {row['greedy_prefix_equal']}/64 {row['seconds']}s"
+               if "error" not in row else "ERROR " + row["error"][:300].replace("\n", " | ")),
+              flush=True)
     json.dump({"env": env, "rows": rows}, open(os.path.join(args.out, "upstream_parity.json"), "w"),
               indent=1)
     if args.golden_dir:

@@ -177,10 +177,10 @@ absl::Status DeviceForward<D>::RunLayers(std::span<const SequenceRun> batch,
   Norm(last, norm_, norm_bias_, R, last);
   Gemm<D>(last, R, lm_head_, out, false, *par_);
   if constexpr (!kHostMemory<D>) {
-    host_logits_.resize(static_cast<size_t>(R * V));
-    RETURN_IF_ERROR(CopyToHost<D>(host_logits_.data(), out, sizeof(float) * R * V));
+    // Straight into the caller's vector (one copy; at a 248k vocabulary a row is 1 MB).
+    logits->resize(static_cast<size_t>(R * V));
+    RETURN_IF_ERROR(CopyToHost<D>(logits->data(), out, sizeof(float) * R * V));
     RETURN_IF_ERROR(Synchronize<D>());
-    logits->assign(host_logits_.begin(), host_logits_.end());
   }
   return absl::OkStatus();
 }

@@ -123,7 +123,6 @@ class DeviceForward final : public ForwardPass {
   DeviceStep<D> step_;
   // Workspace, grown as needed.
   Buffer<D> x_, h_, scratch_, carry_, last_, logits_;
-  std::vector<float> host_logits_;  // off the host: logits copied back
 };
 
 }  // namespace flatstate

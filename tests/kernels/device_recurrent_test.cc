@@ -35,7 +35,9 @@ class DeviceRecurrent : public ::testing::TestWithParam<Device> {
 // Two sequences (a 1-token decode and a 40-token prefill) over the same rows, 2 key / 4 value
 // heads; `run` calls the op on device d given (q, k, v, g, beta-or-null, out, seqs, state).
 struct RecurrentCase {
-  static constexpr int kHk = 2, kHv = 4, kKd = 16, kVd = 24;
+  RecurrentCase() = default;
+  RecurrentCase(int hk, int hv, int kd, int vd) : kHk(hk), kHv(hv), kKd(kd), kVd(vd) {}
+  int kHk = 2, kHv = 4, kKd = 16, kVd = 24;
   static constexpr int64_t kRows = 40;
   std::vector<float> q = Random(kRows * kHk * kKd, 1, -1, 1);
   std::vector<float> k = Random(kRows * kHk * kKd, 2, -1, 1);
@@ -90,25 +92,31 @@ void CompareWithCpu(Device d, const RecurrentCase& c, Fill fill, Op op, const ch
   ExpectClose(st_dev, st_cpu, 1e-4, std::string(what) + " states");
 }
 
+// The CUDA body tiles value columns by 32 and key rows by 32 per warp: the default case (16 x 24:
+// one partial tile), Qwen3.5's heads (128 x 128: 4 warps, 4 tiles), and 96 x 48 (3 warps, a
+// partial second tile).
 TEST_P(DeviceRecurrent, GatedDeltaRuleMatchesCpu) {
-  const RecurrentCase c;
-  for (bool decay : {true, false}) {  // no decay: DeltaNet (g null)
-    CompareWithCpu<GatedDeltaBatch>(
-        GetParam(), c,
-        [&](GatedDeltaBatch* b, float* q, float* k, float* v, float* g, float* beta) {
-          b->scale = 0.25f;
-          b->q = q;
-          b->k = k;
-          b->v = v;
-          b->g = decay ? g : nullptr;
-          b->beta = beta;
-          b->gb_stride = c.kHv;
-        },
-        []([[maybe_unused]] Device dev, const GatedDeltaBatch& b) {
-          SerialParallel serial;
-          FS_ON_DEVICE(dev, GatedDeltaRule, b, serial);
-        },
-        decay ? "gated delta rule" : "delta rule (no decay)");
+  for (const RecurrentCase& c :
+       {RecurrentCase(), RecurrentCase(1, 2, 128, 128), RecurrentCase(2, 2, 96, 48)}) {
+    SCOPED_TRACE(::testing::Message() << "key_dim " << c.kKd << " value_dim " << c.kVd);
+    for (bool decay : {true, false}) {  // no decay: DeltaNet (g null)
+      CompareWithCpu<GatedDeltaBatch>(
+          GetParam(), c,
+          [&](GatedDeltaBatch* b, float* q, float* k, float* v, float* g, float* beta) {
+            b->scale = 0.25f;
+            b->q = q;
+            b->k = k;
+            b->v = v;
+            b->g = decay ? g : nullptr;
+            b->beta = beta;
+            b->gb_stride = c.kHv;
+          },
+          []([[maybe_unused]] Device dev, const GatedDeltaBatch& b) {
+            SerialParallel serial;
+            FS_ON_DEVICE(dev, GatedDeltaRule, b, serial);
+          },
+          decay ? "gated delta rule" : "delta rule (no decay)");
+    }
   }
 }
 
