@@ -22,7 +22,8 @@
 // The op is GatedDeltaRule<D> over a GatedDeltaBatch: every (sequence, value head) of one layer
 // of a step. kCpu body: one task per (sequence, head) on `par` with per-thread scratch. kCuda
 // body (cuda/gated_delta.cu): the recurrent form for every sequence, one block per (sequence,
-// head); compiled, not yet run on a GPU.
+// value head, 32 value columns) with the state tile in registers; run on an H200 on 2026-11-26
+// (docs/gpu.md).
 #ifndef FLATSTATE_KERNELS_GATED_DELTA_H_
 #define FLATSTATE_KERNELS_GATED_DELTA_H_
 

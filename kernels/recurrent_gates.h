@@ -4,8 +4,8 @@
 // per-head scaling, the gated per-head RMSNorm before their output projection, and the sigmoid
 // output gate of the hybrids' softmax layers. Row-major fp32; rows are independent (batch
 // invariant). Pointers are in the op's device memory. CPU bodies in cpu/recurrent_gates.cc; CUDA
-// bodies in cuda/recurrent_gates.cu (asynchronous on cuda::Stream(); compiled, not yet run on a
-// GPU).
+// bodies in cuda/recurrent_gates.cu (asynchronous on cuda::Stream(); run on an H200 on 2026-11-26:
+// tests/kernels/device_recurrent_test.cc and the HF folders of engine_device_hf_test.cc).
 #ifndef FLATSTATE_KERNELS_RECURRENT_GATES_H_
 #define FLATSTATE_KERNELS_RECURRENT_GATES_H_
 

@@ -4,8 +4,8 @@
 // of `dim` (or heads x head_dim) floats at stride dim unless a stride is given; every row, and
 // every (sequence, head) of the recurrence, is computed alone in a fixed order, so results are
 // bitwise independent of the batch and the threads. Pointers are in the op's device memory. CPU
-// bodies in cpu/rwkv7.cc; CUDA bodies in cuda/rwkv7.cu (asynchronous on cuda::Stream(); compiled,
-// not yet run on a GPU). The math follows tools/flatstate_ref/rwkv7.py (fla's RWKV7 layer,
+// bodies in cpu/rwkv7.cc; CUDA bodies in cuda/rwkv7.cu (asynchronous on cuda::Stream(); run on an H200
+// on 2026-11-26 through tests/engine/runtime/engine_device_hf_test.cc's RWKV-7 folder). The math follows tools/flatstate_ref/rwkv7.py (fla's RWKV7 layer,
 // BlinkDL's rwkv_v7_numpy.py).
 #ifndef FLATSTATE_KERNELS_RWKV7_H_
 #define FLATSTATE_KERNELS_RWKV7_H_

@@ -169,7 +169,9 @@ def main():
     ap.add_argument("--fla", help="fla source: a folder holding fla/ or a .tar.gz of it")
     ap.add_argument("--out")
     ap.add_argument("--golden_dir", help="write <folder>/golden_upstream.json under this dir")
-    ap.add_argument("--timeout", type=float, default=140, help="seconds for all workers")
+    ap.add_argument("--timeout", type=float, default=110,
+                    help="seconds for all workers; then the unfinished are killed, their rows "
+                         "recorded as errors, and the files written")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -178,7 +180,17 @@ def main():
     if not args.out:
         ap.error("--out is required")
     import subprocess
+    from importlib import metadata
     os.makedirs(args.out, exist_ok=True)
+    # Versions without importing torch here (the workers do; the parent stays quick).
+    env = {}
+    for pkg in ("torch", "transformers", "triton"):
+        try:
+            env[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            env[pkg] = None
+    env["fla"] = "0.5.2 source (fla-org/flash-linear-attention bc3b101d)" if args.fla else None
+    env["flash_attn"] = "fla.layers.attn.flash_attn_func -> torch sdpa stand-in"
     tmp = tempfile.mkdtemp(prefix="upstream-")
     fla_src = None
     if args.fla:
@@ -227,21 +239,6 @@ def main():
                             "error": f"worker exited {p.returncode} before this row: {tail}"})
         rows += got
     rows.sort(key=lambda r: (r["folder"], r["library"], r["device"], r["dtype"]))
-    import torch
-    try:
-        import transformers
-        tf_version = transformers.__version__
-    except ImportError as e:
-        tf_version = f"not importable: {e}"
-    env = {"torch": torch.__version__, "transformers": tf_version,
-           "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-           "fla": "0.5.2 source (fla-org/flash-linear-attention bc3b101d)" if fla_src else None,
-           "flash_attn": "fla.layers.attn.flash_attn_func -> torch sdpa stand-in"}
-    try:
-        import triton
-        env["triton"] = triton.__version__
-    except ImportError:
-        env["triton"] = None
     for row in rows:
         print(f"{row['folder']:32s} {row['library']:12s} {row['device']:4s} {row['dtype']:8s} " +
               (f"max|d| {row['max_abs_diff']:.3e} ({row['rel_to_range']:.1e} of range) "

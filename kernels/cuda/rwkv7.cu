@@ -2,7 +2,8 @@
 // recorded in the CUDA context). Same math as cpu/rwkv7.cc; reductions accumulate in double like
 // the CPU. The recurrence: one block per (sequence, head), thread j owning value column j of S
 // (read and written in global memory, coalesced across the block), the per-token key vectors in
-// shared memory. Compiled; not yet run on a GPU (issue 32).
+// shared memory. Run on an H200 on 2026-11-26 (docs/gpu.md): the RWKV-7 folder's logits within
+// 1e-5 of the float64 reference, 64/64 greedy tokens.
 #include <cuda_runtime.h>
 
 #include <cstdint>

@@ -1,13 +1,20 @@
 // Every Hugging Face architecture's golden folder (tests/data/hf_*, written by the tools/hf_*.py
 // writers with golden_reference.json from the float64 reference) on every Device: the logits at
-// the golden positions within tolerance of the reference's (f32 weights: 1e-3 of the logit range;
-// the file's bf16 weights: 1e-3 on the CPU, whose bf16 GEMMs keep f32 activations, 2e-2 on CUDA,
-// whose bf16 GEMMs round the activations to bf16 too: docs/gpu.md "Weight types"), its 64 greedy
-// tokens (f32), chunked prefill vs token by token, a checkpoint taken on the device that continues
-// identically on the CPU, and a batch-invariant engine whose sampled tokens do not depend on the
-// crowd. The CPU instances repeat what tests/engine/arch/*_arch_test.cc check, so that a CUDA
-// failure always has its CPU twin beside it; the cuda instances GTEST_SKIP with CheckDevice's
-// reason when no GPU is visible. Each test records its worst difference as a property.
+// the golden positions within tolerance of the reference's, its 64 greedy tokens, chunked prefill
+// vs token by token, a checkpoint taken on the device that continues identically on the CPU, and
+// a batch-invariant engine whose sampled tokens and state do not depend on the crowd.
+//
+// Tolerances (of the reference's logit range): f32 weights 1e-3 everywhere (measured on an H200,
+// 2026-11-26, docs/gpu-runs/2026-11-26-h200-1: at most 4e-5 absolute, every folder, and 64/64
+// greedy tokens). The file's bf16 weights: 1e-3 on the CPU, whose bf16 GEMMs keep f32
+// activations (the same logits as f32); 5e-2 on CUDA, whose bf16 GEMMs round the activations to
+// bf16 too (docs/gpu.md "Weight types"): measured 0.06 to 2.0 absolute, 0.2 % to 3.8 % of the
+// range (Qwen3.5's tiny model, init gain 1.5, the most), so greedy tokens there are not asserted
+// (where a top-2 margin is under that error they flip: hf_delta_net_variant_tiny's first margin
+// is 0.093 against an error of 0.69) but recorded as the property greedy_prefix_equal_bf16.
+// The CPU instances repeat what tests/engine/arch/*_arch_test.cc check, so that a CUDA failure
+// always has its CPU twin beside it; the cuda instances GTEST_SKIP with CheckDevice's reason when
+// no GPU is visible. Each test records its worst difference as a property.
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -28,12 +35,19 @@ namespace fs = std::filesystem;
 
 // Every golden folder; HfFoldersTest.EveryGoldenFolderIsListed keeps this complete.
 const std::vector<std::string>& HfFolders() {
-  static const std::vector<std::string> kFolders = {
-      "hf_llama_tiny",          "hf_qwen2_tiny",           "hf_qwen3_tiny",
-      "hf_qwen35_tiny",         "hf_mamba2_tiny",          "hf_rwkv7_tiny",
-      "hf_gla_tiny",            "hf_gla_nogate_tiny",      "hf_gla_hybrid_tiny",
-      "hf_gated_deltanet_tiny", "hf_gated_deltanet_hybrid_tiny", "hf_delta_net_tiny",
-      "hf_delta_net_variant_tiny"};
+  static const std::vector<std::string> kFolders = {"hf_llama_tiny",
+                                                    "hf_qwen2_tiny",
+                                                    "hf_qwen3_tiny",
+                                                    "hf_qwen35_tiny",
+                                                    "hf_mamba2_tiny",
+                                                    "hf_rwkv7_tiny",
+                                                    "hf_gla_tiny",
+                                                    "hf_gla_nogate_tiny",
+                                                    "hf_gla_hybrid_tiny",
+                                                    "hf_gated_deltanet_tiny",
+                                                    "hf_gated_deltanet_hybrid_tiny",
+                                                    "hf_delta_net_tiny",
+                                                    "hf_delta_net_variant_tiny"};
   return kFolders;
 }
 
@@ -104,7 +118,7 @@ TEST_P(EngineDeviceHf, LogitsAndGreedyMatchTheReference) {
       }
     }
     const bool rounded_activations = dtype == WeightDtype::kBf16 && device() == Device::kCuda;
-    EXPECT_LE(worst, (rounded_activations ? 2e-2 : 1e-3) * range);
+    EXPECT_LE(worst, (rounded_activations ? 5e-2 : 1e-3) * range);
     RecordProperty(std::string("max_abs_logit_diff_") + WeightDtypeName(dtype),
                    std::to_string(worst));
     RecordProperty("logit_range", std::to_string(range));
@@ -113,7 +127,8 @@ TEST_P(EngineDeviceHf, LogitsAndGreedyMatchTheReference) {
     const std::vector<int32_t> greedy = GenerateAlone(e.get(), &gen, prompt_, 64);
     const auto golden_greedy = golden_["greedy"].get<std::vector<int32_t>>();
     size_t same = 0;
-    while (same < greedy.size() && same < golden_greedy.size() && greedy[same] == golden_greedy[same]) {
+    while (same < greedy.size() && same < golden_greedy.size() &&
+           greedy[same] == golden_greedy[same]) {
       ++same;
     }
     RecordProperty(std::string("greedy_prefix_equal_") + WeightDtypeName(dtype),
