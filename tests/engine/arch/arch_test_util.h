@@ -26,6 +26,18 @@ inline nlohmann::json ReadJson(const std::string& path) {
   return nlohmann::json::parse(f);
 }
 
+// An engine on 2 threads whose prefill chunk is `chunk` (EngineOptions::chunk_size), with a
+// 512-block KV pool for the hybrids' softmax layers.
+inline std::unique_ptr<Engine> MakeChunkedEngine(const std::string& dir, int chunk,
+                                                 WeightDtype dtype) {
+  EngineOptions o;
+  o.threads = 2;
+  o.kv_blocks = 512;
+  o.chunk_size = chunk;
+  o.weight_dtype = dtype;
+  return MakeEngineWith(dir, o);
+}
+
 // For f32 and the file's own bf16: the prompt's logits at the golden positions within 1e-3 of the
 // reference's logit range (recorded as the property max_abs_logit_diff_<dtype>), then
 // `after_prompt` (e.g. a state comparison) on the session that ran the prompt, and 64 greedy
@@ -43,7 +55,7 @@ inline void ExpectMatchesGolden(
   const nlohmann::json peer =
       llamacpp ? ReadJson(dir + "/golden_llamacpp.json") : nlohmann::json::object();
   for (WeightDtype dtype : {WeightDtype::kF32, WeightDtype::kBf16}) {
-    auto e = MakeEngine(dir, 2, chunk, dtype);
+    auto e = MakeChunkedEngine(dir, chunk, dtype);
     ASSERT_NE(e, nullptr);
     const int V = e->config().vocab_size;
     SessionState s = e->NewSession({});
@@ -76,7 +88,7 @@ inline void ExpectMatchesGolden(
 // session's sampled tokens do not depend on the batch.
 inline void ExpectFormsCheckpointsAndBatchInvariance(const std::string& dir, int chunk,
                                                      bool flat_state) {
-  auto e = MakeEngine(dir, 2, chunk, WeightDtype::kF32);
+  auto e = MakeChunkedEngine(dir, chunk, WeightDtype::kF32);
   ASSERT_NE(e, nullptr);
   const auto prompt =
       ReadJson(dir + "/golden_reference.json")["prompt"].get<std::vector<int32_t>>();
