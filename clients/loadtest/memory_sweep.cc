@@ -48,7 +48,9 @@ class ModelSweep {
   }
 
  private:
-  bool linear() const { return info_.attention_kind() != "softmax"; }
+  // No layer keeps K/V (the linear kinds, the recurrent families): the whole session is fixed.
+  // Softmax models and hybrids with softmax layers grow by kv_bytes_per_token.
+  bool linear() const { return info_.kv_bytes_per_token() == 0; }
   uint64_t block_bytes() const { return info_.kv_bytes_per_token() * kBlockTokens; }
   std::string name() const { return info_.name(); }
 
@@ -245,17 +247,28 @@ class ModelSweep {
                                  MiB(static_cast<double>(pts.back().device_state_bytes))));
   }
 
+  // Models with K/V: pure softmax, and hybrids whose softmax layers grow while their recurrent
+  // layers keep state_bytes_per_session.
   void CheckSoftmax() {
     const auto& pts = result_.points;
-    // 4 B per element (--kv_dtype f32) or 2 B (bf16).
-    const uint64_t elems = 2 * info_.num_layers() * info_.hidden_size();
     const uint64_t per_token = info_.kv_bytes_per_token();
-    checks_->Add(
-        per_token == elems * 4 || per_token == elems * 2,
-        absl::StrCat(name(), " kv_bytes_per_token"),
-        absl::StrFormat("ListModels %d B, 2 x %d layers x %d x (4 B f32 | 2 B bf16) = "
-                        "%d | %d B",
-                        per_token, info_.num_layers(), info_.hidden_size(), elems * 4, elems * 2));
+    const uint64_t fixed = info_.state_bytes_per_session();  // 0 for pure softmax
+    if (info_.architecture() == "flatstate" && info_.num_kv_layers() == info_.num_layers()) {
+      // 4 B per element (--kv_dtype f32) or 2 B (bf16); flatstate's K/V width is d_model.
+      const uint64_t elems = 2 * info_.num_layers() * info_.hidden_size();
+      checks_->Add(
+          per_token == elems * 4 || per_token == elems * 2,
+          absl::StrCat(name(), " kv_bytes_per_token"),
+          absl::StrFormat("ListModels %d B, 2 x %d layers x %d x (4 B f32 | 2 B bf16) = "
+                          "%d | %d B",
+                          per_token, info_.num_layers(), info_.hidden_size(), elems * 4,
+                          elems * 2));
+    } else {
+      checks_->Info(absl::StrFormat(
+          "%s (%s, %s): %d B of K/V per token in %d of %d layers, %d B of fixed state", name(),
+          info_.architecture(), info_.attention_kind(), per_token, info_.num_kv_layers(),
+          info_.num_layers(), fixed));
+    }
     if (!pts.empty()) {
       bool exact = true;
       std::string worst;
@@ -263,14 +276,17 @@ class ModelSweep {
       for (size_t k = 0; k < pts.size(); ++k) {
         const MemoryPoint& p = pts[k];
         const uint64_t blocks = p.kv_bytes / std::max<uint64_t>(block_bytes(), 1);
-        const bool ok = p.kv_bytes == p.state_bytes_total &&
+        const uint64_t fixed_total = fixed * static_cast<uint64_t>(p.sessions);
+        const bool ok = p.state_bytes_total >= fixed_total &&
+                        p.kv_bytes == p.state_bytes_total - fixed_total &&
                         blocks >= static_cast<uint64_t>(lo_blocks_[k]) &&
                         blocks <= static_cast<uint64_t>(hi_blocks_[k]);
         if (!ok && worst.empty()) {
-          worst = absl::StrFormat(" (at %d tokens: server KV %d B, sessions %d B, expected "
-                                  "%d..%d blocks of %d B)",
+          worst = absl::StrFormat(" (at %d tokens: server KV %d B, sessions %d B of which %d B "
+                                  "fixed state, expected %d..%d blocks of %d B)",
                                   p.context_tokens, p.kv_bytes, p.state_bytes_total,
-                                  lo_blocks_[k], hi_blocks_[k], block_bytes());
+                                  fixed * static_cast<uint64_t>(p.sessions), lo_blocks_[k],
+                                  hi_blocks_[k], block_bytes());
         }
         exact = exact && ok;
         kv.push_back(static_cast<double>(p.kv_bytes));
@@ -314,13 +330,13 @@ class ModelSweep {
     std::string linear_model;
     for (const std::string& m : o_.models) {
       for (const pb::ModelInfo& mi : models_.models()) {
-        if (mi.name() == m && mi.attention_kind() != "softmax" && linear_model.empty()) {
+        if (mi.name() == m && mi.kv_bytes_per_token() == 0 && linear_model.empty()) {
           linear_model = m;
         }
       }
     }
     for (const pb::ModelInfo& mi : models_.models()) {
-      if (mi.attention_kind() != "softmax" && linear_model.empty()) linear_model = mi.name();
+      if (mi.kv_bytes_per_token() == 0 && linear_model.empty()) linear_model = mi.name();
     }
     std::string detail;
     if (linear_model.empty()) {
@@ -370,6 +386,36 @@ class ModelSweep {
   std::vector<double> total_tokens_;            // per point, all sessions
 };
 
+// A hybrid's K/V per token is (K/V layers / all layers) of an all-softmax model of the same shape
+// (same architecture, layers and width): checked for every such pair among the swept models.
+void CheckHybridsAgainstSoftmaxTwins(const pb::ListModelsResponse& models,
+                                     const std::vector<std::string>& swept, CheckList* checks) {
+  std::vector<const pb::ModelInfo*> infos;
+  for (const std::string& name : swept) {
+    if (const pb::ModelInfo* i = FindModel(models, name)) infos.push_back(i);
+  }
+  for (const pb::ModelInfo* h : infos) {
+    if (h->kv_bytes_per_token() == 0 || h->num_kv_layers() == h->num_layers()) continue;
+    for (const pb::ModelInfo* s : infos) {
+      if (s->num_kv_layers() != s->num_layers() || s->architecture() != h->architecture() ||
+          s->num_layers() != h->num_layers() || s->hidden_size() != h->hidden_size()) {
+        continue;
+      }
+      // h / s == kv layers / layers, in integers.
+      const uint64_t lhs = h->kv_bytes_per_token() * h->num_layers();
+      const uint64_t rhs = s->kv_bytes_per_token() * h->num_kv_layers();
+      checks->Add(lhs == rhs,
+                  absl::StrCat(h->name(), " K/V per token = ", h->num_kv_layers(), "/",
+                               h->num_layers(), " of ", s->name(), "'s"),
+                  absl::StrFormat("%d B against %d B per token (ratio %.4f, layers %d/%d)",
+                                  h->kv_bytes_per_token(), s->kv_bytes_per_token(),
+                                  static_cast<double>(h->kv_bytes_per_token()) /
+                                      static_cast<double>(s->kv_bytes_per_token()),
+                                  h->num_kv_layers(), h->num_layers()));
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<MemoryModelResult> RunMemorySweep(const Client& client, const MemoryOptions& options,
@@ -388,6 +434,7 @@ std::vector<MemoryModelResult> RunMemorySweep(const Client& client, const Memory
     }
     out.push_back(ModelSweep(client, options, models, *info, progress, checks).Run());
   }
+  CheckHybridsAgainstSoftmaxTwins(models, options.models, checks);
   progress->Clear();
   return out;
 }

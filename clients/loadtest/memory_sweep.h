@@ -2,14 +2,19 @@
 // prompt_tokens chunks through Generate with max_new_tokens = 1) to each target context, and at
 // each point measures a short decode (TTFT, inter-token latency, tokens/s), the session's
 // state_bytes (GetSession) and the server's KV blocks and RSS (GetStats). Then it checks:
-//   linear kinds: state_bytes constant (and equal to ListModels' state_bytes_per_session), no KV
+//   models without K/V (kv_bytes_per_token 0: the linear kinds, the recurrent families):
+//     state_bytes constant (and equal to ListModels' state_bytes_per_session), no KV
 //     blocks used, server RSS at the largest context within max(rss_tolerance, rss_slack_bytes)
 //     of the RSS at the first;
 //   GPU servers (GetStats device_memory_total_bytes > 0), every kind: device memory flat across
 //     contexts (the KV pool is reserved on the device at start, so softmax growth shows in its
 //     KV blocks, not in the device's memory);
-//   softmax: KV bytes (server kv_blocks_used delta x block bytes) == sessions' state_bytes ==
-//     ceil(tokens / 16) blocks, slope == 2 x layers x d_model x 4 bytes per token; with
+//   models with K/V (kv_bytes_per_token > 0: softmax, and hybrids whose softmax layers keep K/V
+//   beside recurrent layers): KV bytes (server kv_blocks_used delta x block bytes) == sessions'
+//     state_bytes minus their fixed state (state_bytes_per_session each, 0 for pure softmax) ==
+//     ceil(tokens / 16) blocks, slope == kv_bytes_per_token (flatstate softmax: == 2 x layers x
+//     d_model x 4 bytes); a hybrid swept beside an all-softmax model of the same architecture,
+//     layers and width: its kv_bytes_per_token == num_kv_layers / num_layers of the other's; with
 //     `exhaust`, keeps growing until the pool answers RESOURCE_EXHAUSTED (bounded by the pool
 //     size), then checks that a fresh linear-model Generate still succeeds, that deleting the
 //     session returns its blocks and that a fresh softmax Generate succeeds.

@@ -106,6 +106,12 @@ bool ModelConfig::has_kv() const {
   return false;
 }
 
+std::string ModelKindName(const ModelConfig& c) {
+  if (c.architecture == "flatstate") return std::string(AttentionKindName(c.attention_kind));
+  if (!c.has_kv()) return "recurrent";
+  return c.has_state() ? "hybrid" : "softmax";
+}
+
 int ModelConfig::kv_layers() const {
   int n = 0;
   for (int l = 0; l < num_hidden_layers; ++l) n += layer_attention(l).softmax ? 1 : 0;

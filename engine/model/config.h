@@ -276,6 +276,13 @@ struct ModelConfig {
   std::vector<double> RopeInvFreq() const;
 };
 
+// What ListModels, /v1/models and sessions report as the model's attention kind: flatstate's own
+// models their kind's name (AttentionKindName: linear_elu, ..., softmax, hybrid); the registry's
+// other architectures (their attention_kind field is a placeholder, layer_attention decides)
+// "softmax" when every layer keeps a K/V cache, "recurrent" when none does (a session's memory
+// is fixed), "hybrid" when both kinds of layer are there.
+std::string ModelKindName(const ModelConfig& c);
+
 // Parses and validates config.json text of flatstate's own format (the "flatstate" architecture;
 // engine/arch/registry.h picks the reader for any config.json). `path` only appears in error
 // messages.

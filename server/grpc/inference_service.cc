@@ -228,7 +228,9 @@ grpc::ServerUnaryReactor* InferenceService::ListModels(grpc::CallbackServerConte
       const ModelConfig& c = m->config();
       pb::ModelInfo* info = resp->add_models();
       info->set_name(m->name);
-      info->set_attention_kind(std::string(AttentionKindName(c.attention_kind)));
+      info->set_attention_kind(ModelKindName(c));
+      info->set_architecture(c.architecture);
+      info->set_num_kv_layers(static_cast<uint64_t>(c.kv_layers()));
       info->set_fingerprint(m->fingerprint());
       info->set_state_bytes_per_session(c.state_bytes());
       info->set_kv_bytes_per_token(m->engine->kv_bytes_per_token());

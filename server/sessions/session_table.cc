@@ -151,7 +151,7 @@ SessionInfo SessionTable::Info(const Session& s) const {
   SessionInfo i;
   i.session_id = s.id;
   i.model = s.model->name;
-  i.attention_kind = std::string(AttentionKindName(s.model->config().attention_kind));
+  i.attention_kind = ModelKindName(s.model->config());
   i.context_tokens =
       s.resident ? static_cast<uint64_t>(s.state.context_tokens()) : s.evicted_context_tokens;
   i.state_bytes = s.resident ? s.model->engine->SessionBytes(s.state) : 0;

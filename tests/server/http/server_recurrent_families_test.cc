@@ -2,8 +2,10 @@
 // hf_rwkv7_tiny (RWKV-7, its World vocabulary, RWKV's chat format as the architecture's default
 // template) and tests/data/hf_mamba2_tiny (Mamba-2, token ids only) served side by side. Chat
 // renders RWKV's format and a reply ends at its blank line; Mamba-2 completes token-id prompts,
-// the same twice; both report their fixed state bytes and are listed in /v1/models.
+// the same twice; both report their fixed state bytes; /v1/models lists them beside the Qwen3.5
+// hybrid (tests/data/hf_qwen35_tiny) with each one's kind and K/V layers.
 #include <filesystem>
+#include <map>
 #include <string>
 
 #include "tests/server/http/http_test_util.h"
@@ -16,7 +18,7 @@ const std::string& FamiliesDir() {
     auto* d = new std::string(TempDir() + "/recurrent_families");
     std::error_code ec;
     std::filesystem::remove_all(*d, ec);
-    for (const char* name : {"rwkv7", "mamba2"}) {
+    for (const char* name : {"rwkv7", "mamba2", "qwen35"}) {
       std::filesystem::create_directories(*d, ec);
       std::filesystem::copy(std::string(FLATSTATE_SOURCE_DIR) + "/tests/data/hf_" + name + "_tiny",
                             *d + "/" + name + "-tiny", std::filesystem::copy_options::recursive,
@@ -71,13 +73,31 @@ TEST_F(RecurrentFamiliesApiTest, Mamba2CompletesTokenIdPromptsDeterministically)
   EXPECT_EQ(a.body["choices"], b.body["choices"]);
 }
 
-TEST_F(RecurrentFamiliesApiTest, ModelsListBothFamilies) {
+// /v1/models says what a session of each model costs: the recurrent families keep no K/V (their
+// whole memory is state_bytes_per_session), the Qwen3.5 hybrid keeps K/V in its one full-attention
+// layer of four (kv_bytes_per_token = 2 x 1 layer x 1 K/V head x 32 x 4 B).
+TEST_F(RecurrentFamiliesApiTest, ModelsListTheFamiliesWithTheirKinds) {
   HttpReply r = GetJson(*http_, "/v1/models");
   ASSERT_EQ(r.status, 200) << r.raw;
-  std::string ids;
-  for (const json& m : r.body["data"]) ids += m.value("id", "") + " ";
-  EXPECT_NE(ids.find("rwkv7-tiny"), std::string::npos) << r.raw;
-  EXPECT_NE(ids.find("mamba2-tiny"), std::string::npos) << r.raw;
+  std::map<std::string, json> by_id;
+  for (const json& m : r.body["data"]) by_id[m.value("id", "")] = m;
+  ASSERT_EQ(by_id.size(), 3u) << r.raw;
+  for (const char* id : {"rwkv7-tiny", "mamba2-tiny"}) {
+    SCOPED_TRACE(id);
+    EXPECT_EQ(by_id[id]["attention_kind"], "recurrent");
+    EXPECT_EQ(by_id[id]["num_kv_layers"], 0);
+    EXPECT_EQ(by_id[id]["kv_bytes_per_token"], 0);
+    EXPECT_GT(by_id[id]["state_bytes_per_session"].get<int64_t>(), 0);
+  }
+  EXPECT_EQ(by_id["rwkv7-tiny"]["architecture"], "rwkv7");
+  EXPECT_EQ(by_id["mamba2-tiny"]["architecture"], "mamba2");
+  const json& q = by_id["qwen35-tiny"];
+  EXPECT_EQ(q["attention_kind"], "hybrid") << q.dump();
+  EXPECT_EQ(q["architecture"], "qwen3_5") << q.dump();
+  EXPECT_EQ(q["num_layers"], 4);
+  EXPECT_EQ(q["num_kv_layers"], 1);
+  EXPECT_EQ(q["kv_bytes_per_token"], 2 * 1 * 1 * 32 * 4) << q.dump();
+  EXPECT_GT(q["state_bytes_per_session"].get<int64_t>(), 0);
 }
 
 }  // namespace
