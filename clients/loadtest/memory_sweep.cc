@@ -29,8 +29,7 @@ class ModelSweep {
  public:
   ModelSweep(const Client& client, const MemoryOptions& o, const pb::ListModelsResponse& models,
              const pb::ModelInfo& info, Progress* progress, CheckList* checks)
-      : client_(client), o_(o), models_(models), info_(info), progress_(progress),
-        checks_(checks) {
+      : client_(client), o_(o), models_(models), info_(info), progress_(progress), checks_(checks) {
     result_.model = info.name();
     result_.kind = info.attention_kind();
   }
@@ -62,9 +61,8 @@ class ModelSweep {
   // Grows session i to `target` tokens of context. Returns the first failed Generate's status.
   grpc::Status Grow(size_t i, int64_t target, int64_t* prefilled, double* seconds) {
     return GrowSession(client_, sessions_[i], static_cast<int64_t>(info_.vocab_size()), target,
-                       o_.chunk_tokens,
-                       absl::StrFormat("memory %s session %d", name(), i), progress_, &ctx_[i],
-                       prefilled, seconds);
+                       o_.chunk_tokens, absl::StrFormat("memory %s session %d", name(), i),
+                       progress_, &ctx_[i], prefilled, seconds);
   }
 
   void Exhausted(const grpc::Status& s, size_t i) {
@@ -223,8 +221,8 @@ class ModelSweep {
   void ReachedAllContexts() {
     if (!result_.error.empty()) return;  // already failed
     const bool all = result_.points.size() == o_.contexts.size();
-    const std::string detail = absl::StrFormat("%d of %d contexts measured",
-                                               result_.points.size(), o_.contexts.size());
+    const std::string detail =
+        absl::StrFormat("%d of %d contexts measured", result_.points.size(), o_.contexts.size());
     if (linear()) {
       checks_->Add(all, absl::StrCat(name(), " reached every context"), detail);
     } else if (!all) {
@@ -256,13 +254,12 @@ class ModelSweep {
     if (info_.architecture() == "flatstate" && info_.num_kv_layers() == info_.num_layers()) {
       // 4 B per element (--kv_dtype f32) or 2 B (bf16); flatstate's K/V width is d_model.
       const uint64_t elems = 2 * info_.num_layers() * info_.hidden_size();
-      checks_->Add(
-          per_token == elems * 4 || per_token == elems * 2,
-          absl::StrCat(name(), " kv_bytes_per_token"),
-          absl::StrFormat("ListModels %d B, 2 x %d layers x %d x (4 B f32 | 2 B bf16) = "
-                          "%d | %d B",
-                          per_token, info_.num_layers(), info_.hidden_size(), elems * 4,
-                          elems * 2));
+      checks_->Add(per_token == elems * 4 || per_token == elems * 2,
+                   absl::StrCat(name(), " kv_bytes_per_token"),
+                   absl::StrFormat("ListModels %d B, 2 x %d layers x %d x (4 B f32 | 2 B bf16) = "
+                                   "%d | %d B",
+                                   per_token, info_.num_layers(), info_.hidden_size(), elems * 4,
+                                   elems * 2));
     } else {
       checks_->Info(absl::StrFormat(
           "%s (%s, %s): %d B of K/V per token in %d of %d layers, %d B of fixed state", name(),
@@ -282,11 +279,12 @@ class ModelSweep {
                         blocks >= static_cast<uint64_t>(lo_blocks_[k]) &&
                         blocks <= static_cast<uint64_t>(hi_blocks_[k]);
         if (!ok && worst.empty()) {
-          worst = absl::StrFormat(" (at %d tokens: server KV %d B, sessions %d B of which %d B "
-                                  "fixed state, expected %d..%d blocks of %d B)",
-                                  p.context_tokens, p.kv_bytes, p.state_bytes_total,
-                                  fixed * static_cast<uint64_t>(p.sessions), lo_blocks_[k],
-                                  hi_blocks_[k], block_bytes());
+          worst = absl::StrFormat(
+              " (at %d tokens: server KV %d B, sessions %d B of which %d B "
+              "fixed state, expected %d..%d blocks of %d B)",
+              p.context_tokens, p.kv_bytes, p.state_bytes_total,
+              fixed * static_cast<uint64_t>(p.sessions), lo_blocks_[k], hi_blocks_[k],
+              block_bytes());
         }
         exact = exact && ok;
         kv.push_back(static_cast<double>(p.kv_bytes));
@@ -299,8 +297,7 @@ class ModelSweep {
         const double slope = Slope(total_tokens_, kv);
         const bool ok = std::abs(slope - per_token) <= 0.01 * per_token + 1;
         checks_->Add(ok, absl::StrCat(name(), " KV bytes grow linearly"),
-                     absl::StrFormat("slope %.1f B/token, expected %d B/token", slope,
-                                     per_token));
+                     absl::StrFormat("slope %.1f B/token, expected %d B/token", slope, per_token));
       }
     }
     ReachedAllContexts();
@@ -343,12 +340,11 @@ class ModelSweep {
       checks_->Info("no linear model loaded: skipped the after-exhaustion linear Generate");
     } else {
       const bool ok = SmallGenerate(linear_model, &detail);
-      checks_->Add(ok, absl::StrCat(name(), " exhausted: ", linear_model, " still serves"),
-                   detail);
+      checks_->Add(ok, absl::StrCat(name(), " exhausted: ", linear_model, " still serves"), detail);
     }
     const bool before = SmallGenerate(name(), &detail);
-    checks_->Info(absl::StrCat(name(), ": fresh Generate while the pool is full: ",
-                               before ? "OK " : "", detail));
+    checks_->Info(absl::StrCat(
+        name(), ": fresh Generate while the pool is full: ", before ? "OK " : "", detail));
     Cleanup();
     pb::ServerStats stats;
     grpc::Status s = client_.GetStats(&stats);
