@@ -53,7 +53,8 @@
 # Raw outputs in OUT_DIR (default /tmp/compare-llamacpp-<UTC time>): llama-<TYPE>-*.json,
 # flatstate-<type>.json, *.txt (the programs' own tables), machine.txt, run.log, table.md.
 # Env: REPS, TYPES (default "f32 bf16 int8"), PP4096_THREADS ("2" or "1 2"; default set only),
-# DEPTHS (default "1024 16384", SAME_CHECKPOINT=1: "16384"; depth 0 always runs), GGUF_DIR,
+# DEPTHS (default "1024 16384", SAME_CHECKPOINT=1: "16384"; set empty: depth 0 only, which always
+# runs), PP4096_THREADS (SAME_CHECKPOINT=1: unset, no 4096 prefill unless given), GGUF_DIR,
 # SAME_CHECKPOINT, SAME_WRITER, SAME_HF_ARGS, CKPT_DIR, CKPT_NAME, LLAMA_SRC, REFERENCE (1: first the memory
 # bandwidth and GEMM reference rows; 0 skips them),
 # FLATSTATE_BENCH (default build/bench/flatstate-bench), PYTHON (default /usr/bin/python3),
@@ -75,8 +76,8 @@ SAME_CHECKPOINT="${SAME_CHECKPOINT:-0}"
 REFERENCE="${REFERENCE:-1}"
 INTERLEAVE="${INTERLEAVE:-1}"
 if [[ "$SAME_CHECKPOINT" == 1 ]]; then
-  PP4096_THREADS=""
-  DEPTHS="${DEPTHS:-16384}"
+  PP4096_THREADS="${PP4096_THREADS:-}"  # none unless asked: a 4096 prefill of ~0.5 B is minutes
+  DEPTHS="${DEPTHS-16384}"              # set but empty: depth 0 only
   # The largest vocabulary python3-sentencepiece's BPE trainer accepts on tiny-Shakespeare (with
   # tools/hf_llama.py's trainer settings; more is refused: "Please set it to a value <= 33799").
   SAME_HF_ARGS="${SAME_HF_ARGS:---vocab_size 33799 --hidden_size 1024 --intermediate_size 2816 \
@@ -146,7 +147,11 @@ if [[ "$SAME_CHECKPOINT" == 1 ]]; then
     fi
     [[ -f "$LLAMA_SRC/convert_hf_to_gguf.py" ]] ||
       { echo "error: $LLAMA_SRC/convert_hf_to_gguf.py not found (set LLAMA_SRC)" >&2; exit 1; }
-    log "convert_hf_to_gguf.py --outtype f32 -> $F32_GGUF"
+    # Qwen3.5 / Qwen3-Next folders without MTP layers: the converter's --no-mtp (as
+    # tools/llamacpp_parity.sh passes for those families).
+    CONVERT_FLAGS=()
+    [[ "$SAME_WRITER" == hf_qwen35.py ]] && CONVERT_FLAGS=(--no-mtp)
+    log "convert_hf_to_gguf.py --outtype f32 ${CONVERT_FLAGS[*]} -> $F32_GGUF"
     (LLAMA=$(cd "$LLAMA_SRC" && pwd) OUT="$CKPT_DIR" PY="$PYTHON"; eval "$convert") |
       tee -a "$OUT/run.log"
   fi
@@ -155,6 +160,10 @@ if [[ "$SAME_CHECKPOINT" == 1 ]]; then
   export FLATSTATE_BENCH_COMPARE_DEPTHS="${DEPTHS// /,}"
   MODEL_RE="${CKPT_NAME//./\\.}"
   PP_RE="threads:[12]/len:512"
+  if [[ -n "$PP4096_THREADS" ]]; then
+    export FLATSTATE_BENCH_COMPARE_PREFILL=512,4096
+    PP_RE="(threads:[12]/len:512|threads:(${PP4096_THREADS// /|})/len:4096)"
+  fi
 else
   mkdir -p "$GGUF_DIR"
   gguf_of() { echo "$GGUF_DIR/gpt2-small-width-$1.gguf"; }
@@ -230,7 +239,9 @@ round() {
   if [[ -n "$PP4096_THREADS" ]]; then
     lb "$lt" pp4096 "$reps" "$suffix" -t "${PP4096_THREADS// /,}" -p 4096 -n 0
   fi
-  lb "$lt" depth "$reps" "$suffix" -t 2 -p 0 -n 32 -d "${DEPTHS// /,}"
+  if [[ -n "$DEPTHS" ]]; then
+    lb "$lt" depth "$reps" "$suffix" -t 2 -p 0 -n 32 -d "${DEPTHS// /,}"
+  fi
   fb "$t" "$reps" "$suffix"
 }
 for t in $TYPES; do

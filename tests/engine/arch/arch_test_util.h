@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <span>
 #include <string>
 #include <vector>
@@ -24,6 +25,31 @@ inline nlohmann::json ReadJson(const std::string& path) {
   std::ifstream f(path);
   EXPECT_TRUE(f.good()) << path;
   return nlohmann::json::parse(f);
+}
+
+// The golden file's logit range (logit_max - logit_min), the unit of the logit tolerances.
+inline double GoldenRange(const nlohmann::json& g) {
+  return g["logit_max"].get<double>() - g["logit_min"].get<double>();
+}
+
+// Max |logit - reference| over the golden file's positions, for `logits` holding every prompt
+// row (V floats each); a non-finite logit fails the test and counts as infinitely far.
+inline double MaxDiffAtGoldenPositions(const std::vector<float>& logits, const nlohmann::json& g,
+                                       int V) {
+  const auto positions = g["positions"].get<std::vector<int32_t>>();
+  const auto want = g["logits"].get<std::vector<std::vector<float>>>();
+  double worst = 0;
+  for (size_t i = 0; i < positions.size(); ++i) {
+    for (int v = 0; v < V; ++v) {
+      const double got = logits[static_cast<size_t>(positions[i]) * V + v];
+      if (!std::isfinite(got)) {
+        ADD_FAILURE() << "logit at position " << positions[i] << " token " << v << " is " << got;
+        return std::numeric_limits<double>::infinity();
+      }
+      worst = std::max(worst, std::abs(got - want[i][v]));
+    }
+  }
+  return worst;
 }
 
 // An engine on 2 threads whose prefill chunk is `chunk` (EngineOptions::chunk_size), with a
@@ -49,9 +75,7 @@ inline void ExpectMatchesGolden(
     bool llamacpp = true) {
   const nlohmann::json g = ReadJson(dir + "/golden_reference.json");
   const auto prompt = g["prompt"].get<std::vector<int32_t>>();
-  const auto positions = g["positions"].get<std::vector<int32_t>>();
-  const auto want = g["logits"].get<std::vector<std::vector<float>>>();
-  const double range = g["logit_max"].get<double>() - g["logit_min"].get<double>();
+  const double range = GoldenRange(g);
   const nlohmann::json peer =
       llamacpp ? ReadJson(dir + "/golden_llamacpp.json") : nlohmann::json::object();
   for (WeightDtype dtype : {WeightDtype::kF32, WeightDtype::kBf16}) {
@@ -61,12 +85,7 @@ inline void ExpectMatchesGolden(
     SessionState s = e->NewSession({});
     auto logits = e->Score(&s, prompt);
     ASSERT_TRUE(logits.ok()) << logits.status();
-    double worst = 0;
-    for (size_t i = 0; i < positions.size(); ++i) {
-      for (int v = 0; v < V; ++v) {
-        worst = std::max(worst, std::abs(double{(*logits)[positions[i] * V + v]} - want[i][v]));
-      }
-    }
+    const double worst = MaxDiffAtGoldenPositions(*logits, g, V);
     EXPECT_LE(worst, 1e-3 * range) << WeightDtypeName(dtype);
     ::testing::Test::RecordProperty(std::string("max_abs_logit_diff_") + WeightDtypeName(dtype),
                                     std::to_string(worst));

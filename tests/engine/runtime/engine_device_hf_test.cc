@@ -98,25 +98,15 @@ class EngineDeviceHf : public ::testing::TestWithParam<Param> {
 };
 
 TEST_P(EngineDeviceHf, LogitsAndGreedyMatchTheReference) {
-  const auto positions = golden_["positions"].get<std::vector<int32_t>>();
-  const auto want = golden_["logits"].get<std::vector<std::vector<float>>>();
-  const double range = golden_["logit_max"].get<double>() - golden_["logit_min"].get<double>();
+  const double range = GoldenRange(golden_);
   for (WeightDtype dtype : {WeightDtype::kF32, WeightDtype::kBf16}) {
     SCOPED_TRACE(WeightDtypeName(dtype));
     auto e = MakeOn(dir_, device(), dtype);
     ASSERT_NE(e, nullptr);
-    const int V = e->config().vocab_size;
     SessionState s = e->NewSession({});
     auto logits = e->Score(&s, prompt_);
     ASSERT_TRUE(logits.ok()) << logits.status();
-    double worst = 0;
-    for (size_t i = 0; i < positions.size(); ++i) {
-      for (int v = 0; v < V; ++v) {
-        const double got = (*logits)[positions[i] * V + v];
-        ASSERT_TRUE(std::isfinite(got)) << "position " << positions[i] << " token " << v;
-        worst = std::max(worst, std::abs(got - want[i][v]));
-      }
-    }
+    const double worst = MaxDiffAtGoldenPositions(*logits, golden_, e->config().vocab_size);
     const bool rounded_activations = dtype == WeightDtype::kBf16 && device() == Device::kCuda;
     EXPECT_LE(worst, (rounded_activations ? 5e-2 : 1e-3) * range);
     RecordProperty(std::string("max_abs_logit_diff_") + WeightDtypeName(dtype),
