@@ -217,8 +217,10 @@ FS_AVX512 void Avx512Body(const AttendTask& t, AttendScratch* s) {
     const int len = static_cast<int>(std::min<int64_t>(kLanes, st.ctx_max - t0));
     GroupRows<T>(t, t0, len, krow, vrow);
     int h = 0;
-    for (; h + 2 <= st.nh; h += 2) GroupHeads<T, C, 2>(t, st, t0, len, krow, vrow, h);
-    if (h < st.nh) GroupHeads<T, C, 1>(t, st, t0, len, krow, vrow, h);
+    if constexpr (C <= 8) {  // 2 x C accumulators: two heads at a time while they fit
+      for (; h + 2 <= st.nh; h += 2) GroupHeads<T, C, 2>(t, st, t0, len, krow, vrow, h);
+    }
+    for (; h < st.nh; ++h) GroupHeads<T, C, 1>(t, st, t0, len, krow, vrow, h);
   }
   FinishTask(t, st);
 }

@@ -88,7 +88,9 @@ struct AttendScratch {
 void AttendTileScalar(const AttendTask& t, AttendScratch* s);
 // The vector bodies need hd % 16 == 0 and hd <= kSimdMaxHeadDim (AttendSimdFits), and the CPU
 // features they are named for: AVX-512F, or AVX2 + FMA (kernels/cpu/attend_tile_avx2.cc).
-inline constexpr int kSimdMaxHeadDim = 128;
+// 256: Qwen3.5's and Gemma's attention heads (hd 144..256 take 9..16 vectors a row, one head at a
+// time; the first version stopped at 128 and sent hd 256 to the scalar body).
+inline constexpr int kSimdMaxHeadDim = 256;
 bool AttendSimdFits(int hd);
 void AttendTileAvx512(const AttendTask& t, AttendScratch* s);
 void AttendTileAvx2(const AttendTask& t, AttendScratch* s);

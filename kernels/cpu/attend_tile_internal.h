@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <utility>
 
 #include "kernels/bf16.h"
 #include "kernels/cpu/attend_tile.h"
@@ -98,30 +99,16 @@ inline void FinishTask(const AttendTask& t, const TaskState& st) {
 }
 
 // Calls body.template operator()<T, C>() for the task's K/V element type T (float, or uint16_t
-// for bf16) and C = hd / 16 in 1..8 (the vector bodies need AttendSimdFits(hd)), so that each
+// for bf16) and C = hd / 16 in 1..16 (the vector bodies need AttendSimdFits(hd)), so that each
 // body is instantiated with its loops' trip counts as constants.
 template <typename Body>
 void DispatchTypeAndChunks(const AttendTask& t, Body&& body) {
-  static_assert(kSimdMaxHeadDim == 8 * kLanes);
+  static_assert(kSimdMaxHeadDim == 16 * kLanes);
   auto by_chunks = [&]<typename T>() {
-    switch (t.hd / kLanes) {
-      case 1:
-        return body.template operator()<T, 1>();
-      case 2:
-        return body.template operator()<T, 2>();
-      case 3:
-        return body.template operator()<T, 3>();
-      case 4:
-        return body.template operator()<T, 4>();
-      case 5:
-        return body.template operator()<T, 5>();
-      case 6:
-        return body.template operator()<T, 6>();
-      case 7:
-        return body.template operator()<T, 7>();
-      default:
-        return body.template operator()<T, 8>();
-    }
+    return [&]<int... C>(std::integer_sequence<int, C...>) {
+      // C + 1 for C in 0..15: exactly one matches t.hd / kLanes.
+      ((t.hd / kLanes == C + 1 ? (body.template operator()<T, C + 1>(), true) : false) || ...);
+    }(std::make_integer_sequence<int, 16>{});
   };
   if (t.kv->dtype == KvDtype::kBf16) {
     by_chunks.template operator()<uint16_t>();

@@ -276,7 +276,11 @@ INSTANTIATE_TEST_SUITE_P(Shapes, PagedAttentionTest,
                          ::testing::Values(Shape{KvDtype::kF32, 3, 8}, Shape{KvDtype::kBf16, 3, 8},
                                            Shape{KvDtype::kF32, 3, 64},
                                            Shape{KvDtype::kBf16, 3, 64},
-                                           Shape{KvDtype::kF32, 2, 32}),
+                                           Shape{KvDtype::kF32, 2, 32},
+                                           // Qwen3.5's head (16 vectors), and 9 vectors.
+                                           Shape{KvDtype::kF32, 2, 256},
+                                           Shape{KvDtype::kBf16, 2, 256},
+                                           Shape{KvDtype::kF32, 1, 144}),
                          [](const ::testing::TestParamInfo<Shape>& i) {
                            return std::string(KvDtypeName(i.param.dtype)) + "_hd" +
                                   std::to_string(i.param.hd);
