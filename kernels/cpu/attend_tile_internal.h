@@ -36,8 +36,9 @@ inline const T* PoolRow(const PagedKv& kv, const int32_t* table, int layer, int 
          PagedKv::RowOffset(block, layer, which, slot, kv.block_size, kv.num_layers, kv.hidden);
 }
 
-// The key and value rows (from the K/V head of the task's first head on) of key group [t0, t0 + 16), len of
-// them in the context; lanes past the context point at key t0 (the bodies mask them out).
+// The key and value rows (from the K/V head of the task's first head on) of key group [t0, t0 +
+// 16), len of them in the context; lanes past the context point at key t0 (the bodies mask them
+// out).
 template <typename T>
 inline void GroupRows(const AttendTask& t, int64_t t0, int len, const T** krow, const T** vrow) {
   const int64_t off = static_cast<int64_t>(t.h0 / t.group) * t.hd;
@@ -107,8 +108,10 @@ void DispatchTypeAndChunks(const AttendTask& t, Body&& body) {
   auto by_chunks = [&]<typename T>() {
     return [&]<int... C>(std::integer_sequence<int, C...>) {
       // C + 1 for C in 0..15: exactly one matches t.hd / kLanes.
-      ((t.hd / kLanes == C + 1 ? (body.template operator()<T, C + 1>(), true) : false) || ...);
-    }(std::make_integer_sequence<int, 16>{});
+      static_cast<void>(
+          ((t.hd / kLanes == C + 1 ? (body.template operator()<T, C + 1>(), true) : false) || ...));
+    }
+    (std::make_integer_sequence<int, 16>{});
   };
   if (t.kv->dtype == KvDtype::kBf16) {
     by_chunks.template operator()<uint16_t>();
