@@ -7,8 +7,9 @@ For each batch B: a prefill of B prompts of --prompt tokens (random ids, timed),
 decode steps of one token per sequence with the model's cache (greedy), timed with CUDA events
 after --warmup steps; tokens/s = B * steps / time. Also the device-to-device copy bandwidth
 (bytes read + written) of a 2 GiB buffer, the yardstick for bytes per step. Writes JSON to --out
-and prints one line per row. Which gated-delta-rule and conv implementations the model's linear
-layers hold (fla's Triton kernels or transformers' torch fallbacks) is recorded.
+and prints one line per row. Which gated-delta-rule implementation transformers picked (fla's
+Triton kernels or its torch fallback) is not recorded: transformers' own log lines say so for
+the conv (`causal_conv1d` fallback), nothing says it for the delta rule.
 
   python3 tools/torch_hf_decode_bench.py --model DIR --out FILE [--fla .upstream/fla.tar.gz]
       [--batches 1,8,32,64] [--dtype bfloat16] [--prompt 64] [--steps 32] [--prefill 4096]
@@ -68,14 +69,6 @@ def main():
     env["copy_bandwidth_bytes_per_s"] = copy_bandwidth(torch)
     dtype = getattr(torch, args.dtype)
     model = transformers.AutoModelForCausalLM.from_pretrained(args.model, dtype=dtype).cuda().eval()
-    impls = {}
-    for name, mod in model.named_modules():
-        for attr in ("chunk_gated_delta_rule", "recurrent_gated_delta_rule", "causal_conv1d_fn",
-                     "causal_conv1d_update"):
-            f = getattr(mod, attr, None)
-            if f is not None and attr not in impls:
-                impls[attr] = f"{getattr(f, '__module__', '?')}.{getattr(f, '__name__', '?')}"
-    env["implementations"] = impls
     vocab = model.config.vocab_size if hasattr(model.config, "vocab_size") else \
         model.config.get_text_config().vocab_size
     env["params"] = sum(p.numel() for p in model.parameters())
