@@ -21,9 +21,12 @@
 //
 // The op is GatedDeltaRule<D> over a GatedDeltaBatch: every (sequence, value head) of one layer
 // of a step. kCpu body: one task per (sequence, head) on `par` with per-thread scratch. kCuda
-// body (cuda/gated_delta.cu): the recurrent form for every sequence, one block per (sequence,
-// value head, 32 value columns) with the state tile in registers; run on an H200 on 2026-11-26
-// (docs/gpu.md).
+// body (cuda/gated_delta.cu): decode sequences in the recurrent form, one block per (sequence,
+// value head, 32 value columns) with the state tile in registers; prefill sequences in the
+// chunked form, a block per (sequence, value head, 32 value columns) with the chunk's tiles in
+// shared memory, when chunk x key_dim fits there (64 x 256 on sm_90), else recurrent; with the
+// environment variable FLATSTATE_CUDA_DELTA_PREFILL=recurrent (read once), always recurrent (for
+// benchmarks). docs/gpu.md says where each ran.
 #ifndef FLATSTATE_KERNELS_GATED_DELTA_H_
 #define FLATSTATE_KERNELS_GATED_DELTA_H_
 

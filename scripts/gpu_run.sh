@@ -42,11 +42,15 @@
 #     golden/<folder>/golden_upstream.json); fla's source from UPSTREAM_FLA
 #     [.upstream/fla.tar.gz, carried: `carry: [".gpu-bundle", ".upstream"]`; made here by
 #     `git archive HEAD fla LICENSE | gzip` in a fetched fla-org/flash-linear-attention]
-#     (UPSTREAM_TIMEOUT_S [150])
+#     (UPSTREAM_TIMEOUT_S [150]; UPSTREAM_ONLY: comma-separated folder names, just these)
 #   Step hfbench (not in the default STEPS): a random Qwen3.5-0.8B-shaped checkpoint written there
 #     (tools/hf_qwen35.py, HFBENCH_SHAPE), flatstate-bench's Decode rows on it on CUDA (f32, bf16;
 #     batch 1/8/32) and transformers (+ fla's kernels, from UPSTREAM_FLA) on the same folder
-#     (tools/torch_hf_decode_bench.py), into hfbench/ (HFBENCH_TIMEOUT_S [240])
+#     (tools/torch_hf_decode_bench.py), into hfbench/ (HFBENCH_TIMEOUT_S [240]); HFBENCH_FILTER
+#     [^Decode/qwen35-08b/(f32|bf16)/threads:1/] picks flatstate's rows (e.g. add
+#     |^Prefill/qwen35-08b/chunked/ for the 4096-token prefill), HFBENCH_RECURRENT_FILTER [none]
+#     reruns rows with FLATSTATE_CUDA_DELTA_PREFILL=recurrent (kernels/gated_delta.h),
+#     HFBENCH_TORCH_BATCHES [1,8,32] transformers' decode batches (empty: its prefill only)
 #   Step torch (not in the default STEPS; e.g. STEPS=torch in a second call, TORCH_TIMEOUT_S
 #     [300]): tools/torch_gpu_bench.py --compile, the PyTorch baseline, into torch/
 set -uo pipefail
@@ -71,6 +75,9 @@ BENCH_TIMEOUT_S="${BENCH_TIMEOUT_S:-150}"
 SERVER_DEVICE="${SERVER_DEVICE:-cuda}"
 CPU_FALLBACK="${CPU_FALLBACK:-1}"
 PYTHON="${PYTHON:-python3}"
+HFBENCH_FILTER="${HFBENCH_FILTER:-^Decode/qwen35-08b/(f32|bf16)/threads:1/}"
+HFBENCH_RECURRENT_FILTER="${HFBENCH_RECURRENT_FILTER:-}"
+HFBENCH_TORCH_BATCHES="${HFBENCH_TORCH_BATCHES-1,8,32}"
 START=$SECONDS
 R="$WORK/out"          # the results tree, packed into $OUT/gpu-run.tar.gz
 B="$WORK/bundle"       # the unpacked bundle
@@ -286,7 +293,7 @@ step_upstream() {  # issue 32 item 2: the upstream implementations on the golden
   # The script's own deadline comes first, so that it still writes what its workers finished.
   PYTHONUNBUFFERED=1 timeout -k 5 "$lim" "$PYTHON" \
     "$ROOT/tools/gpu_upstream_parity.py" --data "$ROOT/tests/data" ${fla:+--fla "$fla"} \
-    --timeout $((lim > 40 ? lim - 25 : lim / 2)) \
+    --timeout $((lim > 40 ? lim - 25 : lim / 2)) ${UPSTREAM_ONLY:+--only "$UPSTREAM_ONLY"} \
     --out "$R/upstream" --golden_dir "$R/upstream/golden" > "$R/upstream/upstream.log" 2>&1
   local rc=$?
   record upstream "$rc" $((SECONDS - t0)) "$(grep -c 'greedy 64/64' "$R/upstream/upstream.log") rows with 64/64 greedy, $(grep -c ' ERROR ' "$R/upstream/upstream.log") errors"
@@ -304,19 +311,27 @@ step_hfbench() {  # issue 32 item 3 / issue 29: flatstate and transformers(+fla)
   timeout -k 5 "$(limit 120)" "$PYTHON" "$ROOT/tools/hf_qwen35.py" --out "$d" --family qwen3_5 \
     --tokenizer none $HFBENCH_SHAPE --dtype bfloat16 --seed 1 > "$R/hfbench/write.log" 2>&1 ||
     { record hfbench 1 $((SECONDS - t0)) "writer failed: $(tail -1 "$R/hfbench/write.log")"; return; }
-  log "hfbench: flatstate-bench Decode/qwen35-08b"
+  log "hfbench: flatstate-bench $HFBENCH_FILTER"
   FLATSTATE_BENCH_DEVICE=cuda FLATSTATE_BENCH_MODELS="$d" FLATSTATE_BENCH_DIR="$WORK/bench-models" \
-    timeout -k 5 "$(limit 120)" "$B/bin/flatstate-bench" \
-    --benchmark_filter='^Decode/qwen35-08b/(f32|bf16)/threads:1/' \
+    timeout -k 5 "$(limit 120)" "$B/bin/flatstate-bench" --benchmark_filter="$HFBENCH_FILTER" \
     --benchmark_out="$R/hfbench/flatstate.json" --benchmark_out_format=json \
     > "$R/hfbench/flatstate.log" 2>&1
   rc=$?
+  if [[ -n "$HFBENCH_RECURRENT_FILTER" ]]; then  # the same rows with the delta rule's prefill
+    log "hfbench: flatstate-bench $HFBENCH_RECURRENT_FILTER, FLATSTATE_CUDA_DELTA_PREFILL=recurrent"
+    FLATSTATE_CUDA_DELTA_PREFILL=recurrent FLATSTATE_BENCH_DEVICE=cuda FLATSTATE_BENCH_MODELS="$d" \
+      FLATSTATE_BENCH_DIR="$WORK/bench-models" timeout -k 5 "$(limit 120)" \
+      "$B/bin/flatstate-bench" --benchmark_filter="$HFBENCH_RECURRENT_FILTER" \
+      --benchmark_out="$R/hfbench/flatstate-recurrent.json" --benchmark_out_format=json \
+      > "$R/hfbench/flatstate-recurrent.log" 2>&1
+    rc=$((rc | $?))
+  fi
   log "hfbench: transformers on the same folder"
   [[ -e "$fla" ]] || fla=""
   PYTHONUNBUFFERED=1 timeout -k 5 "$(limit "${HFBENCH_TIMEOUT_S:-240}")" "$PYTHON" \
-    "$ROOT/tools/torch_hf_decode_bench.py" --model "$d" ${fla:+--fla "$fla"} --batches 1,8,32 \
-    --out "$R/hfbench/torch.json" > "$R/hfbench/torch.log" 2>&1
-  record hfbench $((rc | $?)) $((SECONDS - t0)) "$(grep -c '^Decode/' "$R/hfbench/flatstate.log") flatstate rows; $(grep -c tokens_per_s "$R/hfbench/torch.log") torch rows"
+    "$ROOT/tools/torch_hf_decode_bench.py" --model "$d" ${fla:+--fla "$fla"} \
+    --batches "$HFBENCH_TORCH_BATCHES" --out "$R/hfbench/torch.json" > "$R/hfbench/torch.log" 2>&1
+  record hfbench $((rc | $?)) $((SECONDS - t0)) "$(grep -c '^Decode/\|^Prefill/' "$R/hfbench/flatstate.log") flatstate rows; $(grep -c tokens_per_s "$R/hfbench/torch.log") torch rows"
 }
 
 step_torch() {  # not in the default STEPS: the PyTorch baseline of issue 17 item 4

@@ -23,6 +23,8 @@ folder (greedy ids and the differences; no logit rows) for the C++ tests. Exits 
 differs: the verdict is in the table; exits 1 only on a usage error.
 
   python3 tools/gpu_upstream_parity.py --fla .upstream/fla.tar.gz --out OUT [--golden_dir DIR]
+      [--only hf_qwen35_tiny,...] [--timeout S]
+  python3 tools/gpu_upstream_parity.py --from_rows RUN1/upstream_parity.json,... --golden_dir DIR
 """
 import argparse
 import json
@@ -161,6 +163,8 @@ def worker(task_path):
                 row["traceback"] = traceback.format_exc()[-2000:]
         rows.append(row)
         json.dump(rows, open(task["out"], "w"))  # after every row: a crash keeps the earlier ones
+        print(f"[{time.strftime('%H:%M:%S')}] {name} {lib} {device} {dtype}: "
+              f"{row.get('error', 'ok')[:200]}", flush=True)
 
 
 def main():
@@ -172,10 +176,27 @@ def main():
     ap.add_argument("--timeout", type=float, default=110,
                     help="seconds for all workers; then the unfinished are killed, their rows "
                          "recorded as errors, and the files written")
+    ap.add_argument("--only", help="comma-separated folder names: run just these")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--from_rows", help="comma-separated upstream_parity.json files of earlier "
+                    "runs: write --golden_dir from their rows (a later file's row for the same "
+                    "folder, library, device and dtype replaces an earlier one) and run nothing")
     args = ap.parse_args()
     if args.worker:
         worker(args.worker)
+        return
+    if args.from_rows:
+        if not args.golden_dir:
+            ap.error("--from_rows needs --golden_dir")
+        rows, env = {}, None
+        for path in args.from_rows.split(","):
+            data = json.load(open(path))
+            env = data["env"]
+            for r in data["rows"]:
+                key = (r["folder"], r["library"], r["device"], r["dtype"])
+                if "error" not in r or key not in rows:
+                    rows[key] = r
+        write_goldens([rows[k] for k in sorted(rows)], env, args.golden_dir)
         return
     if not args.out:
         ap.error("--out is required")
@@ -205,6 +226,8 @@ def main():
         folder = os.path.abspath(os.path.join(args.data, name))
         if not os.path.exists(os.path.join(folder, "golden_reference.json")):
             continue
+        if args.only and name not in args.only.split(","):
+            continue
         arch = json.load(open(os.path.join(folder, "config.json")))["architectures"][0]
         if arch in FLA_ARCHS:
             tasks.append({"fla": fla_src, "rows": [[folder, arch, "fla", "cuda", d]
@@ -212,7 +235,12 @@ def main():
         else:
             hf_rows += [[folder, arch, "transformers", dv, d] for dv, d in
                         (("cpu", "float64"), ("cuda", "float32"), ("cuda", "bfloat16"))]
-    tasks.insert(0, {"fla": None, "rows": hf_rows})
+    # transformers' rows: one process per folder as well (Mamba-2's and Qwen3.5's torch paths in
+    # float64 on the CPU take minutes each; in one process they ran past the step's limit).
+    by = {}
+    for r in hf_rows:
+        by.setdefault(r[0], []).append(r)
+    tasks = [{"fla": None, "rows": rs} for rs in by.values()] + tasks
     procs = []
     for n, t in enumerate(tasks):
         t["out"] = os.path.join(tmp, f"rows-{n}.json")
@@ -231,7 +259,10 @@ def main():
             p.wait()
         got = json.load(open(t["out"])) if os.path.exists(t["out"]) else []
         done = {(r["folder"], r["device"], r["dtype"]) for r in got}
-        tail = open(os.path.join(tmp, f"log-{n}.txt")).read()[-600:]
+        log_text = open(os.path.join(tmp, f"log-{n}.txt")).read()
+        with open(os.path.join(args.out, f"worker-{n}.log"), "w") as f:
+            f.write(log_text)
+        tail = log_text[-600:]
         for folder, arch, lib, device, dtype in t["rows"]:
             if (os.path.basename(folder), device, dtype) not in done:
                 got.append({"folder": os.path.basename(folder), "arch": arch, "library": lib,
@@ -248,22 +279,30 @@ def main():
     json.dump({"env": env, "rows": rows}, open(os.path.join(args.out, "upstream_parity.json"), "w"),
               indent=1)
     if args.golden_dir:
-        by_folder = {}
-        for r in rows:
-            by_folder.setdefault(r["folder"], []).append(r)
-        for name, rs in by_folder.items():
-            ok = [r for r in rs if "error" not in r]
-            if not ok:
-                continue
-            out = {"how": "tools/gpu_upstream_parity.py on the golden prompt",
-                   "env": env,
-                   "runs": [{k: r[k] for k in ("library", "device", "dtype", "max_abs_diff",
-                                               "logit_range", "greedy_equal",
-                                               "greedy_prefix_equal", "greedy")} for r in ok]}
-            d = os.path.join(args.golden_dir, name)
-            os.makedirs(d, exist_ok=True)
-            json.dump(out, open(os.path.join(d, "golden_upstream.json"), "w"), indent=1)
+        write_goldens(rows, env, args.golden_dir)
     print(json.dumps(env))
+
+
+def write_goldens(rows, env, golden_dir):
+    """One golden_upstream.json per folder with a row that ran: every such row's greedy ids and
+    differences (no logit rows), and the environment it ran in."""
+    by_folder = {}
+    for r in rows:
+        by_folder.setdefault(r["folder"], []).append(r)
+    for name, rs in sorted(by_folder.items()):
+        ok = [r for r in rs if "error" not in r]
+        if not ok:
+            continue
+        out = {"how": "tools/gpu_upstream_parity.py on the golden prompt",
+               "env": env,
+               "runs": [{k: r[k] for k in ("library", "device", "dtype", "max_abs_diff",
+                                           "logit_range", "greedy_equal",
+                                           "greedy_prefix_equal", "greedy")} for r in ok]}
+        d = os.path.join(golden_dir, name)
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "golden_upstream.json"), "w") as f:
+            json.dump(out, f, indent=1)
+            f.write("\n")
 
 
 if __name__ == "__main__":

@@ -76,7 +76,7 @@ def main():
     g = torch.Generator(device="cpu").manual_seed(0)
     ev = lambda: torch.cuda.Event(enable_timing=True)  # noqa: E731
     with torch.no_grad():
-        for B in [int(x) for x in args.batches.split(",")]:
+        for B in [int(x) for x in args.batches.split(",") if x]:
             row = {"batch": B}
             try:
                 ids = torch.randint(0, vocab, (B, args.prompt), generator=g).cuda()

@@ -32,13 +32,17 @@ class DeviceRecurrent : public ::testing::TestWithParam<Device> {
   void SetUp() override { FS_SKIP_UNLESS_DEVICE(GetParam()); }
 };
 
-// Two sequences (a 1-token decode and a 40-token prefill) over the same rows, 2 key / 4 value
-// heads; `run` calls the op on device d given (q, k, v, g, beta-or-null, out, seqs, state).
+// Two sequences (a 1-token decode and a `rows`-token prefill starting at absolute position
+// `pos0`) over the same rows, 2 key / 4 value heads by default, chunk `chunk`; `run` calls the op
+// on device d given (q, k, v, g, beta-or-null, out, seqs, state).
 struct RecurrentCase {
   RecurrentCase() = default;
-  RecurrentCase(int hk, int hv, int kd, int vd) : kHk(hk), kHv(hv), kKd(kd), kVd(vd) {}
+  RecurrentCase(int hk, int hv, int kd, int vd, int64_t rows = 40, int64_t pos0 = 0,
+                int chunk = 16)
+      : kHk(hk), kHv(hv), kKd(kd), kVd(vd), kRows(rows), pos0(pos0), chunk(chunk) {}
   int kHk = 2, kHv = 4, kKd = 16, kVd = 24;
-  static constexpr int64_t kRows = 40;
+  int64_t kRows = 40, pos0 = 0;
+  int chunk = 16;
   std::vector<float> q = Random(kRows * kHk * kKd, 1, -1, 1);
   std::vector<float> k = Random(kRows * kHk * kKd, 2, -1, 1);
   std::vector<float> v = Random(kRows * kHv * kVd, 3, -1, 1);
@@ -52,13 +56,14 @@ void CompareWithCpu(Device d, const RecurrentCase& c, Fill fill, Op op, const ch
   auto run = [&](Device dev, std::vector<float>* out, std::vector<float>* state) {
     DeviceArray<float> q(dev, c.q), k(dev, c.k), v(dev, c.v), g(dev, c.g), beta(dev, c.beta);
     DeviceArray<float> st(dev, c.state);
-    DeviceArray<float> o(dev, std::vector<float>(2 * RecurrentCase::kRows * c.kHv * c.kVd, 0.f));
+    DeviceArray<float> o(dev, std::vector<float>(2 * c.kRows * c.kHv * c.kVd, 0.f));
     std::vector<LinearSeq> seqs(2);
     seqs[0].row = 0;
     seqs[0].T = 1;
     seqs[0].state = st.get();
     seqs[1].row = 0;
-    seqs[1].T = RecurrentCase::kRows;
+    seqs[1].T = c.kRows;
+    seqs[1].pos0 = c.pos0;
     seqs[1].state = st.get() + c.kHv * c.kKd * c.kVd;
     DeviceArray<LinearSeq> sd(dev, seqs);
     Batch b;
@@ -69,9 +74,10 @@ void CompareWithCpu(Device d, const RecurrentCase& c, Fill fill, Op op, const ch
     b.value_dim = c.kVd;
     b.qk_stride = c.kHk * c.kKd;
     b.v_stride = c.kHv * c.kVd;
-    b.chunk = 16;
+    b.out_stride = c.kHv * c.kVd;
+    b.chunk = c.chunk;
     // Two calls, each with its own output base: the decode sequence writes row 0 of the first
-    // half, the prefill sequence rows 0..39 of the second.
+    // half, the prefill sequence rows 0 .. kRows - 1 of the second.
     b.decode = sd.get();
     b.num_decode = 1;
     b.prefill = sd.get() + 1;
@@ -80,7 +86,7 @@ void CompareWithCpu(Device d, const RecurrentCase& c, Fill fill, Op op, const ch
     op(dev, b);
     b.num_decode = 0;
     b.num_prefill = 1;
-    b.out = o.get() + RecurrentCase::kRows * c.kHv * c.kVd;
+    b.out = o.get() + c.kRows * c.kHv * c.kVd;
     op(dev, b);
     *out = o.ToHost();
     *state = st.ToHost();
@@ -92,13 +98,18 @@ void CompareWithCpu(Device d, const RecurrentCase& c, Fill fill, Op op, const ch
   ExpectClose(st_dev, st_cpu, 1e-4, std::string(what) + " states");
 }
 
-// The CUDA body tiles value columns by 32 and key rows by 32 per warp: the default case (16 x 24:
-// one partial tile), Qwen3.5's heads (128 x 128: 4 warps, 4 tiles), and 96 x 48 (3 warps, a
-// partial second tile).
+// The CUDA body tiles value columns by 32 (both kernels) and key rows by 32 per warp (the
+// recurrent one): the default case (16 x 24: one partial tile), Qwen3.5's heads (128 x 128: 4
+// warps, 4 tiles), and 96 x 48 (3 warps, a partial second tile). The prefill runs the chunked
+// kernel: chunk 16 over 40 tokens; Qwen3.5's heads at chunk 64 over 200 tokens from position 29
+// (a short first chunk, full ones, a short last one); 256 x 64 (fla's gated_deltanet key width,
+// the largest tile that fits on sm_90) at chunk 64 over 130 tokens.
 TEST_P(DeviceRecurrent, GatedDeltaRuleMatchesCpu) {
   for (const RecurrentCase& c :
-       {RecurrentCase(), RecurrentCase(1, 2, 128, 128), RecurrentCase(2, 2, 96, 48)}) {
-    SCOPED_TRACE(::testing::Message() << "key_dim " << c.kKd << " value_dim " << c.kVd);
+       {RecurrentCase(), RecurrentCase(1, 2, 128, 128), RecurrentCase(2, 2, 96, 48),
+        RecurrentCase(1, 2, 128, 128, 200, 29, 64), RecurrentCase(2, 4, 256, 64, 130, 0, 64)}) {
+    SCOPED_TRACE(::testing::Message() << "key_dim " << c.kKd << " value_dim " << c.kVd << " rows "
+                                      << c.kRows << " pos0 " << c.pos0 << " chunk " << c.chunk);
     for (bool decay : {true, false}) {  // no decay: DeltaNet (g null)
       CompareWithCpu<GatedDeltaBatch>(
           GetParam(), c,

@@ -130,6 +130,35 @@ TEST_P(EngineDeviceHf, LogitsAndGreedyMatchTheReference) {
   }
 }
 
+// The upstream implementations' own greedy tokens (golden_upstream.json, written on a GPU by
+// tools/gpu_upstream_parity.py: transformers' classes on the CPU in float64 and on CUDA in
+// float32, fla's on CUDA in float32; docs/gpu-observed.md): flatstate's f32 greedy tokens equal
+// each such run's. The bf16 runs are the upstream code's own rounding and are not compared. A
+// folder without the file (upstream did not finish there) is skipped, saying so.
+TEST_P(EngineDeviceHf, GreedyMatchesTheUpstreamImplementation) {
+  const std::string path = dir_ + "/golden_upstream.json";
+  if (!fs::exists(path)) {
+    GTEST_SKIP() << path << " does not exist: the upstream run did not finish on this folder";
+  }
+  const nlohmann::json up = ReadJson(path);
+  auto e = MakeOn(dir_, device(), WeightDtype::kF32);
+  ASSERT_NE(e, nullptr);
+  SessionState gen = e->NewSession(kGreedy);
+  const std::vector<int32_t> greedy = GenerateAlone(e.get(), &gen, prompt_, 64);
+  e->ReleaseSession(&gen);
+  int compared = 0;
+  for (const nlohmann::json& run : up["runs"]) {
+    const std::string dtype = run["dtype"].get<std::string>();
+    if (dtype != "float32" && dtype != "float64") continue;
+    EXPECT_EQ(greedy, run["greedy"].get<std::vector<int32_t>>())
+        << run["library"].get<std::string>() << " " << run["device"].get<std::string>() << " "
+        << dtype;
+    ++compared;
+  }
+  EXPECT_GE(compared, 1) << path << " has no float32 / float64 run";
+  RecordProperty("upstream_runs_compared", std::to_string(compared));
+}
+
 TEST_P(EngineDeviceHf, ChunkedPrefillEqualsTokenByToken) {
   auto e = MakeOn(dir_, device(), WeightDtype::kF32);
   ASSERT_NE(e, nullptr);
