@@ -86,7 +86,7 @@ int LocalGenerate() {
     const double ttft = std::chrono::duration<double>(t_first - t0).count();
     const double dec = std::chrono::duration<double>(t1 - t_first).count();
     std::cerr << absl::StrCat("[", (*engine)->model().name(), " ",
-                              AttentionKindName((*engine)->config().attention_kind),
+                              ModelKindName((*engine)->config()),
                               "] prompt ", prompt.size(), " tokens, generated ", generated,
                               ", first token ", ttft * 1e3, " ms, decode ",
                               generated > 1 ? (generated - 1) / dec : 0.0, " tokens/s, state ",

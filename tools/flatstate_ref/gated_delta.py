@@ -91,23 +91,24 @@ def gated_delta_recurrent(q, k, v, g, beta, state: Optional[torch.Tensor] = None
 
 
 def _chunk(q, k, v, g, beta, S0):
-    """One chunk, head-major [Hv, C, *] inputs (module docstring)."""
-    C = k.shape[1]
-    G = torch.cumsum(g, dim=1)                                     # [Hv, C]
-    diff = G[:, :, None] - G[:, None, :]                            # G_t - G_s
+    """One chunk, head-major [..., C, *] inputs (any leading dims: [Hv] here, [B, Hv] in
+    tools/train_gated_deltanet.py) in their own dtype (module docstring)."""
+    C = k.shape[-2]
+    G = torch.cumsum(g, dim=-1)                                     # [..., C]
+    diff = G[..., :, None] - G[..., None, :]                        # G_t - G_s
     causal = torch.ones(C, C, dtype=torch.bool).tril()              # s <= t
     decay = torch.where(causal, diff, torch.full_like(diff, -float("inf"))).exp()
     strict = torch.ones(C, C, dtype=torch.bool).tril(-1)
-    A = beta[:, :, None] * decay * (k @ k.transpose(1, 2)) * strict
-    eye = torch.eye(C, dtype=F64).expand_as(A)
-    rhs = torch.cat([beta[:, :, None] * torch.exp(G)[:, :, None] * k, beta[:, :, None] * v], -1)
+    A = beta[..., :, None] * decay * (k @ k.transpose(-1, -2)) * strict
+    eye = torch.eye(C, dtype=k.dtype).expand_as(A)
+    rhs = torch.cat([beta[..., None] * torch.exp(G)[..., None] * k, beta[..., None] * v], -1)
     sol = torch.linalg.solve_triangular(eye + A, rhs, upper=False, unitriangular=True)
     dk = k.shape[-1]
     W, U0 = sol[..., :dk], sol[..., dk:]
-    U = U0 - W @ S0                                                 # [Hv, C, dv]
-    o = torch.exp(G)[:, :, None] * (q @ S0) + ((q @ k.transpose(1, 2)) * decay) @ U
-    last = torch.exp(G[:, -1:] - G)                                 # exp(G_C - G_s) [Hv, C]
-    S = torch.exp(G[:, -1])[:, None, None] * S0 + (k * last[:, :, None]).transpose(1, 2) @ U
+    U = U0 - W @ S0                                                 # [..., C, dv]
+    o = torch.exp(G)[..., None] * (q @ S0) + ((q @ k.transpose(-1, -2)) * decay) @ U
+    last = torch.exp(G[..., -1:] - G)                               # exp(G_C - G_s) [..., C]
+    S = torch.exp(G[..., -1])[..., None, None] * S0 + (k * last[..., None]).transpose(-1, -2) @ U
     return o, S
 
 
