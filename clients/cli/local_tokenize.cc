@@ -65,7 +65,7 @@ int LocalTokenize(const std::vector<std::string>& args) {
     if (absl::Status s = tok.ValidateIds(*ids, "tokens"); !s.ok()) return Fail(s);
     if (!tok.has_text()) {
       std::cerr << "note: model '" << (*model)->name()
-                << "' has no tokenizer flatstate can read yet: its tokens decode to no text\n";
+                << "' has no tokenizer.json: its tokens decode to no text\n";
     }
     std::cout << tok.Decode(*ids) << std::endl;
     return 0;

@@ -7,8 +7,9 @@ namespace flatstate {
 absl::StatusOr<std::vector<int32_t>> IdsOnlyTokenizer::Encode(std::string_view, bool) const {
   return absl::InvalidArgumentError(
       absl::StrCat("model '", model_,
-                   "' has no tokenizer flatstate can read yet (tokenizer.json support is issue "
-                   "28): send token ids (prompt_tokens / prompt as an array of ids)"));
+                   "' has no tokenizer.json (flatstate reads Hugging Face tokenizers from "
+                   "tokenizer.json only): send token ids (prompt_tokens / prompt as an array of "
+                   "ids)"));
 }
 
 }  // namespace flatstate

@@ -1,5 +1,5 @@
-// IdsOnlyTokenizer: the Tokenizer (tokenizer.h) of a model whose tokenizer files flatstate cannot
-// read yet (Hugging Face folders: tokenizer.json support is issue 28). It knows the vocabulary
+// IdsOnlyTokenizer: the Tokenizer (tokenizer.h) of a Hugging Face folder without a tokenizer.json
+// (e.g. one with only SentencePiece's tokenizer.model, which flatstate does not read). It knows the vocabulary
 // size and the special ids, so token-id prompts are validated and generation stops at EOS, but it
 // knows no text: Encode refuses, every token decodes to "" (clients read the token ids), and its
 // decoder state is always empty.
@@ -32,8 +32,8 @@ class IdsOnlyTokenizer final : public Tokenizer {
   int32_t bos_id() const override { return bos_id_; }
   const std::vector<int32_t>& eos_ids() const override { return eos_ids_; }
   bool has_text() const override { return false; }
-  // InvalidArgument: "model 'x' has no tokenizer flatstate can read yet (tokenizer.json support
-  // is issue 28): send token ids (prompt_tokens / prompt as an array of ids)".
+  // InvalidArgument: "model 'x' has no tokenizer.json (flatstate reads Hugging Face tokenizers
+  // from tokenizer.json only): send token ids (prompt_tokens / prompt as an array of ids)".
   absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text,
                                               bool add_special) const override;
   std::string TokenBytes(int32_t) const override { return ""; }

@@ -108,8 +108,9 @@ TEST(TokenizerTest, IdsOnlyRefusesTextAndDecodesNothing) {
   ASSERT_FALSE(e.ok());
   EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(e.status().message(),
-            "model 'tiny-llama' has no tokenizer flatstate can read yet (tokenizer.json support "
-            "is issue 28): send token ids (prompt_tokens / prompt as an array of ids)");
+            "model 'tiny-llama' has no tokenizer.json (flatstate reads Hugging Face tokenizers "
+            "from tokenizer.json only): send token ids (prompt_tokens / prompt as an array of "
+            "ids)");
   EXPECT_EQ(t.TokenBytes(5), "");
   EXPECT_EQ(t.Decode(std::vector<int32_t>{5, 6, 7}), "");
   std::string state = "junk";

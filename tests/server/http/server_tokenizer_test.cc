@@ -94,7 +94,7 @@ TEST_F(TokenizerApiTest, TokenizerEndpointErrorsNameTheField) {
               "boolean");
   ExpectError(Post("/tokenize", {{"model", "nope"}, {"content", "x"}}), 404, "model", "not found");
   ExpectError(Post("/tokenize", {{"model", kLlama}, {"content", "hello"}}), 400, "content",
-              "tokenizer.json support is issue 28");
+              "has no tokenizer.json");
   ExpectError(Post("/detokenize", {{"model", kLinear}}), 400, "tokens", "required");
   ExpectError(Post("/detokenize", {{"tokens", {1, "a"}}}), 400, "tokens[1]", "integer");
   ExpectError(Post("/detokenize", {{"tokens", {1, 256}}}), 400, "tokens[1]",
