@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Short load test for CI (docs/loadtest.md): starts a flatstate-server on a free loopback port
 # with five small random-weight models (linear_elu, gated, window, hybrid, and softmax with a
-# 512-block KV pool so the pool fills at 8k tokens) and three Hugging Face ones (Mamba-2, a Qwen3.5
-# hybrid and its all-attention twin: the hybrid's K/V per token must be 1/4 of the twin's), runs
+# 512-block KV pool so the pool fills at 8k tokens) and four Hugging Face ones (Mamba-2, RWKV-7, a
+# Qwen3.5 hybrid and its all-attention twin: the hybrid's K/V per token must be 1/4 of the
+# twin's), runs
 # flatstate-loadtest's memory sweep (1k..64k tokens; the models with K/V until RESOURCE_EXHAUSTED), a short concurrency sweep (1, 4, 16) and a
 # short multi-turn chat run (3 stateless conversations of 4 turns per model: the prefix cache
 # keeps prefill per turn flat), and fails if any check fails.
@@ -44,6 +45,7 @@ nice /usr/bin/python3 "$FS_ROOT/tools/hf_qwen35.py" --out "$FS_WORK/models/ci-qw
 nice /usr/bin/python3 "$FS_ROOT/tools/hf_qwen35.py" --out "$FS_WORK/models/ci-qwen35-attention" \
   "${QWEN35[@]}" --full_attention_interval 1 >/dev/null
 cp -r "$FS_ROOT/tests/data/hf_mamba2_tiny" "$FS_WORK/models/ci-mamba2"
+cp -r "$FS_ROOT/tests/data/hf_rwkv7_tiny" "$FS_WORK/models/ci-rwkv7"
 TOKEN=loadtest-ci-token  # exercises --auth_token end to end
 fs_start_server "$SERVER" --kv_blocks 512 --max_sessions 128 --threads 2 --auth_token "$TOKEN"
 
@@ -52,7 +54,7 @@ COMMON=(--server "$ADDR" --auth_token "$TOKEN" --deadline 120s --wait_for_server
   --progress=false)
 echo "== memory sweep"
 timeout 150 nice "$LOADTEST" "${COMMON[@]}" --mode memory \
-  --models ci-linear-elu,ci-gated,ci-window,ci-hybrid,ci-softmax,ci-mamba2,ci-qwen35-hybrid,ci-qwen35-attention \
+  --models ci-linear-elu,ci-gated,ci-window,ci-hybrid,ci-softmax,ci-mamba2,ci-rwkv7,ci-qwen35-hybrid,ci-qwen35-attention \
   --contexts 1k,4k,16k,64k --chunk_tokens 4096 --decode_tokens 32 --csv_dir "$FS_WORK/out"
 echo "== concurrency sweep"
 timeout 90 nice "$LOADTEST" "${COMMON[@]}" --mode concurrency --models ci-linear-elu \

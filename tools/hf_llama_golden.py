@@ -11,8 +11,10 @@ reference, llama.cpp.
     /usr/bin/python3 tools/hf_llama_golden.py compare MODEL_DIR LLAMACPP_JSON OUT_DIR \
         [--llama_cpp_commit de3ff81] [--n_greedy 64]
 
-    # golden_reference.json alone (e.g. a dense Qwen3-Next folder, which llama.cpp cannot load)
+    # golden_reference.json alone (e.g. a dense Qwen3-Next folder, which llama.cpp cannot load);
+    # --text: a byte-level folder's prompt as text
     /usr/bin/python3 tools/hf_llama_golden.py reference MODEL_DIR OUT_DIR [--n 80] [--n_greedy 64]
+        [--text TEXT]
 
     # seed scan: for each writer seed (and --init_gain), write the folder (no tokenizer) and
     # print the smallest top-1/top-2 margin along the greedy path and over the prompt
@@ -280,6 +282,8 @@ def main(argv=None) -> int:
     r.add_argument("--n", type=int, default=48)
     r.add_argument("--seed", type=int, default=1234)
     r.add_argument("--n_greedy", type=int, default=64)
+    r.add_argument("--text", help="prompt = this text's UTF-8 bytes as ids (a byte-level folder, "
+                   "e.g. models/shakespeare-gated-deltanet) instead of the seeded ids")
     sc = sub.add_parser("scan")
     sc.add_argument("--seeds", default="0-7", help="e.g. 0-7 or 1,3,5")
     sc.add_argument("--gains", default="1", help="--init_gain values, comma-separated")
@@ -304,7 +308,12 @@ def main(argv=None) -> int:
         return 0
     if a.cmd == "reference":
         cfg = _text_cfg(a.model_dir)
-        prompt = seeded_prompt(cfg["vocab_size"], a.n, a.seed, cfg.get("bos_token_id", 1))
+        if a.text is not None:
+            if cfg["vocab_size"] != 256:
+                raise SystemExit(f"--text needs a 256-id byte vocabulary, not {cfg['vocab_size']}")
+            prompt = list(a.text.encode("utf-8"))
+        else:
+            prompt = seeded_prompt(cfg["vocab_size"], a.n, a.seed, cfg.get("bos_token_id", 1))
         ref = reference_golden(a.model_dir, prompt, a.n_greedy)[0]
         os.makedirs(a.out_dir, exist_ok=True)
         with open(os.path.join(a.out_dir, "golden_reference.json"), "w", encoding="utf-8") as f:

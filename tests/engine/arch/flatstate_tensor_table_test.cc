@@ -13,6 +13,7 @@
 #include "engine/model/config.h"
 #include "engine/util/read_file.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace flatstate {
 namespace {
@@ -64,12 +65,18 @@ void ExpectSameTable(const ModelConfig& c, const std::string& what) {
   }
 }
 
-// Every flatstate-format config.json under `dir`/*/.
+// Every flatstate-format config.json (model_type "flatstate") under `dir`/*/; models/ also
+// ships a Hugging Face folder (shakespeare-gated-deltanet), which has its own arch test.
 std::vector<std::string> ConfigPaths(const std::string& dir) {
   std::vector<std::string> paths;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     const std::string p = entry.path().string() + "/config.json";
-    if (std::filesystem::exists(p)) paths.push_back(p);
+    if (!std::filesystem::exists(p)) continue;
+    absl::StatusOr<std::string> text = ReadWholeFile(p);
+    EXPECT_TRUE(text.ok()) << text.status();
+    if (!text.ok()) continue;
+    const nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.value("model_type", "") == "flatstate") paths.push_back(p);
   }
   return paths;
 }
