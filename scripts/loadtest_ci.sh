@@ -56,6 +56,9 @@ echo "== memory sweep"
 timeout 150 nice "$LOADTEST" "${COMMON[@]}" --mode memory \
   --models ci-linear-elu,ci-gated,ci-window,ci-hybrid,ci-softmax,ci-mamba2,ci-rwkv7,ci-qwen35-hybrid,ci-qwen35-attention \
   --contexts 1k,4k,16k,64k --chunk_tokens 4096 --decode_tokens 32 --csv_dir "$FS_WORK/out"
+echo "== memory to 1M tokens (the pure recurrent Hugging Face families)"
+timeout 240 nice "$LOADTEST" "${COMMON[@]}" --mode memory --models ci-mamba2,ci-rwkv7 \
+  --contexts 1k,1m --chunk_tokens 65536 --decode_tokens 32 --csv_dir "$FS_WORK/out/1m"
 echo "== concurrency sweep"
 timeout 90 nice "$LOADTEST" "${COMMON[@]}" --mode concurrency --models ci-linear-elu \
   --concurrency 1,4,16 --requests_per_session 2 --prompt_tokens 32 --new_tokens 32 \

@@ -136,6 +136,15 @@ grpc::Status Client::GetSession(const std::string& session_id, pb::Session* out)
   return stub_->GetSession(&ctx, req, out);
 }
 
+grpc::Status Client::CheckpointSession(const std::string& session_id,
+                                       pb::Checkpoint* out) const {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, session_id);
+  pb::CheckpointSessionRequest req;
+  req.set_session_id(session_id);
+  return stub_->CheckpointSession(&ctx, req, out);
+}
+
 grpc::Status Client::DeleteSession(const std::string& session_id) const {
   grpc::ClientContext ctx;
   Prepare(&ctx, session_id);

@@ -59,6 +59,9 @@ class Client {
   grpc::Status CreateSession(const std::string& model, flatstate::v1::Session* out) const;
   grpc::Status GetSession(const std::string& session_id, flatstate::v1::Session* out) const;
   grpc::Status DeleteSession(const std::string& session_id) const;
+  // CheckpointSession: the session's checkpoint (inline data; the server also saves it).
+  grpc::Status CheckpointSession(const std::string& session_id,
+                                 flatstate::v1::Checkpoint* out) const;
   grpc::Status GetStats(flatstate::v1::ServerStats* out) const;
   grpc::Status ListModels(flatstate::v1::ListModelsResponse* out) const;
   // grpc.health.v1.Health/Check for the whole server (service ""); *serving is true for SERVING.

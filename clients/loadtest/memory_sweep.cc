@@ -151,6 +151,14 @@ class ModelSweep {
       lo_blocks += CeilDiv(ctx_[i] - 1, kBlockTokens);
       hi_blocks += CeilDiv(ctx_[i], kBlockTokens);
     }
+    if (linear()) {
+      pb::Checkpoint ck;
+      if (grpc::Status st = client_.CheckpointSession(sessions_[0], &ck); !st.ok()) {
+        Fail("CheckpointSession", st);
+        return false;
+      }
+      p->checkpoint_bytes = ck.data().size();
+    }
     lo_blocks_.push_back(lo_blocks);
     hi_blocks_.push_back(hi_blocks);
     pb::ServerStats stats;
@@ -201,6 +209,20 @@ class ModelSweep {
                                  "(ListModels says %d B)",
                                  pts.back().state_bytes, pts.size(), pts.front().context_tokens,
                                  pts.back().context_tokens, expect));
+    // The header's variable fields (pending token ids, the detokenizer's partial character:
+    // docs/checkpoint-format.md) may differ by a few bytes between points; the state does not.
+    constexpr uint64_t kHeaderSlack = 16;
+    bool same_checkpoint = pts.front().checkpoint_bytes > 0;
+    for (const MemoryPoint& p : pts) {
+      const uint64_t a = p.checkpoint_bytes, b = pts.front().checkpoint_bytes;
+      same_checkpoint = same_checkpoint && (a > b ? a - b : b - a) <= kHeaderSlack;
+    }
+    checks_->Add(same_checkpoint, absl::StrCat(name(), " checkpoint size constant"),
+                 absl::StrFormat("%d B at %d tokens, %d B at %d tokens (allowed %d B apart: "
+                                 "the header's pending ids and partial character)",
+                                 pts.front().checkpoint_bytes, pts.front().context_tokens,
+                                 pts.back().checkpoint_bytes, pts.back().context_tokens,
+                                 kHeaderSlack));
     bool no_kv = true;
     for (const MemoryPoint& p : pts) no_kv = no_kv && p.kv_bytes == 0;
     checks_->Add(no_kv, absl::StrCat(name(), " uses no KV blocks"),

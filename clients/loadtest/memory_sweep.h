@@ -3,7 +3,9 @@
 // each point measures a short decode (TTFT, inter-token latency, tokens/s), the session's
 // state_bytes (GetSession) and the server's KV blocks and RSS (GetStats). Then it checks:
 //   models without K/V (kv_bytes_per_token 0: the linear kinds, the recurrent families):
-//     state_bytes constant (and equal to ListModels' state_bytes_per_session), no KV
+//     state_bytes constant (and equal to ListModels' state_bytes_per_session), session 0's
+//     checkpoint (CheckpointSession, measured for these models only) the same size at every
+//     context (within 16 B: the header's pending ids and partial character vary), no KV
 //     blocks used, server RSS at the largest context within max(rss_tolerance, rss_slack_bytes)
 //     of the RSS at the first;
 //   GPU servers (GetStats device_memory_total_bytes > 0), every kind: device memory flat across
@@ -58,6 +60,7 @@ struct MemoryPoint {
   int sessions = 0;
   uint64_t state_bytes = 0;        // session 0, GetSession after the decode
   uint64_t state_bytes_total = 0;  // all sessions of this sweep
+  uint64_t checkpoint_bytes = 0;   // session 0's checkpoint data (models without K/V; else 0)
   uint64_t kv_blocks_used = 0;     // server-wide
   uint64_t kv_bytes = 0;           // (kv_blocks_used - baseline) x block bytes
   uint64_t expected_kv_bytes = 0;  // softmax: sum of ceil(tokens / 16) x block bytes

@@ -29,18 +29,18 @@ absl::Status WriteMemoryCsv(const std::string& dir, const std::vector<MemoryMode
       "model,attention_kind,context_tokens,sessions,state_bytes,state_bytes_total,"
       "kv_blocks_used,kv_bytes,expected_kv_bytes,rss_bytes,prefill_tokens_per_s,"
       "decode_tokens_per_s,ttft_ms,itl_p50_ms,itl_p99_ms,exhausted_at_tokens,device_memory_bytes,"
-      "device_state_bytes\n";
+      "device_state_bytes,checkpoint_bytes\n";
   for (const MemoryModelResult& r : results) {
     for (const MemoryPoint& p : r.points) {
       absl::StrAppend(
           &csv,
           absl::StrFormat("%s,%s,%d,%d,%d,%d,%d,%d,%d,%d,%.1f,%.2f,%.3f,%.3f,"
-                          "%.3f,%d,%d,%d\n",
+                          "%.3f,%d,%d,%d,%d\n",
                           p.model, p.kind, p.context_tokens, p.sessions, p.state_bytes,
                           p.state_bytes_total, p.kv_blocks_used, p.kv_bytes, p.expected_kv_bytes,
                           p.rss_bytes, p.prefill_tokens_per_s, p.decode_tokens_per_s, p.ttft_ms,
                           p.itl_p50_ms, p.itl_p99_ms, r.exhausted ? r.exhausted_at_tokens : 0,
-                          p.device_memory_bytes, p.device_state_bytes));
+                          p.device_memory_bytes, p.device_state_bytes, p.checkpoint_bytes));
     }
   }
   return WriteFile(dir + "/memory.csv", csv);
