@@ -60,6 +60,45 @@ def evaluate(model, val, seq_len, max_windows=None):
     return total / count
 
 
+def train_model(model, train, val, a):
+    """The shipped recipe (module docstring) on `model` (ids [B, T] -> logits [B, T, 256]) with
+    the options in `a` (lr, weight_decay, seed, steps, warmup, batch, seq_len, eval_every):
+    AdamW, warm-up then cosine to 10 %, gradient clip 1. Prints progress; returns (train-loss
+    EMA, full validation loss, wall seconds). tools/train_gated_deltanet.py uses it too."""
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.weight_decay},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=a.lr, betas=(0.9, 0.98))
+    gen = torch.Generator().manual_seed(a.seed)
+    t0 = time.time()
+    train_loss_ema = None
+    for step in range(1, a.steps + 1):
+        lr = a.lr * min(1.0, step / a.warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / a.steps)))
+        for g in opt.param_groups:
+            g["lr"] = lr
+        idx = torch.randint(0, train.numel() - a.seq_len - 1, (a.batch,), generator=gen)
+        x = torch.stack([train[i:i + a.seq_len] for i in idx])
+        y = torch.stack([train[i + 1:i + 1 + a.seq_len] for i in idx])
+        loss = F.cross_entropy(model(x).reshape(-1, 256), y.reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        train_loss_ema = loss.item() if train_loss_ema is None else 0.95 * train_loss_ema + 0.05 * loss.item()
+        if step % 50 == 0 or step == 1:
+            el = time.time() - t0
+            print(f"step {step}/{a.steps} loss {train_loss_ema:.4f} lr {lr:.2e} "
+                  f"{el:.0f}s ({step * a.batch * a.seq_len / el:.0f} tok/s)", flush=True)
+        if step % a.eval_every == 0 and step < a.steps:
+            print(f"  val (64 windows) {evaluate(model, val, a.seq_len, 64):.4f} nats/byte", flush=True)
+    wall = time.time() - t0
+    val_loss = evaluate(model, val, a.seq_len)
+    print(f"final: train_loss {train_loss_ema:.4f} val_loss {val_loss:.4f} nats/byte "
+          f"wall {wall:.0f}s", flush=True)
+    return train_loss_ema, val_loss, wall
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--kind", required=True, help="|".join(ATTENTION_KINDS))
@@ -112,37 +151,7 @@ def main(argv=None):
     nparams = sum(p.numel() for p in model.parameters())
     print(f"kind={a.kind} params={nparams} train_bytes={train.numel()} val_bytes={val.numel()}",
           flush=True)
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}],
-                            lr=a.lr, betas=(0.9, 0.98))
-    gen = torch.Generator().manual_seed(a.seed)
-    t0 = time.time()
-    train_loss_ema = None
-    for step in range(1, a.steps + 1):
-        lr = a.lr * min(1.0, step / a.warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / a.steps)))
-        for g in opt.param_groups:
-            g["lr"] = lr
-        idx = torch.randint(0, train.numel() - a.seq_len - 1, (a.batch,), generator=gen)
-        x = torch.stack([train[i:i + a.seq_len] for i in idx])
-        y = torch.stack([train[i + 1:i + 1 + a.seq_len] for i in idx])
-        loss = F.cross_entropy(model(x).reshape(-1, 256), y.reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        train_loss_ema = loss.item() if train_loss_ema is None else 0.95 * train_loss_ema + 0.05 * loss.item()
-        if step % 50 == 0 or step == 1:
-            el = time.time() - t0
-            print(f"step {step}/{a.steps} loss {train_loss_ema:.4f} lr {lr:.2e} "
-                  f"{el:.0f}s ({step * a.batch * a.seq_len / el:.0f} tok/s)", flush=True)
-        if step % a.eval_every == 0 and step < a.steps:
-            print(f"  val (64 windows) {evaluate(model, val, a.seq_len, 64):.4f} nats/byte", flush=True)
-    wall = time.time() - t0
-    val_loss = evaluate(model, val, a.seq_len)
-    print(f"final: train_loss {train_loss_ema:.4f} val_loss {val_loss:.4f} nats/byte "
-          f"wall {wall:.0f}s", flush=True)
+    train_loss_ema, val_loss, wall = train_model(model, train, val, a)
     record = {"train_loss": train_loss_ema, "val_loss": val_loss, "wall_seconds": wall,
               "params": nparams, "command": " ".join(["/usr/bin/python3", "tools/train.py"] +
                                                      (argv if argv is not None else sys.argv[1:])),

@@ -27,7 +27,6 @@ import json
 import math
 import os
 import sys
-import time
 from collections import OrderedDict
 
 import torch
@@ -38,7 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from flatstate_ref.gated_delta import CHUNK, L2_EPS, _chunk  # noqa: E402
 from hf_gated_deltanet import make_config, resolved, tensor_shapes  # noqa: E402
 from hf_llama import write_json, write_model_files  # noqa: E402
-from train import DEFAULT_DATA, evaluate, load_splits  # noqa: E402
+from train import DEFAULT_DATA, load_splits, train_model  # noqa: E402
 
 
 def byte_unicode() -> "list[str]":
@@ -259,39 +258,7 @@ def main(argv=None):
     nparams = sum(p.numel() for p in model.parameters())
     print(f"gated_deltanet params={nparams} train_bytes={train.numel()} val_bytes={val.numel()}",
           flush=True)
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}],
-                            lr=a.lr, betas=(0.9, 0.98))
-    gen = torch.Generator().manual_seed(a.seed)
-    t0 = time.time()
-    ema = None
-    for step in range(1, a.steps + 1):
-        lr = a.lr * min(1.0, step / a.warmup) * (0.1 + 0.45 * (1 + math.cos(math.pi * step / a.steps)))
-        for g in opt.param_groups:
-            g["lr"] = lr
-        idx = torch.randint(0, train.numel() - a.seq_len - 1, (a.batch,), generator=gen)
-        x = torch.stack([train[i:i + a.seq_len] for i in idx])
-        y = torch.stack([train[i + 1:i + 1 + a.seq_len] for i in idx])
-        loss = F.cross_entropy(model(x).reshape(-1, 256), y.reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        ema = loss.item() if ema is None else 0.95 * ema + 0.05 * loss.item()
-        if step % 50 == 0 or step == 1:
-            el = time.time() - t0
-            print(f"step {step}/{a.steps} loss {ema:.4f} lr {lr:.2e} {el:.0f}s "
-                  f"({step * a.batch * a.seq_len / el:.0f} tok/s)", flush=True)
-        if step % a.eval_every == 0 and step < a.steps:
-            print(f"  val (64 windows) {evaluate(model, val, a.seq_len, 64):.4f} nats/byte",
-                  flush=True)
-    wall = time.time() - t0
-    val_loss = evaluate(model, val, a.seq_len)
-    print(f"final: train_loss {ema:.4f} val_loss {val_loss:.4f} nats/byte wall {wall:.0f}s",
-          flush=True)
-
+    ema, val_loss, wall = train_model(model, train, val, a)
     record = OrderedDict([
         ("params", nparams), ("train_loss", ema), ("val_loss", val_loss), ("wall_seconds", wall),
         ("command", " ".join(["/usr/bin/python3", "tools/train_gated_deltanet.py"] +
