@@ -14,7 +14,10 @@
 //       counter weight_bytes_per_s = the prepared weights' bytes (GEMM panels + fp32 rest) per
 //       second
 //   GemmModel/...               GEMM throughput per weight type (bench/gemm_bench.cc)
-//   DecodeAtContext/<model>/ctx:N   batch-1 decode step with N tokens of context (not gpt2-*)
+//   DecodeAtContext/<model>/ctx:N   batch-1 decode step with N tokens of context (not gpt2-*),
+//       N = 1024, 16384, 65536 or FLATSTATE_BENCH_CONTEXTS=N1,N2 (FastForward: the position
+//       set to N and the K/V cache filled with N random rows; a recurrent state is left as it is,
+//       its decode step does the same work at any context)
 //   Prefill/<model>/chunked|token_by_token/len:4096   prefill tokens/s
 //   Prefill/<gpt2 model>/<type>/threads:T/len:N, DecodeAtContext/<gpt2 model>/<type>/threads:T/
 //       ctx:N   the llama.cpp comparison's rows (bench/compare_bench.cc; CPU only)
@@ -336,16 +339,14 @@ void RegisterAll() {
                               BenchKvDtype(), Gpt2CompareRows());
     RegisterSameCheckpointRows(dtypes);
   }
+  const std::vector<int64_t> contexts =
+      LengthsFromEnv("FLATSTATE_BENCH_CONTEXTS", {1024, 16384, 65536}, 0);
   for (const auto& [name, dir] : models) {
     if (name.rfind("gpt2", 0) == 0) continue;  // context sweep on the shipped models
-    benchmark::RegisterBenchmark(absl::StrCat("DecodeAtContext/", name).c_str(), DecodeAtContext,
-                                 dir, 2)
-        ->ArgName("ctx")
-        ->Arg(1024)
-        ->Arg(16384)
-        ->Arg(65536)
-        ->Unit(benchmark::kMicrosecond)
-        ->UseRealTime();
+    auto* b = benchmark::RegisterBenchmark(absl::StrCat("DecodeAtContext/", name).c_str(),
+                                           DecodeAtContext, dir, 2);
+    b->ArgName("ctx")->Unit(benchmark::kMicrosecond)->UseRealTime();
+    for (int64_t c : contexts) b->Arg(c);
   }
   for (const auto& [name, dir] : models) {
     benchmark::RegisterBenchmark(absl::StrCat("Prefill/", name, "/chunked").c_str(), Prefill, dir,
