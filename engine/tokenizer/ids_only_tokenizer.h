@@ -1,8 +1,8 @@
 // IdsOnlyTokenizer: the Tokenizer (tokenizer.h) of a Hugging Face folder without a tokenizer.json
-// (e.g. one with only SentencePiece's tokenizer.model, which flatstate does not read). It knows the vocabulary
-// size and the special ids, so token-id prompts are validated and generation stops at EOS, but it
-// knows no text: Encode refuses, every token decodes to "" (clients read the token ids), and its
-// decoder state is always empty.
+// (e.g. one with only SentencePiece's tokenizer.model, which flatstate does not read). It knows
+// the vocabulary size and the special ids, so token-id prompts are validated and generation stops
+// at EOS, but it knows no text: Encode refuses, every token decodes to "" (clients read the token
+// ids), and its decoder state is always empty.
 //
 // Immutable after construction; thread-safe. Encode fails with InvalidArgument naming the model
 // and saying what to send instead; nothing else fails.

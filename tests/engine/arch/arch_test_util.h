@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <initializer_list>
 #include <limits>
 #include <span>
 #include <string>
@@ -64,21 +65,22 @@ inline std::unique_ptr<Engine> MakeChunkedEngine(const std::string& dir, int chu
   return MakeEngineWith(dir, o);
 }
 
-// For f32 and the file's own bf16: the prompt's logits at the golden positions within 1e-3 of the
-// reference's logit range (recorded as the property max_abs_logit_diff_<dtype>), then
-// `after_prompt` (e.g. a state comparison) on the session that ran the prompt, and 64 greedy
-// tokens equal to the reference's and, with `llamacpp` (families llama.cpp runs), to llama.cpp's.
-// `chunk`: the engine's prefill chunk.
+// For each of `dtypes` (default f32 and the file's own bf16): the prompt's logits at the golden
+// positions within 1e-3 of the reference's logit range (recorded as the property
+// max_abs_logit_diff_<dtype>), then `after_prompt` (e.g. a state comparison) on the session that
+// ran the prompt, and 64 greedy tokens equal to the reference's and, with `llamacpp` (families
+// llama.cpp runs), to llama.cpp's. `chunk`: the engine's prefill chunk.
 inline void ExpectMatchesGolden(
     const std::string& dir, int chunk,
     const std::function<void(Engine*, SessionState*, WeightDtype)>& after_prompt = {},
-    bool llamacpp = true) {
+    bool llamacpp = true,
+    std::initializer_list<WeightDtype> dtypes = {WeightDtype::kF32, WeightDtype::kBf16}) {
   const nlohmann::json g = ReadJson(dir + "/golden_reference.json");
   const auto prompt = g["prompt"].get<std::vector<int32_t>>();
   const double range = GoldenRange(g);
   const nlohmann::json peer =
       llamacpp ? ReadJson(dir + "/golden_llamacpp.json") : nlohmann::json::object();
-  for (WeightDtype dtype : {WeightDtype::kF32, WeightDtype::kBf16}) {
+  for (WeightDtype dtype : dtypes) {
     auto e = MakeChunkedEngine(dir, chunk, dtype);
     ASSERT_NE(e, nullptr);
     const int V = e->config().vocab_size;

@@ -48,28 +48,20 @@ TEST(GatedDeltaNetArch, MatchesTheReference) {
 
 // The shipped models/shakespeare-gated-deltanet (tools/train_gated_deltanet.py: trained on tiny
 // Shakespeare, float32, byte tokenizer.json) against the float64 reference on its golden text
-// prompt (golden_reference.json in the folder): logits within 1e-3 of the range at 8 positions,
-// 64 greedy bytes equal; its tokenizer maps the prompt's bytes to the same ids.
+// prompt (golden_reference.json in the folder): its tokenizer maps the prompt's bytes to the same
+// ids; f32 logits within 1e-3 of the range at 8 positions, 64 greedy bytes equal (f32 only: the
+// file is float32, so bf16 layers would round its weights).
 TEST(GatedDeltaNetArch, ShippedShakespeareModelMatchesTheReference) {
   const std::string dir = std::string(FLATSTATE_SOURCE_DIR) + "/models/shakespeare-gated-deltanet";
-  const nlohmann::json g = ReadJson(dir + "/golden_reference.json");
-  const auto prompt = g["prompt"].get<std::vector<int32_t>>();
-  auto e = MakeChunkedEngine(dir, 64, WeightDtype::kF32);
-  ASSERT_NE(e, nullptr);
-  const std::string text(prompt.begin(), prompt.end());
-  absl::StatusOr<std::vector<int32_t>> ids = e->model().tokenizer().Encode(text, false);
+  const auto prompt =
+      ReadJson(dir + "/golden_reference.json")["prompt"].get<std::vector<int32_t>>();
+  auto m = Model::Load(dir);
+  ASSERT_TRUE(m.ok()) << m.status();
+  absl::StatusOr<std::vector<int32_t>> ids =
+      (*m)->tokenizer().Encode(std::string(prompt.begin(), prompt.end()), false);
   ASSERT_TRUE(ids.ok()) << ids.status();
   EXPECT_EQ(*ids, prompt);
-  SessionState s = e->NewSession({});
-  auto logits = e->Score(&s, prompt);
-  ASSERT_TRUE(logits.ok()) << logits.status();
-  const double worst = MaxDiffAtGoldenPositions(*logits, g, e->config().vocab_size);
-  EXPECT_LE(worst, 1e-3 * GoldenRange(g));
-  RecordProperty("max_abs_logit_diff", std::to_string(worst));
-  e->ReleaseSession(&s);
-  SessionState gen = e->NewSession({});
-  EXPECT_EQ(GenerateAlone(e.get(), &gen, prompt, 64), g["greedy"].get<std::vector<int32_t>>());
-  e->ReleaseSession(&gen);
+  ExpectMatchesGolden(dir, 64, {}, /*llamacpp=*/false, {WeightDtype::kF32});
 }
 
 TEST(GatedDeltaNetArch, FormsCheckpointsFlatStateAndBatchInvariance) {
