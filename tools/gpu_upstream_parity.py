@@ -115,7 +115,6 @@ def run_row(folder, arch, device, dtype_name, golden, torch):
     t0 = time.time()
     model = load_model(folder, arch, device, dtype, torch)
     prompt = golden["prompt"]
-    positions = golden["positions"]
     if arch == "RWKV7ForCausalLM":
         # fla's RWKV-7 layer runs its chunk kernel for any call of 64 tokens or more, whatever
         # attn_mode says, and that kernel did not finish in float32 (2026-11-26): feed it pieces
@@ -124,10 +123,6 @@ def run_row(folder, arch, device, dtype_name, golden, torch):
     with torch.no_grad():
         ids = torch.tensor([prompt], device=device)
         logits = model(input_ids=ids).logits[0].double().cpu()
-        worst = 0.0
-        for i, p in enumerate(positions):
-            want = torch.tensor(golden["logits"][i], dtype=torch.float64)
-            worst = max(worst, (logits[p, :want.shape[0]] - want).abs().max().item())
         seq = list(prompt)
         greedy = []
         for _ in range(len(golden["greedy"])):
@@ -135,7 +130,7 @@ def run_row(folder, arch, device, dtype_name, golden, torch):
             t = int(out.argmax().item())
             greedy.append(t)
             seq.append(t)
-    return finish_row(golden, worst, greedy, t0)
+    return finish_row(golden, logits, greedy, t0, torch)
 
 
 def run_row_incremental(model, device, golden, torch, t0, piece=32):
@@ -150,20 +145,22 @@ def run_row_incremental(model, device, golden, torch, t0, piece=32):
             past = out.past_key_values
             rows.append(out.logits[0].double().cpu())
         logits = torch.cat(rows)
-        worst = 0.0
-        for i, p in enumerate(golden["positions"]):
-            want = torch.tensor(golden["logits"][i], dtype=torch.float64)
-            worst = max(worst, (logits[p, :want.shape[0]] - want).abs().max().item())
         greedy = [int(logits[-1].argmax().item())]
         while len(greedy) < len(golden["greedy"]):
             out = model(input_ids=torch.tensor([[greedy[-1]]], device=device),
                         past_key_values=past, use_cache=True)
             past = out.past_key_values
             greedy.append(int(out.logits[0, -1].argmax().item()))
-    return finish_row(golden, worst, greedy, t0)
+    return finish_row(golden, logits, greedy, t0, torch)
 
 
-def finish_row(golden, worst, greedy, t0):
+def finish_row(golden, logits, greedy, t0, torch):
+    """The row's figures from the prompt's logits (float64 [T, vocab] on the CPU) and the greedy
+    ids: max |logit - reference| over the golden positions, greedy agreement, seconds."""
+    worst = 0.0
+    for i, p in enumerate(golden["positions"]):
+        want = torch.tensor(golden["logits"][i], dtype=torch.float64)
+        worst = max(worst, (logits[p, :want.shape[0]] - want).abs().max().item())
     rng = golden["logit_max"] - golden["logit_min"]
     same = 0
     while same < len(greedy) and greedy[same] == golden["greedy"][same]:
