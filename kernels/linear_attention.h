@@ -85,6 +85,10 @@ struct LinearSeq {
   float* state = nullptr;    // the sequence's state; this layer's slice at state + layer_offset
   int64_t scratch = 0;       // offset (floats) of the sequence's scratch in `workspace`
   int64_t head_scratch = 0;  // floats per head: LinearAttentionScratch(head, T, chunk)
+  // T > 1 only: run the recurrent form token by token (each token the bits of a one-token decode
+  // step) instead of the chunked form: a speculative verification (engine.h). The CPU bodies
+  // only (cpu::ForEachSequenceHead); ForwardPass refuses it elsewhere.
+  bool stepwise = false;
 };
 
 // The part of a batched call every grouped-head recurrence shares (GatedDeltaBatch,

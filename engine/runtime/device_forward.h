@@ -82,6 +82,7 @@ class DeviceForward final : public ForwardPass {
   void ReleaseState(SessionState* s) override { states_.Release(s); }
   size_t state_pool_bytes() const override { return states_.bytes(); }
   absl::StatusOr<DeviceMemoryInfo> device_memory() const override { return QueryDeviceMemory<D>(); }
+  bool supports_stepwise() const override { return D == Device::kCpu; }
 
  private:
   struct Layer {

@@ -245,6 +245,8 @@ absl::Status Engine::Step(std::span<const StepRequest> requests, std::vector<Ste
   run_of_.clear();
   reserved_.clear();
   step_sessions_.clear();
+  spec_.clear();
+  spec_of_run_.clear();
   for (size_t i = 0; i < requests.size(); ++i) {
     SessionState* s = requests[i].session;
     if (s == nullptr) {
@@ -259,13 +261,38 @@ absl::Status Engine::Step(std::span<const StepRequest> requests, std::vector<Ste
     const int64_t n = PlanTokens(*s, requests[i].max_tokens);
     if (n == 0) continue;
     const size_t table_before = s->kv_blocks.size();
-    if (absl::Status st = Admit(s, n); !st.ok()) {
+    std::span<const int32_t> draft = UsableDraft(requests[i], *s, n);
+    absl::Status st = Admit(s, n + static_cast<int64_t>(draft.size()));
+    if (!st.ok() && !draft.empty()) {  // no room for the draft: a plain step
+      draft = {};
+      st = Admit(s, n);
+    }
+    if (!st.ok()) {
       (*results)[i].status = std::move(st);
       continue;
     }
     if (s->kv_blocks.size() != table_before) reserved_.emplace_back(s, table_before);
-    runs_.push_back(SequenceRun{s, std::span<const int32_t>(s->pending.data(), n), false});
     run_of_.push_back(i);
+    if (draft.empty()) {
+      runs_.push_back(SequenceRun{s, std::span<const int32_t>(s->pending.data(), n), false});
+      spec_of_run_.push_back(-1);
+      continue;
+    }
+    Speculation& sp = spec_.emplace_back();
+    sp.run = runs_.size();
+    sp.tokens.assign(s->pending.begin(), s->pending.end());
+    sp.tokens.insert(sp.tokens.end(), draft.begin(), draft.end());
+    if (config().has_state()) sp.linear = s->linear;
+    sp.position = s->position;
+    sp.table_before = table_before;
+    (*results)[i].drafted = static_cast<int>(draft.size());
+    spec_of_run_.push_back(static_cast<int>(spec_.size()) - 1);
+    runs_.push_back(SequenceRun{s, sp.tokens, true, true});  // spec_'s buffers do not move
+  }
+  first_row_.assign(runs_.size() + 1, 0);
+  for (size_t r = 0; r < runs_.size(); ++r) {
+    first_row_[r + 1] =
+        first_row_[r] + (runs_[r].all_logits ? static_cast<int64_t>(runs_[r].tokens.size()) : 1);
   }
   if (!runs_.empty()) {
     if (absl::Status st = forward_->Run(runs_, &logits_); !st.ok()) {
@@ -273,6 +300,7 @@ absl::Status Engine::Step(std::span<const StepRequest> requests, std::vector<Ste
       for (auto& [s, old_size] : reserved_) kv_->Truncate(&s->kv_blocks, old_size);
       for (size_t i : run_of_) (*results)[i].status = st;
       runs_.clear();
+      spec_.clear();
     }
   }
   sampled_runs_.clear();
@@ -280,7 +308,8 @@ absl::Status Engine::Step(std::span<const StepRequest> requests, std::vector<Ste
     const size_t i = run_of_[r];
     SessionState* s = requests[i].session;
     StepResult& res = (*results)[i];
-    res.consumed = static_cast<int64_t>(runs_[r].tokens.size());
+    // A speculative run consumed the pending token (SettleSpeculation counts what it keeps).
+    res.consumed = spec_of_run_[r] >= 0 ? 1 : static_cast<int64_t>(runs_[r].tokens.size());
     s->pending.erase(s->pending.begin(), s->pending.begin() + res.consumed);
     MaybeSnapshot(s);
     if (s->pending.empty() && requests[i].sample) {
@@ -296,9 +325,16 @@ absl::Status Engine::Step(std::span<const StepRequest> requests, std::vector<Ste
     for (int64_t j = b; j < e; ++j) {
       const size_t r = sampled_runs_[static_cast<size_t>(j)];
       const size_t i = run_of_[r];
-      Draw(requests[i], logits_.data() + r * V, &(*results)[i], &scratch);
+      const float* rows = logits_.data() + first_row_[r] * V;
+      if (spec_of_run_[r] >= 0) {
+        DrawVerified(requests[i], std::span<const int32_t>(runs_[r].tokens).subspan(1), rows,
+                     &(*results)[i], &scratch);
+      } else {
+        Draw(requests[i], rows, &(*results)[i], &scratch);
+      }
     }
   });
+  SettleSpeculation(requests, results);
   for (size_t r : sampled_runs_) {
     const size_t i = run_of_[r];
     if (!(*results)[i].sampled) continue;  // its grammar allowed nothing
@@ -309,6 +345,7 @@ absl::Status Engine::Step(std::span<const StepRequest> requests, std::vector<Ste
     }
   }
   runs_.clear();
+  spec_.clear();
   for (size_t i = 0; i < results->size(); ++i) {
     const absl::Status& st = (*results)[i].status;
     if (!st.ok()) return absl::Status(st.code(), absl::StrCat("request ", i, ": ", st.message()));

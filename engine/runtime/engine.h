@@ -134,6 +134,21 @@ struct StepRequest {
   // prefilled the prompt alone, at the cost of one prefill. Untouched when the request does not
   // sample this step.
   std::span<SessionState* const> choices = {};
+  // Speculative decoding (docs/speculative.md): tokens proposed to follow the session's pending
+  // token (a prompt-lookup drafter's guess). Used when the session is decoding (one pending
+  // token), the request samples, has no choices and the session no prefix-cache marks, on the
+  // CPU: the step runs the pending token and the draft as one stepwise run
+  // (SequenceRun::stepwise: every token gets a decode step's floats, the GEMMs take all rows at
+  // once) and draws from its rows in order with the session's sampler, RNG and grammar, as
+  // successive plain steps would: a draw equal to the draft's next token accepts it and goes on;
+  // the first draw that differs, completes the grammar, is an EOS id or comes from the last row
+  // ends the step. The session is left exactly as after those plain steps: softmax layers drop
+  // the rows past the kept tokens; recurrent states go back to a copy taken before the run and
+  // the kept tokens run again (stepwise). So tokens, logprobs, states and checkpoints are the
+  // bits of decoding without a draft. A draft past max_position_embeddings is cut there. It is
+  // ignored (a plain step; StepResult::drafted 0) when the request is not as above, when the KV
+  // blocks for its rows are not there, or when a draft token is out of range.
+  std::span<const int32_t> draft = {};
 };
 
 // One choice's draw (StepRequest::choices): its fork's status, then its token like StepResult's.
@@ -158,6 +173,12 @@ struct StepResult {
   bool grammar_done = false;
   // When sampled: one draw per StepRequest::choices entry, in order.
   std::vector<ChoiceDraw> choices;
+  // A speculative step (StepRequest::draft): the drafted tokens drawn and accepted, in order,
+  // before `token` (the step's last draw), with their logprobs when the request asked; `drafted`
+  // is how many drafted tokens the step verified (0: it ran as a plain step).
+  std::vector<int32_t> accepted;
+  std::vector<TokenLogprobs> accepted_logprobs;
+  int drafted = 0;
 };
 
 class Engine {
@@ -272,6 +293,18 @@ class Engine {
   // distinct requests.
   void Draw(const StepRequest& request, const float* logits, StepResult* result,
             SamplerScratch* scratch) const;
+  // StepRequest::draft when the step may verify it for `s` (see there; `planned`: the tokens the
+  // request runs otherwise), else empty.
+  std::span<const int32_t> UsableDraft(const StepRequest& request, const SessionState& s,
+                                       int64_t planned) const;
+  // A speculative run's draws: row j of `rows` (the run's logits, one per token) is the
+  // distribution after the pending token and draft[0..j); fills `result` (accepted, token,
+  // logprobs, grammar_done, sampled or the status) as StepRequest::draft says.
+  void DrawVerified(const StepRequest& request, std::span<const int32_t> draft, const float* rows,
+                    StepResult* result, SamplerScratch* scratch) const;
+  // After the draws: every speculative run that kept fewer tokens than it ran goes back to the
+  // state after those it kept (see StepRequest::draft). A failed re-run fails its request.
+  void SettleSpeculation(std::span<const StepRequest> requests, std::vector<StepResult>* results);
   // `s` with a current host copy: `s` itself, or (CUDA linear, slot newer than `linear`) a copy
   // in host_view_ refreshed from the slot, valid until the next call.
   absl::StatusOr<const SessionState*> HostView(const SessionState& s);
@@ -295,6 +328,17 @@ class Engine {
   std::vector<std::pair<SessionState*, size_t>> reserved_;  // grown table, old size
   std::vector<size_t> sampled_runs_;                        // runs that draw a token
   absl::flat_hash_set<const SessionState*> step_sessions_;  // sessions seen in this step
+  // This step's speculative runs: what ran and what to go back to.
+  struct Speculation {
+    size_t run = 0;                // index into runs_
+    std::vector<int32_t> tokens;   // the pending token, then the draft
+    std::vector<float> linear;     // the recurrent state before the run (models with one)
+    int64_t position = 0;          // before the run
+    size_t table_before = 0;       // KV table size before the run
+  };
+  std::vector<Speculation> spec_;
+  std::vector<int> spec_of_run_;      // per run: its index in spec_, -1 for plain runs
+  std::vector<int64_t> first_row_;    // per run: its first row of logits_
   SessionState host_view_;
 };
 

@@ -39,6 +39,9 @@ absl::Status ForwardPass::Run(std::span<const SequenceRun> batch, std::vector<fl
     if (r.state == nullptr || r.tokens.empty()) {
       return absl::InvalidArgumentError(absl::StrCat("batch entry ", s, " has no tokens"));
     }
+    if (r.stepwise && !supports_stepwise()) {
+      return absl::UnimplementedError("stepwise runs (speculative verification) need the CPU");
+    }
     for (size_t i = 0; i < r.tokens.size(); ++i) {
       if (r.tokens[i] < 0 || r.tokens[i] >= V) {
         return absl::InvalidArgumentError(absl::StrCat("token id ", r.tokens[i], " at index ", i,

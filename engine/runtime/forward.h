@@ -13,7 +13,8 @@
 // Owns its weights' device copies and workspace; not thread-safe (the engine loop owns it). Create
 // fails when the device is not usable or a shape exceeds its kernels' limits (InvalidArgument). Run
 // fails with InvalidArgument for a token id out of range or an empty run, OutOfRange past
-// max_position_embeddings (softmax), FailedPrecondition when a softmax session has not reserved
+// max_position_embeddings (softmax), Unimplemented for a stepwise run off the CPU,
+// FailedPrecondition when a softmax session has not reserved
 // KV blocks for its new tokens, and with the device's error (ResourceExhausted when out of
 // memory).
 #ifndef FLATSTATE_ENGINE_RUNTIME_FORWARD_H_
@@ -40,6 +41,11 @@ struct SequenceRun {
   SessionState* state = nullptr;
   std::span<const int32_t> tokens;  // run through the model at state->position onwards
   bool all_logits = false;          // logits for every token (tests) or only the last
+  // Several tokens through the recurrent form one at a time (each token's floats are those of a
+  // one-token run at its position) rather than the chunked form: how a speculative step verifies
+  // drafted tokens with a decode step's bits (engine.h). Softmax layers and every GEMM are
+  // row-invariant, so only the recurrent ops change form. Only where supports_stepwise().
+  bool stepwise = false;
 };
 
 // The interface the engine runs steps through; DeviceForward<D> (device_forward.h) implements it
@@ -62,6 +68,8 @@ class ForwardPass {
   absl::Status Run(std::span<const SequenceRun> batch, std::vector<float>* logits);
 
   int chunk_size() const { return chunk_size_; }
+  // Whether SequenceRun::stepwise runs here (the CPU); elsewhere Run refuses it (Unimplemented).
+  virtual bool supports_stepwise() const = 0;
 
   // Softmax layers off the host: copy a session's KV blocks device -> host pool before it is
   // checkpointed, and host -> device after it is restored. No-ops (OK) on the CPU.

@@ -14,7 +14,9 @@ namespace flatstate::cpu {
 
 // For every (sequence, head h < H) of `b` (a LinearBatch or a batch with the same decode /
 // prefill / layer_offset fields), on `par`: fn(seq, h, base, scratch) with base the sequence's
-// state slice of this layer and scratch at least need(seq) floats of this thread's.
+// state slice of this layer and scratch at least need(seq) floats of this thread's. A stepwise
+// sequence (LinearSeq::stepwise) is handed to fn one token at a time, in order, each as the
+// one-token sequence a decode step would pass: the recurrent form's bits for every token.
 template <typename Batch, typename Need, typename Fn>
 void ForEachSequenceHead(const Batch& b, int H, const Parallel& par, Need need, Fn fn) {
   const int64_t tasks = static_cast<int64_t>(b.num_decode + b.num_prefill) * H;
@@ -23,6 +25,19 @@ void ForEachSequenceHead(const Batch& b, int H, const Parallel& par, Need need, 
     for (int64_t task = begin; task < end; ++task) {
       const int64_t s = task / H;
       const LinearSeq& sq = s < b.num_decode ? b.decode[s] : b.prefill[s - b.num_decode];
+      if (sq.stepwise) {
+        LinearSeq one = sq;
+        one.T = 1;
+        one.stepwise = false;
+        const size_t n = need(one);
+        if (scratch.size() < n) scratch.resize(n);
+        for (int64_t t = 0; t < sq.T; ++t) {
+          one.row = sq.row + t;
+          one.pos0 = sq.pos0 + t;
+          fn(one, static_cast<int>(task % H), sq.state + b.layer_offset, scratch.data());
+        }
+        continue;
+      }
       const size_t n = need(sq);
       if (scratch.size() < n) scratch.resize(n);
       fn(sq, static_cast<int>(task % H), sq.state + b.layer_offset, scratch.data());
