@@ -51,6 +51,7 @@ absl::Status DeviceStep<D>::Build(const ModelConfig& c, int chunk,
     q.T = row_start[s + 1] - row_start[s];
     q.pos0 = batch[s].state->position;
     q.state = states->StateOf(batch[s].state);
+    q.stepwise = batch[s].stepwise && q.T > 1;
     conv.host.push_back(ConvSeq{q.row, q.T, q.state});
     window.host.push_back(WindowSeq{q.row, q.T, q.pos0, q.state});
     if (q.T == 1) {
