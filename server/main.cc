@@ -61,6 +61,12 @@ ABSL_FLAG(std::string, kv_dtype, kDefaults.kv_dtype,
 ABSL_FLAG(
     int64_t, step_token_budget, kDefaults.step_token_budget,
     "tokens one engine step may run per model (decodes first, prefill chunks share the rest)");
+ABSL_FLAG(bool, speculative, kDefaults.speculative,
+          "speculative decoding with prompt lookup for requests that do not set `speculative`: "
+          "drafts from the prompt and output verified in one step each, the same output bits "
+          "(docs/speculative.md; CPU engines)");
+ABSL_FLAG(int32_t, max_draft_tokens, kDefaults.max_draft_tokens,
+          "tokens per speculative draft (1..32) for requests that do not set max_draft_tokens");
 ABSL_FLAG(std::string, checkpoint_dir, kDefaults.checkpoint_dir,
           "where checkpoints and evicted sessions are written (created if missing)");
 ABSL_FLAG(std::string, session_store, kDefaults.session_store,
@@ -157,6 +163,8 @@ int main(int argc, char** argv) {
   o.weight_dtype = absl::GetFlag(FLAGS_weight_dtype);
   o.kv_dtype = absl::GetFlag(FLAGS_kv_dtype);
   o.step_token_budget = absl::GetFlag(FLAGS_step_token_budget);
+  o.speculative = absl::GetFlag(FLAGS_speculative);
+  o.max_draft_tokens = absl::GetFlag(FLAGS_max_draft_tokens);
   o.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   o.session_store = absl::GetFlag(FLAGS_session_store);
   o.redis_password_file = absl::GetFlag(FLAGS_redis_password_file);

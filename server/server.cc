@@ -31,6 +31,9 @@ absl::StatusOr<std::string> ReadText(const std::string& path, absl::string_view 
 absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& options) {
   auto s = std::unique_ptr<Server>(new Server());
   s->options_ = options;
+  if (options.max_draft_tokens < 1 || options.max_draft_tokens > 32) {
+    return absl::InvalidArgumentError("max_draft_tokens must be in [1, 32]");
+  }
   if (options.step_token_budget < 1) {
     return absl::InvalidArgumentError("step_token_budget must be >= 1");
   }

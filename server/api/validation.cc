@@ -228,6 +228,14 @@ absl::StatusOr<GenerateJob> ValidateGenerate(const GenerateRequest& req,
     return s;
   }
   job.stop_token_ids = req.stop_token_ids;
+  if (req.max_draft_tokens > kMaxDraftTokens) {
+    return absl::InvalidArgumentError(absl::StrCat("max_draft_tokens: ", req.max_draft_tokens,
+                                                   " is outside [1, ", kMaxDraftTokens, "]"));
+  }
+  if (req.speculative.value_or(options.speculative)) {
+    job.max_draft_tokens = req.max_draft_tokens > 0 ? static_cast<int>(req.max_draft_tokens)
+                                                    : options.max_draft_tokens;
+  }
   absl::StatusOr<std::optional<std::string>> grammar = GrammarOf(req, model);
   if (!grammar.ok()) return grammar.status();
   job.grammar = std::move(*grammar);

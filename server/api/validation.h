@@ -49,7 +49,13 @@ struct GenerateRequest {
   std::string grammar;
   std::string json_schema;
   bool json_object = false;
+  // Speculative decoding (docs/speculative.md): unset means the server's default; 0 draft
+  // tokens means the server's --max_draft_tokens, else at most kMaxDraftTokens.
+  std::optional<bool> speculative;
+  uint32_t max_draft_tokens = 0;
 };
+
+inline constexpr uint32_t kMaxDraftTokens = 32;
 
 // Transport sampling params -> engine sampling params (top_p 0 means "unset" = 1); validated.
 absl::StatusOr<SamplingParams> ConvertSampling(const SamplingRequest& p);

@@ -86,6 +86,9 @@ struct GenerateJob {
   // model's engine, Engine::SetGrammar). Unset: none, except that a job with no prompt on a
   // session whose last output stopped mid-grammar continues under that grammar.
   std::optional<std::string> grammar;
+  // Speculative decoding with prompt lookup (docs/speculative.md): up to this many drafted tokens
+  // verified per step; 0: off. The output does not depend on it.
+  int max_draft_tokens = 0;
   absl::Time arrival = absl::Now();
 };
 

@@ -104,6 +104,11 @@ std::string Metrics::Render() const {
          tokens_generated.load(), &out);
   Scalar("flatstate_prompt_tokens_total", "counter", "Prompt tokens accepted.",
          prompt_tokens.load(), &out);
+  Scalar("flatstate_draft_tokens_total", "counter",
+         "Speculative decoding: drafted tokens the engine verified.", draft_tokens.load(), &out);
+  Scalar("flatstate_draft_tokens_accepted_total", "counter",
+         "Speculative decoding: drafted tokens accepted (the output is the same either way).",
+         draft_tokens_accepted.load(), &out);
   Scalar("flatstate_engine_steps_total", "counter", "Engine::Step calls.", engine_steps.load(),
          &out);
   Scalar("flatstate_sessions_evicted_total", "counter", "Idle sessions checkpointed to disk.",

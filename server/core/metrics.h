@@ -49,6 +49,10 @@ class Metrics {
   // Counters.
   std::atomic<uint64_t> tokens_generated{0};
   std::atomic<uint64_t> prompt_tokens{0};
+  // Speculative decoding (docs/speculative.md): drafted tokens the engine verified, and those of
+  // them it accepted (each accepted token is one engine step saved).
+  std::atomic<uint64_t> draft_tokens{0};
+  std::atomic<uint64_t> draft_tokens_accepted{0};
   std::atomic<uint64_t> engine_steps{0};
   std::atomic<uint64_t> sessions_evicted_total{0};
   std::atomic<uint64_t> sessions_restored_total{0};

@@ -31,6 +31,8 @@ GenerateRequest ToGenerateRequest(const flatstate::v1::GenerateRequest& req) {
   g.grammar = req.grammar();
   g.json_schema = req.json_schema();
   g.json_object = req.json_object();
+  if (req.has_speculative()) g.speculative = req.speculative();
+  g.max_draft_tokens = req.max_draft_tokens();
   return g;
 }
 

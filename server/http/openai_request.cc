@@ -271,6 +271,17 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(absl::string_view body, bool ch
     }
   }
   if (absl::Status s = ReadBool(j, "return_token_ids", &r.return_token_ids); !s.ok()) return s;
+  if (Field(j, "speculative") != nullptr) {
+    bool on = false;
+    if (absl::Status s = ReadBool(j, "speculative", &on); !s.ok()) return s;
+    r.speculative = on;
+  }
+  std::optional<int64_t> draft;
+  if (absl::Status s = ReadInt(j, "max_draft_tokens", &draft); !s.ok()) return s;
+  if (draft.has_value() && (*draft < 1 || *draft > kMaxDraftTokens)) {
+    return Bad("max_draft_tokens", absl::StrCat("must be in [1, ", kMaxDraftTokens, "]"));
+  }
+  r.max_draft_tokens = draft.value_or(0);
   if (absl::Status s = ReadResponseFormat(body, j, &r.structured); !s.ok()) return s;
   if (chat) {  // after response_format, which tool_choice may not be combined with
     if (absl::Status s = ReadToolChoice(j, !r.tools.is_null(), &r.tool_choice_none, &r.structured);
@@ -314,6 +325,8 @@ absl::StatusOr<GenerateJob> ToGenerateJob(const OpenAiRequest& req, const ChatTe
   g.grammar = req.structured.grammar;
   g.json_schema = req.structured.json_schema;
   g.json_object = req.structured.json_object;
+  g.speculative = req.speculative;
+  g.max_draft_tokens = static_cast<uint32_t>(req.max_draft_tokens);
   // A chat prompt already in tokens was rendered by the model's own template: its EOS ends it.
   if (req.chat && !req.prompt_is_tokens)
     g.stop.insert(g.stop.end(), tmpl.stop.begin(), tmpl.stop.end());

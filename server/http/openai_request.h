@@ -72,6 +72,9 @@ struct OpenAiRequest {
   // model whose tokenizer knows no text (its text is empty).
   bool return_token_ids = false;
   StructuredOutput structured;  // response_format / grammar (response_format.h)
+  // Extension: speculative decoding with prompt lookup (docs/speculative.md); unset: the server's.
+  std::optional<bool> speculative;
+  int64_t max_draft_tokens = 0;  // extension: tokens per draft, 0: the server's
 };
 
 // Parses the body; unknown fields (and `user`) are ignored as OpenAI does. A completions `prompt`

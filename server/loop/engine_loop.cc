@@ -170,6 +170,14 @@ void EngineLoop::AdmitStream(GenerateJob job, std::shared_ptr<TokenSink> sink,
     st->choices = PendingChoices{std::move(more), job.stop,
                                  job.sampling.value_or(SamplingParams{}).seed};
   }
+  // A session that lives on must end exactly where the stream's output does; a stop string can end
+  // it inside a speculative step's accepted tokens, so those streams do not speculate.
+  if (job.max_draft_tokens > 0 && (session->throwaway || job.stop.empty())) {
+    st->max_draft = job.max_draft_tokens;
+    st->drafter = std::make_unique<PromptLookupDrafter>(
+        PromptLookupOptions{.max_draft = job.max_draft_tokens});
+    st->drafter->Append(job.prompt);
+  }
   st->text = StreamText(std::move(job.stop));
   st->arrival = job.arrival;
   st->last_token = job.arrival;
@@ -249,6 +257,12 @@ void EngineLoop::StepModel(LoadedModel* model) {
   // n > 1: the choices forked in this step (sessions, and their states for the engine), per request.
   std::vector<std::vector<Session*>> choice_sessions(active.size());
   std::vector<std::vector<SessionState*>> choice_states(active.size());
+  // Speculative drafts, per request; their KV rows come out of the blocks no run of the plan took.
+  std::vector<std::vector<int32_t>> drafts(active.size());
+  int64_t spare_blocks = free_blocks;
+  for (const StreamStep& p : plan) {
+    if (p.action == StreamAction::kRun) spare_blocks -= p.kv_blocks;
+  }
   for (size_t i = 0; i < active.size(); ++i) {
     if (plan[i].action == StreamAction::kRun) {
       StepRequest req;
@@ -259,6 +273,9 @@ void EngineLoop::StepModel(LoadedModel* model) {
       if (active[i]->choices.has_value() && plan[i].tokens >= pending) {
         choice_sessions[reqs.size()] = StartChoices(active[i], &choice_states[reqs.size()]);
         req.choices = choice_states[reqs.size()];
+      } else if (active[i]->drafter != nullptr && plan[i].tokens == 1 && pending == 1) {
+        drafts[reqs.size()] = DraftFor(active[i], engine, plan[i].kv_blocks, &spare_blocks);
+        req.draft = drafts[reqs.size()];
       }
       reqs.push_back(req);
       owners.push_back(active[i]);
@@ -302,35 +319,6 @@ void EngineLoop::StepModel(LoadedModel* model) {
     if (r.sampled) EmitToken(owners[i], r);
   }
   metrics_->step_tokens.Observe(static_cast<double>(ran));
-}
-
-void EngineLoop::EmitToken(Stream* st, const StepResult& r) {
-  const int32_t token = r.token;
-  const absl::Time now = absl::Now();
-  if (st->generated == 0) {
-    metrics_->time_to_first_token.Observe(absl::ToDoubleSeconds(now - st->arrival));
-  } else {
-    metrics_->inter_token_latency.Observe(absl::ToDoubleSeconds(now - st->last_token));
-  }
-  st->last_token = now;
-  ++st->generated;
-  ++tokens_generated_;
-  metrics_->tokens_generated++;
-  if (std::find(st->eos.begin(), st->eos.end(), token) != st->eos.end()) {
-    // End of sequence: counted, in the session's context, not sent (inference.proto, EOS).
-    FinishStream(st, FinishReason::kEos, absl::OkStatus());
-    return;
-  }
-  std::string text;
-  // A grammar that is complete and can go no further ends the output like a stop string.
-  const bool stopped = st->text.Push(&st->session->decoder, token, &text) || r.grammar_done;
-  if (st->logprobs >= 0) st->sink->OnLogprobs(r.logprobs);
-  st->sink->OnTokens({token}, std::move(text));
-  if (stopped) {
-    FinishStream(st, FinishReason::kStop, absl::OkStatus());
-  } else if (st->generated >= st->max_new_tokens) {
-    FinishStream(st, FinishReason::kLength, absl::OkStatus());
-  }
 }
 
 void EngineLoop::FinishStream(Stream* st, FinishReason reason, const absl::Status& status) {

@@ -13,11 +13,13 @@
 // One iteration: run queued closures (admit new streams, unary ops), drop cancelled streams, then
 // for each model with active streams ask the Scheduler for the step plan (scheduler.h: decodes
 // first, prefills share what is left of --step_token_budget on the chunk grid, per-stream KV
-// admission), run Engine::Step over the streams that run, emit each sampled token (stream_text.h
-// detokenises and matches stop strings), and end each stream that finished, alone: a stream whose
-// KV blocks will not come back ends with RESOURCE_EXHAUSTED (FinishReason::kKvPoolFull), one the
-// engine failed with the engine's status (kEngineError); the others go on. Then idle sessions are
-// evicted (SessionTable::MaybeEvictIdle), gauges are published and MemoryTrimmer::Maybe runs.
+// admission; a decoding stream with speculative decoding on also carries its prompt-lookup
+// draft, docs/speculative.md), run Engine::Step over the streams that run, emit each sampled
+// token (a speculative step's accepted drafts first; stream_text.h detokenises and matches stop
+// strings), and end each stream that finished, alone: a stream whose KV blocks will not come
+// back ends with RESOURCE_EXHAUSTED (FinishReason::kKvPoolFull), one the engine failed with the
+// engine's status (kEngineError); the others go on. Then idle sessions are evicted
+// (SessionTable::MaybeEvictIdle), gauges are published and MemoryTrimmer::Maybe runs.
 //
 // Failures are absl statuses passed to the callback / TokenSink::OnFinish; codes per
 // docs/server.md.
@@ -37,6 +39,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "engine/speculate/prompt_lookup.h"
 #include "server/core/loop_types.h"
 #include "server/core/metrics.h"
 #include "server/core/model_registry.h"
@@ -117,6 +120,10 @@ class EngineLoop {
     absl::Time arrival, last_token;
     bool done = false;
     std::optional<PendingChoices> choices;  // n > 1: the choices still to fork from this stream
+    // Speculative decoding (GenerateJob::max_draft_tokens; null when off): the prompt-lookup
+    // drafter over the prompt and the tokens emitted, and the longest draft to ask for.
+    std::unique_ptr<PromptLookupDrafter> drafter;
+    int max_draft = 0;
   };
 
   static constexpr int kIdleWakeMs = 200;  // idle loop wake-up (eviction scan, memory release)
@@ -154,7 +161,16 @@ class EngineLoop {
   // to reject it with.
   absl::Status PrepareSession(const GenerateJob& job, Session* session, uint64_t* cached_tokens);
   void StepModel(LoadedModel* model);
+  // Emits the step's tokens for `st`: a speculative step's accepted drafts, then r.token; stops
+  // at the first that ends the stream.
   void EmitToken(Stream* st, const StepResult& r);
+  // One token (EmitToken's body); false once the stream has ended.
+  bool EmitOne(Stream* st, int32_t token, const TokenLogprobs& logprobs, bool grammar_done);
+  // The draft `st` may verify this step (empty: none): its drafter's proposal, no longer than the
+  // tokens the stream may still emit less one and cut before any end-of-sequence id, and only if
+  // its KV rows fit in `*spare_blocks` (softmax models; taken from it).
+  std::vector<int32_t> DraftFor(Stream* st, Engine* engine, int64_t plan_blocks,
+                                int64_t* spare_blocks);
   // Ends `st` (restores sampling, reports, frees a throwaway session); `st` is erased later.
   void FinishStream(Stream* st, FinishReason reason, const absl::Status& status);
   void ReapFinished();

@@ -1,0 +1,148 @@
+// Speculative decoding's speed (docs/speculative.md, docs/benchmarks.md): one session decodes
+// `tokens` tokens after a prompt, greedy, on the CPU engine, four ways, each timed (wall, median of
+// `reps`), and every speculative run's tokens are checked against the plain run's (the program
+// fails if one differs):
+//   plain         one token per step, no drafts;
+//   lookup        PromptLookupDrafter over the prompt and the output (what the server does);
+//   oracle-right  the draft is the plain run's next tokens (every draft accepted: the ceiling);
+//   oracle-wrong  every draft token is wrong and every step drafts (no pause: the floor; each
+//                 step pays the verification rows and, on recurrent models, the re-run).
+//   flatstate-speculative-bench <model dir> <prompt file> [tokens=256] [max_draft=8] [threads=1]
+//       [reps=3]
+// The prompt file's text is encoded with the model's tokenizer.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "engine/model/model.h"
+#include "engine/runtime/engine.h"
+#include "engine/speculate/prompt_lookup.h"
+
+namespace fs = flatstate;
+
+namespace {
+
+enum class Mode { kPlain, kLookup, kOracleRight, kOracleWrong };
+constexpr const char* kModeNames[] = {"plain", "lookup", "oracle-right", "oracle-wrong"};
+
+struct RunResult {
+  std::vector<int32_t> tokens;
+  double seconds = 0;
+  int64_t steps = 0, drafted = 0, accepted = 0;
+};
+
+RunResult Decode(fs::Engine* e, const std::vector<int32_t>& prompt, size_t n, Mode mode,
+                 int max_draft, const std::vector<int32_t>& plain) {
+  RunResult out;
+  fs::SessionState s = e->NewSession(fs::SamplingParams{});
+  fs::PromptLookupDrafter drafter({.max_draft = max_draft});
+  drafter.Append(prompt);
+  if (!e->Append(&s, prompt).ok()) std::abort();
+  std::vector<fs::StepResult> res;
+  std::vector<int32_t> draft;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (out.tokens.size() < n) {
+    fs::StepRequest r{&s, 1 << 30, true};
+    const size_t have = out.tokens.size();
+    const int limit = static_cast<int>(std::min<size_t>(max_draft, n - have - 1));
+    draft.clear();
+    if (have > 0 && limit > 0) {
+      if (mode == Mode::kLookup) draft = drafter.Draft(limit);
+      for (size_t j = have; mode >= Mode::kOracleRight && j < plain.size() &&
+                            draft.size() < static_cast<size_t>(limit);
+           ++j) {
+        draft.push_back(mode == Mode::kOracleRight ? plain[j]
+                                                   : (plain[j] + 1) % e->config().vocab_size);
+      }
+    }
+    r.draft = draft;
+    if (absl::Status st = e->Step(std::span<const fs::StepRequest>(&r, 1), &res); !st.ok()) {
+      std::fprintf(stderr, "step: %s\n", std::string(st.message()).c_str());
+      std::exit(1);
+    }
+    ++out.steps;
+    if (!res[0].sampled) continue;
+    out.drafted += res[0].drafted;
+    out.accepted += static_cast<int64_t>(res[0].accepted.size());
+    drafter.Feedback(res[0].drafted, static_cast<int>(res[0].accepted.size()));
+    for (int32_t t : res[0].accepted) out.tokens.push_back(t);
+    out.tokens.push_back(res[0].token);
+    drafter.Append(res[0].accepted);
+    drafter.Append(std::span<const int32_t>(&res[0].token, 1));
+  }
+  out.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  out.tokens.resize(std::min(out.tokens.size(), n));
+  e->ReleaseSession(&s);
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::fprintf(stderr,
+                 "usage: %s <model dir> <prompt file> [tokens=256] [max_draft=8] [threads=1] "
+                 "[reps=3]\n",
+                 argv[0]);
+    return 2;
+  }
+  const size_t n = argc > 3 ? std::strtoul(argv[3], nullptr, 10) : 256;
+  const int max_draft = argc > 4 ? std::atoi(argv[4]) : 8;
+  const int threads = argc > 5 ? std::atoi(argv[5]) : 1;
+  const int reps = argc > 6 ? std::atoi(argv[6]) : 3;
+  auto model = fs::Model::Load(argv[1]);
+  if (!model.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(model.status().message()).c_str());
+    return 1;
+  }
+  std::ifstream f(argv[2]);
+  std::stringstream text;
+  text << f.rdbuf();
+  auto prompt = (*model)->tokenizer().Encode(text.str(), /*add_special=*/true);
+  if (!prompt.ok()) {
+    std::fprintf(stderr, "prompt: %s\n", std::string(prompt.status().message()).c_str());
+    return 1;
+  }
+  fs::EngineOptions o;
+  o.threads = threads;
+  auto engine = fs::Engine::Create(std::move(*model), o);
+  if (!engine.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(engine.status().message()).c_str());
+    return 1;
+  }
+  std::printf("model %s, prompt %zu tokens, %zu generated, max_draft %d, %d thread(s), %d reps\n",
+              argv[1], prompt->size(), n, max_draft, threads, reps);
+  const RunResult plain = Decode(engine->get(), *prompt, n, Mode::kPlain, max_draft, {});
+  double plain_tps = 0;
+  for (Mode mode : {Mode::kPlain, Mode::kLookup, Mode::kOracleRight, Mode::kOracleWrong}) {
+    std::vector<double> secs;
+    RunResult last;
+    for (int r = 0; r < reps; ++r) {
+      last = Decode(engine->get(), *prompt, n, mode, max_draft, plain.tokens);
+      if (last.tokens != plain.tokens) {
+        std::fprintf(stderr, "%s: the tokens differ from the plain run's\n",
+                     kModeNames[static_cast<int>(mode)]);
+        return 1;
+      }
+      secs.push_back(last.seconds);
+    }
+    std::sort(secs.begin(), secs.end());
+    const double tps = static_cast<double>(n) / secs[secs.size() / 2];
+    if (mode == Mode::kPlain) plain_tps = tps;
+    std::printf("%-13s %9.1f tok/s  %5.2fx  steps %5lld  drafted %6lld  accepted %6lld (%.0f%%)  "
+                "same tokens: yes\n",
+                kModeNames[static_cast<int>(mode)], tps, tps / plain_tps,
+                static_cast<long long>(last.steps), static_cast<long long>(last.drafted),
+                static_cast<long long>(last.accepted),
+                last.drafted > 0 ? 100.0 * static_cast<double>(last.accepted) /
+                                       static_cast<double>(last.drafted)
+                                 : 0.0);
+  }
+  return 0;
+}

@@ -1,0 +1,167 @@
+// Speculative decoding with prompt lookup through the server (docs/speculative.md): on the
+// shipped models (a trained softmax, linear and Gated DeltaNet model, whose greedy output falls
+// into loops that prompt lookup drafts well), a request with `speculative` gives the same tokens,
+// text and finish reason as without, greedy and sampled, whole and streamed, over HTTP and gRPC,
+// while drafts are accepted (the metrics move); a session that speculated continues its next
+// turn exactly as one that did not; bad speculative fields are 400 / INVALID_ARGUMENT naming
+// them.
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "tests/server/http/http_test_util.h"
+
+namespace flatstate::testing {
+namespace {
+
+constexpr const char* kModels[] = {"shakespeare-softmax", "shakespeare-linear-elu",
+                                   "shakespeare-gated-deltanet"};
+
+// The first lines of a speech, twice: the second time through, prompt lookup has something to
+// copy even before the model loops.
+const std::string kPrompt =
+    "ROMEO:\nBut soft, what light through yonder window breaks?\nIt is the east, and Juliet is "
+    "the sun.\nROMEO:\nBut soft, what light through yonder window breaks?\nIt is the";
+
+class SpeculativeTest : public HttpTest {
+ protected:
+  static void SetUpTestSuite() {
+    const std::string dir = TempDir() + "/speculative-models";
+    std::filesystem::create_directories(dir);
+    for (const char* m : kModels) {
+      const std::string link = dir + "/" + m;
+      if (!std::filesystem::exists(link)) {
+        std::filesystem::create_directory_symlink(
+            std::string(FLATSTATE_SOURCE_DIR) + "/models/" + m, link);
+      }
+    }
+    server::ServerOptions o = HttpTestOptions();
+    o.models_dir = dir;
+    o.metrics_any_port = true;
+    o.metrics_host = "127.0.0.1";
+    StartSuiteServer(o);
+  }
+
+  // flatstate_draft_tokens{,_accepted}_total from /metrics.
+  std::pair<double, double> DraftCounters() {
+    httplib::Client m("127.0.0.1", server_->metrics_port());
+    auto res = m.Get("/metrics");
+    EXPECT_TRUE(res);
+    double drafted = -1, accepted = -1;
+    if (!res) return {drafted, accepted};
+    for (absl::string_view line : absl::StrSplit(res->body, '\n')) {
+      std::vector<std::string> kv = absl::StrSplit(line, ' ');
+      if (kv.size() != 2) continue;
+      if (kv[0] == "flatstate_draft_tokens_total") drafted = std::stod(kv[1]);
+      if (kv[0] == "flatstate_draft_tokens_accepted_total") accepted = std::stod(kv[1]);
+    }
+    return {drafted, accepted};
+  }
+};
+
+json Body(const std::string& model, double temperature, std::optional<bool> speculative) {
+  json b = {{"model", model},     {"prompt", kPrompt}, {"max_tokens", 160},
+            {"temperature", temperature}, {"seed", 7}, {"return_token_ids", true}};
+  if (speculative.has_value()) b["speculative"] = *speculative;
+  return b;
+}
+
+TEST_F(SpeculativeTest, SameOutputAsWithoutAndDraftsAreAccepted) {
+  const auto [drafted0, accepted0] = DraftCounters();
+  for (const char* model : kModels) {
+    for (double temperature : {0.0, 0.8}) {
+      SCOPED_TRACE(std::string(model) + " temperature " + std::to_string(temperature));
+      HttpReply plain = Post("/v1/completions", Body(model, temperature, std::nullopt));
+      ASSERT_EQ(plain.status, 200) << plain.raw;
+      const auto [d_before, a_before] = DraftCounters();
+      json body = Body(model, temperature, true);
+      body["max_draft_tokens"] = 6;
+      HttpReply spec = Post("/v1/completions", body);
+      ASSERT_EQ(spec.status, 200) << spec.raw;
+      const json& p = plain.body["choices"][0];
+      const json& s = spec.body["choices"][0];
+      EXPECT_EQ(s["token_ids"], p["token_ids"]);
+      EXPECT_EQ(s["text"], p["text"]);
+      EXPECT_EQ(s["finish_reason"], p["finish_reason"]);
+      // The same usage but for the prefix cache's hit (the plain request's prompt is cached).
+      json usage = spec.body["usage"], plain_usage = plain.body["usage"];
+      usage.erase("prompt_tokens_details");
+      plain_usage.erase("prompt_tokens_details");
+      EXPECT_EQ(usage, plain_usage);  // tokens, context and state bytes (KV blocks held)
+      const auto [d_after, a_after] = DraftCounters();
+      if (temperature == 0.0) {
+        EXPECT_GT(a_after, a_before) << "no draft accepted on a greedy loop";
+      }
+      // Streamed: the same text, chunk by chunk.
+      body["stream"] = true;
+      HttpReply streamed = Post("/v1/completions", body);
+      ASSERT_EQ(streamed.status, 200);
+      const SseBody sse = ParseSse(streamed.raw);
+      ASSERT_TRUE(sse.well_formed && sse.done) << streamed.raw;
+      std::string text;
+      for (const json& ev : sse.events) {
+        if (!ev["choices"].empty()) text += ev["choices"][0].value("text", "");
+      }
+      EXPECT_EQ(text, p["text"]);
+    }
+  }
+  const auto [drafted1, accepted1] = DraftCounters();
+  EXPECT_GT(drafted1, drafted0);
+  EXPECT_GT(accepted1, accepted0);
+  EXPECT_LE(accepted1 - accepted0, drafted1 - drafted0);
+}
+
+TEST_F(SpeculativeTest, GrpcSpeculatesToTheSameTokens) {
+  for (const char* model : kModels) {
+    pb::GenerateRequest req = GenRequest(model, kPrompt, 120, 0.7f, 3);
+    const StreamResult plain = RunGenerate(stub_.get(), req);
+    ASSERT_TRUE(plain.status.ok()) << plain.status.error_message();
+    req.set_speculative(true);
+    req.set_max_draft_tokens(8);
+    const StreamResult spec = RunGenerate(stub_.get(), req);
+    ASSERT_TRUE(spec.status.ok()) << spec.status.error_message();
+    EXPECT_EQ(spec.tokens, plain.tokens) << model;
+    EXPECT_EQ(spec.text, plain.text) << model;
+    EXPECT_EQ(spec.last.finish_reason(), plain.last.finish_reason());
+  }
+}
+
+TEST_F(SpeculativeTest, ASessionThatSpeculatedContinuesExactly) {
+  for (const char* model : kModels) {
+    std::vector<json> second;
+    for (bool speculative : {false, true}) {
+      const std::string id = NewSession(model);
+      json turn = {{"model", model}, {"session_id", id}, {"prompt", kPrompt},
+                   {"max_tokens", 90}, {"speculative", speculative}, {"return_token_ids", true}};
+      HttpReply a = Post("/v1/completions", turn);
+      ASSERT_EQ(a.status, 200) << a.raw;
+      json next = {{"session_id", id}, {"prompt", "\nJULIET:\n"}, {"max_tokens", 60},
+                   {"return_token_ids", true}};
+      HttpReply b = Post("/v1/completions", next);
+      ASSERT_EQ(b.status, 200) << b.raw;
+      second.push_back(b.body["choices"][0]["token_ids"]);
+      EXPECT_EQ(b.body["usage"]["prompt_tokens"], 9);
+    }
+    EXPECT_EQ(second[0], second[1]) << model;
+  }
+}
+
+TEST_F(SpeculativeTest, BadFieldsAreRefusedByName) {
+  for (const json& bad : {json{{"max_draft_tokens", 0}}, json{{"max_draft_tokens", 33}},
+                          json{{"max_draft_tokens", "8"}}, json{{"speculative", "yes"}}}) {
+    json body = Body(kModels[0], 0.0, std::nullopt);
+    body.update(bad);
+    HttpReply r = Post("/v1/completions", body);
+    EXPECT_EQ(r.status, 400) << r.raw;
+    EXPECT_NE(r.raw.find(bad.begin().key()), std::string::npos) << r.raw;
+  }
+  pb::GenerateRequest req = GenRequest(kModels[0], kPrompt, 4);
+  req.set_max_draft_tokens(40);
+  const StreamResult r = RunGenerate(stub_.get(), req);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(r.status.error_message().find("max_draft_tokens"), std::string::npos)
+      << r.status.error_message();
+}
+
+}  // namespace
+}  // namespace flatstate::testing
