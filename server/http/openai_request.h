@@ -47,7 +47,8 @@ struct OpenAiRequest {
   // template renders every role its template knows.
   std::string config_template_error;
   // chat, as sent (object key order kept), for a model's Jinja chat template (engine/chat/
-  // chat_prompt.h): the messages, `tools` (null: none), `chat_template_kwargs` ({}: none) and
+  // chat_prompt.h): the messages (a null or absent content as "", chat_template_input.h),
+  // `tools` (function tools, checked there; null: none), `chat_template_kwargs` ({}: none) and
   // add_generation_prompt (vLLM's extension; default true).
   nlohmann::ordered_json chat_messages;
   nlohmann::ordered_json tools;

@@ -3,7 +3,9 @@
 #include "server/http/openai_request.h"
 
 #include <string>
+#include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "server/api/status_mapping.h"
 
@@ -141,6 +143,48 @@ TEST(ParseOpenAiRequestTest, ChatMessagesAndTheirErrors) {
   };
   for (const auto& [body, field] : cases) {
     EXPECT_EQ(FieldOf(ParseError(body, /*chat=*/true)), field) << body;
+  }
+}
+
+// What the openai clients send back after a tool call: the assistant message with `content:
+// null` reaches a Jinja template as "" (vLLM's rendering); `tools` must be function tools, each
+// with a name, whatever tool_choice is (server/http/chat_template_input.h).
+TEST(ParseOpenAiRequestTest, ToolsAreCheckedAndNullContentReachesTheTemplateEmpty) {
+  absl::StatusOr<OpenAiRequest> r = ParseOpenAiRequest(
+      R"({"messages": [{"role": "user", "content": "w?"},
+                       {"role": "assistant", "content": null, "tool_calls": [{"id": "c",
+                        "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+                       {"role": "tool", "tool_call_id": "c", "content": "1"},
+                       {"role": "assistant", "tool_calls": []}],
+          "tools": [{"type": "function", "function": {"name": "f"}},
+                    {"function": {"name": "g", "description": "d", "parameters": null}}]})",
+      true);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->chat_messages[1]["content"], "");
+  EXPECT_EQ(r->chat_messages[1]["tool_calls"][0]["function"]["arguments"], "{}");
+  EXPECT_EQ(r->chat_messages[2]["content"], "1");
+  EXPECT_EQ(r->chat_messages[3]["content"], "");
+  EXPECT_EQ(r->tools.size(), 2u);
+
+  const std::pair<const char*, const char*> cases[] = {
+      {R"([{"type": "function", "function": {"parameters": {}}}])", "tools[0].function.name"},
+      {R"([{"type": "function", "function": {"name": ""}}])", "tools[0].function.name"},
+      {R"([{"type": "function", "function": {"name": 7}}])", "tools[0].function.name"},
+      {R"([{"type": "function", "function": {"name": "f"}}, {"type": "function"}])",
+       "tools[1].function"},
+      {R"([{"type": "function", "function": "f"}])", "tools[0].function"},
+      {R"([{"type": "custom", "custom": {"name": "f"}}])", "tools[0].type"},
+      {R"([{"type": "function", "function": {"name": "f", "parameters": "x"}}])",
+       "tools[0].function.parameters"},
+      {R"([{"type": "function", "function": {"name": "f", "description": 1}}])",
+       "tools[0].function.description"},
+  };
+  for (const auto& [tools, field] : cases) {
+    for (const char* choice : {"auto", "none", "required"}) {
+      const std::string body = absl::StrCat(R"({"messages": [], "tool_choice": ")", choice,
+                                            R"(", "tools": )", tools, "}");
+      EXPECT_EQ(FieldOf(ParseError(body, /*chat=*/true)), field) << body;
+    }
   }
 }
 
