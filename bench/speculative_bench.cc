@@ -1,6 +1,6 @@
 // Speculative decoding's speed (docs/speculative.md, docs/benchmarks.md): one session decodes
 // `tokens` tokens after a prompt, greedy, on the CPU engine, four ways, each timed (wall, median of
-// `reps`), and every speculative run's tokens are checked against the plain run's (the program
+// `reps`; the prompt's prefill and first token are not timed), and every speculative run's tokens are checked against the plain run's (the program
 // fails if one differs):
 //   plain         one token per step, no drafts;
 //   lookup        PromptLookupDrafter over the prompt and the output (what the server does);
@@ -8,8 +8,9 @@
 //   oracle-wrong  every draft token is wrong and every step drafts (no pause: the floor; each
 //                 step pays the verification rows and, on recurrent models, the re-run).
 //   flatstate-speculative-bench <model dir> <prompt file> [tokens=256] [max_draft=8] [threads=1]
-//       [reps=3]
-// The prompt file's text is encoded with the model's tokenizer.
+//       [reps=3] [weight dtype=auto: the file's own; f32 | bf16 | int8 | int4]
+// The prompt file's text is encoded with the model's tokenizer; a file named *.ids holds token ids
+// (whitespace-separated), for models whose tokenizer flatstate does not read.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -45,13 +46,20 @@ RunResult Decode(fs::Engine* e, const std::vector<int32_t>& prompt, size_t n, Mo
   if (!e->Append(&s, prompt).ok()) std::abort();
   std::vector<fs::StepResult> res;
   std::vector<int32_t> draft;
+  // The prompt and the first token, untimed: the runs differ only in decoding.
+  while (out.tokens.empty()) {
+    fs::StepRequest r{&s, 1 << 30, true};
+    if (!e->Step(std::span<const fs::StepRequest>(&r, 1), &res).ok()) std::abort();
+    if (res[0].sampled) out.tokens.push_back(res[0].token);
+  }
+  drafter.Append(out.tokens);
   const auto t0 = std::chrono::steady_clock::now();
   while (out.tokens.size() < n) {
     fs::StepRequest r{&s, 1 << 30, true};
     const size_t have = out.tokens.size();
     const int limit = static_cast<int>(std::min<size_t>(max_draft, n - have - 1));
     draft.clear();
-    if (have > 0 && limit > 0) {
+    if (limit > 0) {
       if (mode == Mode::kLookup) draft = drafter.Draft(limit);
       for (size_t j = have; mode >= Mode::kOracleRight && j < plain.size() &&
                             draft.size() < static_cast<size_t>(limit);
@@ -88,7 +96,7 @@ int main(int argc, char** argv) {
   if (argc < 3) {
     std::fprintf(stderr,
                  "usage: %s <model dir> <prompt file> [tokens=256] [max_draft=8] [threads=1] "
-                 "[reps=3]\n",
+                 "[reps=3] [weight dtype]\n",
                  argv[0]);
     return 2;
   }
@@ -96,6 +104,11 @@ int main(int argc, char** argv) {
   const int max_draft = argc > 4 ? std::atoi(argv[4]) : 8;
   const int threads = argc > 5 ? std::atoi(argv[5]) : 1;
   const int reps = argc > 6 ? std::atoi(argv[6]) : 3;
+  auto dtype = fs::ParseWeightDtypeOption(argc > 7 ? argv[7] : "auto");
+  if (!dtype.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(dtype.status().message()).c_str());
+    return 2;
+  }
   auto model = fs::Model::Load(argv[1]);
   if (!model.ok()) {
     std::fprintf(stderr, "%s\n", std::string(model.status().message()).c_str());
@@ -104,13 +117,21 @@ int main(int argc, char** argv) {
   std::ifstream f(argv[2]);
   std::stringstream text;
   text << f.rdbuf();
-  auto prompt = (*model)->tokenizer().Encode(text.str(), /*add_special=*/true);
+  const std::string path = argv[2];
+  absl::StatusOr<std::vector<int32_t>> prompt;
+  if (path.size() > 4 && path.substr(path.size() - 4) == ".ids") {
+    prompt.emplace();
+    for (int32_t id; text >> id;) prompt->push_back(id);
+  } else {
+    prompt = (*model)->tokenizer().Encode(text.str(), /*add_special=*/true);
+  }
   if (!prompt.ok()) {
     std::fprintf(stderr, "prompt: %s\n", std::string(prompt.status().message()).c_str());
     return 1;
   }
   fs::EngineOptions o;
   o.threads = threads;
+  o.weight_dtype = *dtype;
   auto engine = fs::Engine::Create(std::move(*model), o);
   if (!engine.ok()) {
     std::fprintf(stderr, "%s\n", std::string(engine.status().message()).c_str());
@@ -133,7 +154,7 @@ int main(int argc, char** argv) {
       secs.push_back(last.seconds);
     }
     std::sort(secs.begin(), secs.end());
-    const double tps = static_cast<double>(n) / secs[secs.size() / 2];
+    const double tps = static_cast<double>(n - 1) / secs[secs.size() / 2];  // timed tokens
     if (mode == Mode::kPlain) plain_tps = tps;
     std::printf("%-13s %9.1f tok/s  %5.2fx  steps %5lld  drafted %6lld  accepted %6lld (%.0f%%)  "
                 "same tokens: yes\n",

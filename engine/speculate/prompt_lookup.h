@@ -25,7 +25,7 @@
 namespace flatstate {
 
 struct PromptLookupOptions {
-  int max_draft = 8;  // tokens per draft (>= 1)
+  int max_draft = 5;  // tokens per draft (>= 1)
   int min_ngram = 2;  // the shortest suffix that may match (>= 1)
   int max_ngram = 4;  // the longest tried first (>= min_ngram)
 };
