@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Grammar masks: flatstate's token masker beside llama.cpp's grammar sampler on the same GBNF, the
 # same vocabulary and the same token-by-token replay of the same documents, 1 thread (issue 31;
-# results: docs/benchmarks.md "Grammar masks beside llama.cpp").
+# results: docs/benchmarks.md "Grammar masks beside llama.cpp's grammar sampler").
 #
 #   bash bench/compare_grammar_llamacpp.sh LLAMA_CPP_DIR [OUT_DIR]
 #

@@ -1,7 +1,7 @@
 // llama.cpp's grammar sampler timed on the steps that flatstate's grammar mask bench replays
-// (docs/benchmarks.md, "Grammar masks beside llama.cpp"). Not part of flatstate's CMake build:
-// bench/compare_grammar_llamacpp.sh compiles it with g++ against a llama.cpp checkout (a benchmark
-// dependency only, never a build or CI one).
+// (docs/benchmarks.md, "Grammar masks beside llama.cpp's grammar sampler"). Not part of
+// flatstate's CMake build: bench/compare_grammar_llamacpp.sh compiles it with g++ against a
+// llama.cpp checkout (a benchmark dependency only, never a build or CI one).
 //
 //   grammar_llamacpp <vocab.gguf> <dump dir> <out steps.tsv>
 //
