@@ -6,12 +6,25 @@
 // with is taken. Prints the time per step of the trie walk alone (no cache), and with the masker's
 // state cache over all documents (the first occurrence of each state pays the walk), on 1 thread,
 // as thread CPU time (steadier than wall time on a shared machine).
-//   [KEY_FRAMES=k] flatstate-grammar-mask-timing <tokenizer.json> [documents, default 20]
-//       [schema.json]
+//   [KEY_FRAMES=k] flatstate-grammar-mask-timing [--dump=DIR] <tokenizer.json>
+//       [documents, default 20] [schema.json]
+// --dump=DIR (for bench/compare_grammar_llamacpp.sh, which replays the same steps in llama.cpp's
+// grammar sampler) also runs the full trie walk over every document, not 3, prints the time of
+// GrammarState::Advance per step, and writes into DIR (which must exist):
+//   grammar.gbnf         the GBNF the schema converts to, byte for byte
+//   vocab.tsv            per token: id, its bytes in hex ("-" when empty), 1 if special
+//   documents.jsonl      the generated documents, one JSON string per line
+//   steps.tsv            per step: document, step, the token taken (-1 at the last step, after the
+//                        whole document), the allowed non-special tokens (count and an FNV-1a hash
+//                        of their ids), the same for those whose bytes are whole, valid UTF-8, and
+//                        the step's CPU us for the full trie walk, ComputeMask with the key cache,
+//                        with key and state caches, and Advance
+// Without --dump the output is as before.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <map>
@@ -98,6 +111,41 @@ std::string DecodeByteLevel(const std::string& s, const std::map<uint32_t, uint8
   return out;
 }
 
+// Whether `s` is complete, well-formed UTF-8 (no overlong forms, surrogates or partial tail).
+bool ValidUtf8(const std::string& s) {
+  for (size_t i = 0; i < s.size();) {
+    const uint8_t c = static_cast<uint8_t>(s[i]);
+    const int len = c < 0x80                ? 1
+                    : c >= 0xC2 && c < 0xE0 ? 2
+                    : c >= 0xE0 && c < 0xF0 ? 3
+                    : c >= 0xF0 && c < 0xF5 ? 4
+                                            : 0;
+    if (len == 0 || i + len > s.size()) return false;
+    uint32_t cp = len == 1 ? c : len == 2 ? c & 0x1F : len == 3 ? c & 0x0F : c & 0x07;
+    for (int k = 1; k < len; ++k) {
+      const uint8_t b = static_cast<uint8_t>(s[i + k]);
+      if ((b & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (b & 0x3F);
+    }
+    if ((len == 3 && (cp < 0x800 || (cp >= 0xD800 && cp < 0xE000))) ||
+        (len == 4 && (cp < 0x10000 || cp > 0x10FFFF))) {
+      return false;
+    }
+    i += len;
+  }
+  return true;
+}
+
+// A set of token ids as its size and an FNV-1a hash of the ids (4 bytes each, in id order).
+struct IdSet {
+  size_t count = 0;
+  uint64_t hash = 1469598103934665603ull;
+  void Add(size_t id) {
+    ++count;
+    for (int b = 0; b < 4; ++b) hash = (hash ^ ((id >> (8 * b)) & 0xFF)) * 1099511628211ull;
+  }
+};
+
 struct Stats {
   std::vector<double> us;
   void Print(const char* what) {
@@ -114,8 +162,17 @@ struct Stats {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::string dump_dir;
+  if (argc > 1 && std::strncmp(argv[1], "--dump=", 7) == 0) {
+    dump_dir = argv[1] + 7;
+    argv[1] = argv[0];
+    --argc;
+    ++argv;
+  }
+  const bool dump = !dump_dir.empty();
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s <tokenizer.json> [documents] [schema.json]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s [--dump=DIR] <tokenizer.json> [documents] [schema.json]\n",
+                 argv[0]);
     return 2;
   }
   const int documents = argc > 2 ? std::atoi(argv[2]) : 20;
@@ -191,11 +248,18 @@ int main(int argc, char** argv) {
   for (size_t id = 0; id < vocab.size(); ++id) {
     if (!vocab[id].empty()) index.emplace(vocab[id], static_cast<int32_t>(id));
   }
-  Stats walk_stats, first1, rest1, warm1, first2, rest2, warm2;
+  Stats walk_stats, first1, rest1, warm1, first2, rest2, warm2, advance;
   size_t allowed_sum = 0;
+  // --dump: per step of each pass, its time; of pass 1, the token taken and the allowed set.
+  std::vector<double> step_us[3], step_advance_us;
+  std::vector<int32_t> step_doc, step_token;
+  std::vector<IdSet> step_allowed, step_allowed_utf8;
+  std::vector<bool> is_special(vocab.size(), false), is_utf8(vocab.size(), false);
+  for (int32_t id : special) is_special[static_cast<size_t>(id)] = true;
+  for (size_t id = 0; id < vocab.size(); ++id) is_utf8[id] = ValidUtf8(vocab[id]);
   for (int pass = 0; pass < 3; ++pass) {
-    // The reference walk is slow: 3 documents of it are enough.
-    const size_t n = pass == 0 ? std::min<size_t>(3, docs.size()) : docs.size();
+    // The reference walk is slow: 3 documents of it are enough (all of them with --dump).
+    const size_t n = pass == 0 && !dump ? std::min<size_t>(3, docs.size()) : docs.size();
     for (size_t d = 0; d < n; ++d) {
       const std::string& doc = docs[d];
       auto state = fg::GrammarState::Start(*grammar);
@@ -222,6 +286,20 @@ int main(int argc, char** argv) {
         }
         stats.us.push_back(took);
         if (pass == 0) allowed_sum += mask.CountAllowed();
+        if (dump) step_us[pass].push_back(took);
+        if (dump && pass == 1) {
+          IdSet all_ids, utf8_ids;
+          for (size_t id = 0; id < vocab.size(); ++id) {
+            if (is_special[id] || !mask.allowed(static_cast<int32_t>(id))) continue;
+            all_ids.Add(id);
+            if (is_utf8[id]) utf8_ids.Add(id);
+          }
+          step_doc.push_back(static_cast<int32_t>(d));
+          step_allowed.push_back(all_ids);
+          step_allowed_utf8.push_back(utf8_ids);
+          step_token.push_back(-1);  // these two set below when a token is taken
+          step_advance_us.push_back(0);
+        }
         if (pos == doc.size()) break;
         // The longest allowed token the document continues with (untimed).
         int32_t best = -1;
@@ -235,9 +313,15 @@ int main(int argc, char** argv) {
             break;
           }
         }
+        const double advance_start = CpuUs();
         if (best < 0 || !state->Advance(doc.substr(pos, best_len)).ok()) {
           std::fprintf(stderr, "replay failed at byte %zu of %s\n", pos, doc.c_str());
           return 1;
+        }
+        if (dump && pass == 1) {
+          step_advance_us.back() = CpuUs() - advance_start;
+          advance.us.push_back(step_advance_us.back());
+          step_token.back() = best;
         }
         pos += best_len;
       }
@@ -249,7 +333,7 @@ int main(int argc, char** argv) {
     return out;
   };
   Stats all1 = all(first1, rest1, warm1), all2 = all(first2, rest2, warm2);
-  walk_stats.Print("full trie walk, 3 docs");
+  walk_stats.Print(dump ? "full trie walk, all docs" : "full trie walk, 3 docs");
   first1.Print("key cache, 1st doc (cold)");
   rest1.Print("key cache, rest of 1st half");
   warm1.Print("key cache, 2nd half");
@@ -262,5 +346,38 @@ int main(int argc, char** argv) {
       "allowed tokens per step: mean %.0f; keys walked %zu; state cache hits %zu, misses %zu\n",
       static_cast<double>(allowed_sum) / walk_stats.us.size(), masker1.keys_built(),
       masker2.cache_hits(), masker2.cache_misses());
+  if (!dump) return 0;
+  advance.Print("Advance (key cache pass)");
+  auto hex = [](const std::string& bytes) {
+    static const char kDigits[] = "0123456789abcdef";
+    std::string out;
+    for (unsigned char c : bytes) {
+      out.push_back(kDigits[c >> 4]);
+      out.push_back(kDigits[c & 15]);
+    }
+    return out.empty() ? std::string("-") : out;
+  };
+  std::ofstream(dump_dir + "/grammar.gbnf", std::ios::binary) << *gbnf;
+  std::ofstream vocab_out(dump_dir + "/vocab.tsv");
+  for (size_t id = 0; id < vocab.size(); ++id) {
+    vocab_out << id << '\t' << hex(vocab[id]) << '\t' << (is_special[id] ? 1 : 0) << '\n';
+  }
+  std::ofstream docs_out(dump_dir + "/documents.jsonl", std::ios::binary);
+  for (const std::string& doc : docs) docs_out << nlohmann::json(doc).dump() << '\n';
+  std::ofstream steps_out(dump_dir + "/steps.tsv");
+  steps_out << "doc\tstep\ttoken\tallowed\tallowed_fnv\tallowed_utf8\tallowed_utf8_fnv"
+               "\tfull_walk_us\tkey_cache_us\tkey_state_cache_us\tadvance_us\n";
+  char line[256];
+  for (size_t i = 0, step = 0; i < step_doc.size(); ++i) {
+    step = i > 0 && step_doc[i] == step_doc[i - 1] ? step + 1 : 0;
+    std::snprintf(line, sizeof(line),
+                  "%d\t%zu\t%d\t%zu\t%016llx\t%zu\t%016llx\t%.3f\t%.3f\t%.3f\t%.3f\n", step_doc[i],
+                  step, step_token[i], step_allowed[i].count,
+                  static_cast<unsigned long long>(step_allowed[i].hash), step_allowed_utf8[i].count,
+                  static_cast<unsigned long long>(step_allowed_utf8[i].hash), step_us[0][i],
+                  step_us[1][i], step_us[2][i], step_advance_us[i]);
+    steps_out << line;
+  }
+  std::printf("wrote %s/{grammar.gbnf,vocab.tsv,documents.jsonl,steps.tsv}\n", dump_dir.c_str());
   return 0;
 }
