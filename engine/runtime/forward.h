@@ -3,8 +3,9 @@
 //
 // A session's rows never mix with another's, and every kernel is row-invariant, so a session's
 // logits are bit-identical whatever else shares its step (batch invariance). Linear kinds use the
-// recurrent form for a 1-token run and the chunked form (chunks aligned to absolute multiples of
-// the chunk size) otherwise; softmax writes K/V into the paged pool and attends over it.
+// recurrent form for a 1-token run and for a stepwise run (token by token: a speculative
+// verification), and the chunked form (chunks aligned to absolute multiples of the chunk size)
+// otherwise; softmax writes K/V into the paged pool and attends over it.
 //
 // ForwardPass validates; the layer loop itself is DeviceForward<D> (engine/runtime/
 // device_forward.h), written once for every Device (CUDA: weights on the GPU, fixed-size states

@@ -9,6 +9,7 @@ PromptLookupDrafter::PromptLookupDrafter(const PromptLookupOptions& options) : o
   o_.min_ngram = std::clamp(o_.min_ngram, 1, 16);
   o_.max_ngram = std::clamp(o_.max_ngram, o_.min_ngram, 16);
   last_end_.resize(static_cast<size_t>(o_.max_ngram - o_.min_ngram + 1));
+  length_ = o_.max_draft;
 }
 
 uint64_t PromptLookupDrafter::Hash(int64_t end, int n) const {
@@ -37,7 +38,7 @@ void PromptLookupDrafter::Append(std::span<const int32_t> tokens) {
 }
 
 std::vector<int32_t> PromptLookupDrafter::Draft(int limit) {
-  const int64_t k = std::min(limit, o_.max_draft);
+  const int64_t k = std::min({limit, o_.max_draft, length_});
   if (k < 1) return {};
   if (pause_ > 0) {
     --pause_;
@@ -62,7 +63,10 @@ std::vector<int32_t> PromptLookupDrafter::Draft(int limit) {
 
 void PromptLookupDrafter::Feedback(int drafted, int accepted) {
   if (drafted <= 0) return;
-  if (accepted > 0) {
+  // The next draft's length: one more than this one kept when it fell short, twice as long (up
+  // to max_draft) when all of it was kept.
+  length_ = accepted >= drafted ? std::min(2 * length_, o_.max_draft) : accepted + 1;
+  if (accepted >= std::min(drafted, kPaysOff)) {
     next_pause_ = 1;
     return;
   }

@@ -6,9 +6,12 @@
 // (StepRequest::draft, engine/runtime/engine.h), so a wrong draft costs time, never a changed
 // output.
 //
-// Adaptive: a draft the model refuses entirely pauses drafting for a number of steps that doubles
-// with each further miss in a row (up to kMaxPause) and resets once a draft is accepted in part,
-// so text where drafts fail pays a verification now and then, not every step.
+// Adaptive: each row a draft adds costs time, so a draft that falls short makes the next one only
+// one token longer than what it kept, and one kept whole doubles the next (up to max_draft). A
+// miss (a draft of which fewer than kPaysOff tokens were accepted) also pauses drafting for
+// a number of steps that doubles with each further miss in a row (up to kMaxPause) and resets
+// once a draft pays off, so text where drafts fail pays a verification now and then, not every
+// step.
 //
 // Owns the token history it was fed and, per n, an index of each n-gram's most recent end
 // (memory linear in the history: about 3 entries per token). Draft is O(max_ngram) hash lookups
@@ -33,6 +36,10 @@ struct PromptLookupOptions {
 class PromptLookupDrafter {
  public:
   static constexpr int kMaxPause = 64;  // steps without drafts after repeated misses, at most
+  // A draft with fewer accepted tokens than this (or than its length) is a miss: verifying it
+  // cost more than the tokens it saved (on the CPU a 6-row verification costs 2-3 decode steps
+  // at batch 1; docs/benchmarks.md, "Speculative decoding").
+  static constexpr int kPaysOff = 2;
 
   // Out-of-range options are clamped (max_draft >= 1, 1 <= min_ngram <= max_ngram <= 16).
   explicit PromptLookupDrafter(const PromptLookupOptions& options);
@@ -42,7 +49,8 @@ class PromptLookupDrafter {
   // The draft to verify after the current context: at most `limit` (and max_draft) tokens; empty
   // when no suffix recurs or drafting is paused. Counts one step of a pause.
   std::vector<int32_t> Draft(int limit);
-  // What the engine made of the last draft: `drafted` tokens verified, `accepted` of them kept.
+  // What the engine made of the last draft: `drafted` tokens verified, `accepted` of them kept
+  // (a miss pauses drafting, see above).
   void Feedback(int drafted, int accepted);
 
   int64_t size() const { return static_cast<int64_t>(tokens_.size()); }
@@ -55,6 +63,7 @@ class PromptLookupDrafter {
   PromptLookupOptions o_;
   std::vector<int32_t> tokens_;
   std::vector<absl::flat_hash_map<uint64_t, int64_t>> last_end_;  // per n - min_ngram
+  int length_ = 1;      // the next draft's longest (Feedback adapts it)
   int pause_ = 0;       // steps left without drafts
   int next_pause_ = 1;  // the pause after the next complete miss
 };

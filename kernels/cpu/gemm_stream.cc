@@ -17,13 +17,15 @@ namespace flatstate::cpu {
 namespace {
 
 // Small-batch rows of fp32-chain panels (f32, bf16; AVX2 and AVX-512 bodies), streamed as the
-// integer rows of cpu/gemm_internal.h are: per row, k in chunks of kStreamChunkK, each chunk of up
-// to kStreamPanels adjacent panels in turn, the 64 accumulators of a panel kept in memory between
-// chunks (8 loads and stores per chunk, against 8 x kStreamChunkK fmas). kChunk(x, panel, kk0, kk1,
-// acc) adds rows [kk0, kk1) of one panel to acc in k order and prefetches the panel kStreamChunkK
-// rows (1 KiB of f32) ahead. Chunks of 4 rows beat 8, 16 and 32 (finer interleaving of the
-// streams), 4 panels beat 2 and 8 (docs/benchmarks.md). Each column is the same in-order chain as
-// in every other body.
+// integer rows of cpu/gemm_internal.h are: k in chunks of kStreamChunkK, each chunk of up to
+// kStreamPanels adjacent panels in turn, and each panel chunk applied to every row of the call
+// before the next (the rows share one pass over the weights: a chunk read from memory for the
+// first row is in L1 for the others), the 64 accumulators of a (row, panel) kept in memory
+// between chunks (8 loads and stores per chunk, against 8 x kStreamChunkK fmas). kChunk(x, panel,
+// kk0, kk1, acc) adds rows [kk0, kk1) of one panel to acc in k order and prefetches the panel
+// kStreamChunkK rows (1 KiB of f32) ahead. Chunks of 4 rows beat 8, 16 and 32 (finer
+// interleaving of the streams), 4 panels beat 2 and 8 (docs/benchmarks.md). Each column of each
+// row is the same in-order chain as in every other body, whatever else the call holds.
 inline constexpr int64_t kStreamChunkK = 4;
 using StreamChunkFn = void (*)(const float* x, const uint8_t* panel, int64_t kk0, int64_t kk1,
                                float* acc);
@@ -31,15 +33,21 @@ template <StreamChunkFn kChunk>
 void RowsStreamF(const float* x, int64_t r0, int64_t r1, const PackedWeight& w, int64_t p0,
                  int64_t np, float* y, int64_t ldy, bool accumulate) {
   const int64_t k = w.k();
-  for (int64_t r = r0; r < r1; ++r) {
-    alignas(64) float acc[kStreamPanels][kP] = {};
+  for (int64_t rb = r0; rb < r1; rb += kStreamMaxRows) {
+    const int64_t rows = std::min<int64_t>(kStreamMaxRows, r1 - rb);
+    alignas(64) float acc[kStreamMaxRows][kStreamPanels][kP] = {};
     for (int64_t kc = 0; kc < k; kc += kStreamChunkK) {
       const int64_t kend = std::min(k, kc + kStreamChunkK);
-      for (int64_t g = 0; g < np; ++g) kChunk(x + r * k, w.panel_data(p0 + g), kc, kend, acc[g]);
+      for (int64_t g = 0; g < np; ++g) {
+        const uint8_t* panel = w.panel_data(p0 + g);
+        for (int64_t i = 0; i < rows; ++i) kChunk(x + (rb + i) * k, panel, kc, kend, acc[i][g]);
+      }
     }
-    for (int64_t g = 0; g < np; ++g) {
-      const int64_t c0 = (p0 + g) * kP;
-      Store<1>(acc[g], y + r * ldy + c0, 0, std::min(kP, w.n() - c0), accumulate);
+    for (int64_t i = 0; i < rows; ++i) {
+      for (int64_t g = 0; g < np; ++g) {
+        const int64_t c0 = (p0 + g) * kP;
+        Store<1>(acc[i][g], y + (rb + i) * ldy + c0, 0, std::min(kP, w.n() - c0), accumulate);
+      }
     }
   }
 }

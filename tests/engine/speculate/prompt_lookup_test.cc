@@ -1,6 +1,6 @@
 // PromptLookupDrafter (engine/speculate/prompt_lookup.h): drafts continue the most recent earlier
 // occurrence of the longest recurring suffix, never the suffix itself; limits; the pause after
-// complete misses doubles and resets on an accepted draft.
+// misses (fewer than kPaysOff tokens accepted) doubles and resets on a draft that pays off.
 #include "engine/speculate/prompt_lookup.h"
 
 #include <vector>
@@ -48,8 +48,18 @@ TEST(PromptLookupDrafter, MissesPauseDraftingLongerEachTime) {
   EXPECT_TRUE(d.Draft(2).empty());
   EXPECT_TRUE(d.Draft(2).empty());
   ASSERT_FALSE(d.Draft(2).empty());
-  d.Feedback(2, 1);  // accepted in part: the next miss pauses one step again
+  d.Feedback(2, 2);  // paid off: the next miss pauses one step again
   ASSERT_FALSE(d.Draft(2).empty());
+  d.Feedback(2, 0);
+  EXPECT_TRUE(d.Draft(2).empty());
+  EXPECT_FALSE(d.Draft(2).empty());
+  // One token accepted of several does not pay for the verification: a miss (pause 2 now).
+  d.Feedback(5, 1);
+  EXPECT_TRUE(d.Draft(2).empty());
+  EXPECT_TRUE(d.Draft(2).empty());
+  EXPECT_FALSE(d.Draft(2).empty());
+  // A one-token draft accepted whole pays off.
+  d.Feedback(1, 1);
   d.Feedback(2, 0);
   EXPECT_TRUE(d.Draft(2).empty());
   EXPECT_FALSE(d.Draft(2).empty());
