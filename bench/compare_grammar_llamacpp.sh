@@ -59,7 +59,7 @@ log() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$LOG"; }
 
 # The llama.cpp side, compiled here and only here.
 log "compiling bench/grammar_llamacpp.cc against $LLAMA_CPP_DIR"
-"$CXX" -std=c++17 -O2 -Wall -Wextra -I"$LLAMA_CPP_DIR/include" -I"$LLAMA_CPP_DIR/ggml/include" \
+"$CXX" -std=c++17 -O2 -Wall -Wextra -I. -I"$LLAMA_CPP_DIR/include" -I"$LLAMA_CPP_DIR/ggml/include" \
   bench/grammar_llamacpp.cc -o "$OUT_DIR/grammar_llamacpp" \
   -L"$LLAMA_LIB_DIR" -lllama -lggml -lggml-base -Wl,-rpath,"$LLAMA_LIB_DIR"
 
