@@ -31,13 +31,13 @@
 #include <ctime>
 #include <fstream>
 #include <sstream>
-#include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "bench/grammar_bench_common.h"
 #include "llama.h"
+#include "nlohmann/json.hpp"
 
 namespace {
 
@@ -67,46 +67,6 @@ std::string FromHex(const std::string& hex) {
   std::string out;
   for (size_t i = 0; i + 1 < hex.size(); i += 2) {
     out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
-  }
-  return out;
-}
-
-// One JSON string literal (the line documents.jsonl holds) to its bytes. The writer (nlohmann's
-// dump) escapes only '"', '\\' and control characters; \u escapes above 0x7F do not occur.
-std::string UnquoteJson(const std::string& line) {
-  std::string out;
-  for (size_t i = 1; i + 1 < line.size(); ++i) {
-    if (line[i] != '\\') {
-      out.push_back(line[i]);
-      continue;
-    }
-    const char e = line[++i];
-    switch (e) {
-      case 'n':
-        out.push_back('\n');
-        break;
-      case 't':
-        out.push_back('\t');
-        break;
-      case 'r':
-        out.push_back('\r');
-        break;
-      case 'b':
-        out.push_back('\b');
-        break;
-      case 'f':
-        out.push_back('\f');
-        break;
-      case 'u': {
-        const long cp = std::stol(line.substr(i + 1, 4), nullptr, 16);
-        if (cp > 0x7F) throw std::runtime_error("non-ASCII \\u escape in documents.jsonl");
-        out.push_back(static_cast<char>(cp));
-        i += 4;
-        break;
-      }
-      default:
-        out.push_back(e);
-    }
   }
   return out;
 }
@@ -221,7 +181,7 @@ int main(int argc, char** argv) {
   {
     std::istringstream in(ReadFile(dir + "/documents.jsonl"));
     std::string line;
-    while (std::getline(in, line)) docs.push_back(UnquoteJson(line));
+    while (std::getline(in, line)) docs.push_back(nlohmann::json::parse(line).get<std::string>());
   }
   std::vector<Step> steps;
   {
