@@ -46,8 +46,9 @@ class PromptLookupDrafter {
 
   // Appends tokens to the context (the prompt, then each token the stream emits, in order).
   void Append(std::span<const int32_t> tokens);
-  // The draft to verify after the current context: at most `limit` (and max_draft) tokens; empty
-  // when no suffix recurs or drafting is paused. Counts one step of a pause.
+  // The draft to verify after the current context: at most `limit`, max_draft and the adapted
+  // length (see above) tokens; empty when no suffix recurs or drafting is paused. Counts one step
+  // of a pause.
   std::vector<int32_t> Draft(int limit);
   // What the engine made of the last draft: `drafted` tokens verified, `accepted` of them kept
   // (a miss pauses drafting, see above).
@@ -57,7 +58,7 @@ class PromptLookupDrafter {
 
  private:
   uint64_t Hash(int64_t end, int n) const;  // of tokens_[end - n, end)
-  // Records the n-grams ending at `end` (< size()) as their most recent occurrence.
+  // Records the n-grams ending at `end` (<= size()) as their most recent occurrence.
   void Index(int64_t end);
 
   PromptLookupOptions o_;
@@ -65,7 +66,7 @@ class PromptLookupDrafter {
   std::vector<absl::flat_hash_map<uint64_t, int64_t>> last_end_;  // per n - min_ngram
   int length_ = 1;      // the next draft's longest (Feedback adapts it)
   int pause_ = 0;       // steps left without drafts
-  int next_pause_ = 1;  // the pause after the next complete miss
+  int next_pause_ = 1;  // the pause after the next miss
 };
 
 }  // namespace flatstate

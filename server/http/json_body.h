@@ -28,8 +28,9 @@ inline absl::StatusOr<nlohmann::json> ParseObject(absl::string_view body) {
   return j;
 }
 
-// The member `key` when present and not null.
-inline const nlohmann::json* Field(const nlohmann::json& j, const char* key) {
+// The member `key` when present and not null (of a nlohmann::json or ordered_json object).
+template <typename Json>
+const Json* Field(const Json& j, const char* key) {
   auto it = j.find(key);
   return it == j.end() || it->is_null() ? nullptr : &*it;
 }
