@@ -54,6 +54,10 @@ struct ConvSeq {
   int64_t row = 0;
   int64_t T = 0;
   float* window = nullptr;
+  // Null, or (a speculative step's stepwise sequence, CPU only) where the window after each
+  // token t < T - 1 goes: steps + t * steps_stride + layer_offset (LinearSeq::steps).
+  float* steps = nullptr;
+  int64_t steps_stride = 0;
 };
 
 // Causal depthwise convolution ("token shift") of B sequences: for each, t in [0, T), channel c,

@@ -89,6 +89,12 @@ struct LinearSeq {
   // step) instead of the chunked form: a speculative verification (engine.h). The CPU bodies
   // only (cpu::ForEachSequenceHead); ForwardPass refuses it elsewhere.
   bool stepwise = false;
+  // Stepwise only, or null: where the state after each token t < T - 1 goes, at
+  // steps + t * steps_stride, laid out as `state` is (the same offsets). Each op writes the parts
+  // it advances (cpu::RecordStep), so once every layer ran, record t is the whole state after
+  // token t: a speculative step that keeps t + 1 tokens takes it instead of running them again.
+  float* steps = nullptr;
+  int64_t steps_stride = 0;
 };
 
 // The part of a batched call every grouped-head recurrence shares (GatedDeltaBatch,

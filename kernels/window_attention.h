@@ -30,6 +30,10 @@ struct WindowSeq {
   int64_t T = 0;
   int64_t pos0 = 0;
   float* state = nullptr;  // the session's state; this layer's rings at + ring_k / + ring_v
+  // Null, or (a speculative step's stepwise sequence, CPU only) where the state after each token
+  // t < T - 1 goes, laid out as `state` (LinearSeq::steps): the rings after token t.
+  float* steps = nullptr;
+  int64_t steps_stride = 0;
 };
 
 struct WindowBatch {

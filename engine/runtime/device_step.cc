@@ -52,8 +52,12 @@ absl::Status DeviceStep<D>::Build(const ModelConfig& c, int chunk,
     q.pos0 = batch[s].state->position;
     q.state = states->StateOf(batch[s].state);
     q.stepwise = batch[s].stepwise && q.T > 1;
-    conv.host.push_back(ConvSeq{q.row, q.T, q.state});
-    window.host.push_back(WindowSeq{q.row, q.T, q.pos0, q.state});
+    if (q.stepwise && batch[s].steps != nullptr) {
+      q.steps = batch[s].steps;
+      q.steps_stride = static_cast<int64_t>(c.state_floats());
+    }
+    conv.host.push_back(ConvSeq{q.row, q.T, q.state, q.steps, q.steps_stride});
+    window.host.push_back(WindowSeq{q.row, q.T, q.pos0, q.state, q.steps, q.steps_stride});
     if (q.T == 1) {
       decode.host.push_back(q);
       continue;

@@ -282,12 +282,13 @@ absl::Status Engine::Step(std::span<const StepRequest> requests, std::vector<Ste
     sp.run = runs_.size();
     sp.tokens.assign(s->pending.begin(), s->pending.end());
     sp.tokens.insert(sp.tokens.end(), draft.begin(), draft.end());
-    if (config().has_state()) sp.linear = s->linear;
+    if (config().has_state()) sp.steps.resize(draft.size() * config().state_floats());
     sp.position = s->position;
     sp.table_before = table_before;
     (*results)[i].drafted = static_cast<int>(draft.size());
     spec_of_run_.push_back(static_cast<int>(spec_.size()) - 1);
-    runs_.push_back(SequenceRun{s, sp.tokens, true, true});  // spec_'s buffers do not move
+    // spec_'s buffers do not move
+    runs_.push_back(SequenceRun{s, sp.tokens, true, true, sp.steps.empty() ? nullptr : sp.steps.data()});
   }
   first_row_.assign(runs_.size() + 1, 0);
   for (size_t r = 0; r < runs_.size(); ++r) {

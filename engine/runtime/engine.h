@@ -143,8 +143,9 @@ struct StepRequest {
   // successive plain steps would: a draw equal to the draft's next token accepts it and goes on;
   // the first draw that differs, completes the grammar, is an EOS id or comes from the last row
   // ends the step. The session is left exactly as after those plain steps: softmax layers drop
-  // the rows past the kept tokens; recurrent states go back to a copy taken before the run and
-  // the kept tokens run again (stepwise). So tokens, logprobs, states and checkpoints are the
+  // the rows past the kept tokens; recurrent states take the run's record of the state after the
+  // last kept token (SequenceRun::steps: each op records the parts it advances after every
+  // token), so nothing runs twice. So tokens, logprobs, states and checkpoints are the
   // bits of decoding without a draft. A draft past max_position_embeddings is cut there. It is
   // ignored (a plain step; StepResult::drafted 0) when the request is not as above, when the KV
   // blocks for its rows are not there, or when a draft token is out of range.
@@ -303,7 +304,8 @@ class Engine {
   void DrawVerified(const StepRequest& request, std::span<const int32_t> draft, const float* rows,
                     StepResult* result, SamplerScratch* scratch) const;
   // After the draws: every speculative run that kept fewer tokens than it ran goes back to the
-  // state after those it kept (see StepRequest::draft). A failed re-run fails its request.
+  // state after those it kept (see StepRequest::draft): KV rows past them dropped, the recurrent
+  // state copied from the run's record of it after the last kept token. Cannot fail.
   void SettleSpeculation(std::span<const StepRequest> requests, std::vector<StepResult>* results);
   // `s` with a current host copy: `s` itself, or (CUDA linear, slot newer than `linear`) a copy
   // in host_view_ refreshed from the slot, valid until the next call.
@@ -332,7 +334,7 @@ class Engine {
   struct Speculation {
     size_t run = 0;                // index into runs_
     std::vector<int32_t> tokens;   // the pending token, then the draft
-    std::vector<float> linear;     // the recurrent state before the run (models with one)
+    std::vector<float> steps;      // the state after each token but the last (SequenceRun::steps)
     int64_t position = 0;          // before the run
     size_t table_before = 0;       // KV table size before the run
   };

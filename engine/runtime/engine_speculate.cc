@@ -64,8 +64,7 @@ void Engine::DrawVerified(const StepRequest& request, std::span<const int32_t> d
 
 void Engine::SettleSpeculation(std::span<const StepRequest> requests,
                                std::vector<StepResult>* results) {
-  std::vector<SequenceRun> reruns;
-  std::vector<size_t> rerun_requests;
+  const size_t floats = config().state_floats();
   for (Speculation& sp : spec_) {
     const size_t i = run_of_[sp.run];
     StepResult& res = (*results)[i];
@@ -74,27 +73,14 @@ void Engine::SettleSpeculation(std::span<const StepRequest> requests,
     const int64_t keep = 1 + static_cast<int64_t>(res.accepted.size());
     res.consumed = keep;
     if (keep == static_cast<int64_t>(sp.tokens.size())) continue;
+    s->position = sp.position + keep;  // softmax rows past it are never read, then overwritten
     if (kv_ != nullptr) {
       const int64_t blocks = KvBlockPool::BlocksFor(sp.position + keep, kv_->block_size());
       kv_->Truncate(&s->kv_blocks, std::max(sp.table_before, static_cast<size_t>(blocks)));
     }
-    if (!config().has_state()) {
-      s->position = sp.position + keep;  // rows past it are never read and get overwritten
-      continue;
-    }
-    s->linear = std::move(sp.linear);
-    s->position = sp.position;
-    reruns.push_back(SequenceRun{s, std::span<const int32_t>(sp.tokens.data(), keep), false,
-                                 true});
-    rerun_requests.push_back(i);
-  }
-  if (reruns.empty()) return;
-  std::vector<float> unused;
-  if (absl::Status st = forward_->Run(reruns, &unused); !st.ok()) {
-    for (size_t k = 0; k < reruns.size(); ++k) {
-      StepResult& res = (*results)[rerun_requests[k]];
-      res.status = st;
-      res.sampled = false;
+    if (floats > 0) {  // record keep - 1 is the state after the last kept token
+      std::copy_n(sp.steps.begin() + static_cast<std::ptrdiff_t>((keep - 1) * floats), floats,
+                  s->linear.begin());
     }
   }
 }

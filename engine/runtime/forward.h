@@ -47,6 +47,11 @@ struct SequenceRun {
   // drafted tokens with a decode step's bits (engine.h). Softmax layers and every GEMM are
   // row-invariant, so only the recurrent ops change form. Only where supports_stepwise().
   bool stepwise = false;
+  // Stepwise runs of models with a recurrent state only, or null: room for tokens.size() - 1
+  // states (ModelConfig::state_floats() floats each), where the run leaves the state after each
+  // of its tokens but the last (LinearSeq::steps), so a speculative step that keeps fewer tokens
+  // than it ran copies one back instead of running them again.
+  float* steps = nullptr;
 };
 
 // The interface the engine runs steps through; DeviceForward<D> (device_forward.h) implements it

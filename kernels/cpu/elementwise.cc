@@ -103,9 +103,10 @@ void AddInPlace<Device::kCpu>(float* y, const float* x, int64_t n) {
 
 namespace {
 
-// One sequence of CausalConv<kCpu>; `window` is this layer's window.
+// One sequence of CausalConv<kCpu>; `window` is this layer's window, `steps` (or null) where
+// the window after token t < T - 1 goes, at steps + t * steps_stride.
 void CausalConvSeq(const float* in, int64_t T, int64_t dim, int K, const float* w, float* window,
-                   float* out) {
+                   float* steps, int64_t steps_stride, float* out) {
   const int64_t hist = K - 1;
   auto row = [&](int64_t f) -> const float* {  // row f of full = [window; in]
     return f < hist ? window + f * dim : in + (f - hist) * dim;
@@ -119,6 +120,11 @@ void CausalConvSeq(const float* in, int64_t T, int64_t dim, int K, const float* 
     }
   }
   if (hist <= 0) return;
+  for (int64_t t = 0; steps != nullptr && t + 1 < T; ++t) {  // after token t: rows t+1..t+hist
+    for (int64_t r = 0; r < hist; ++r) {
+      std::memcpy(steps + t * steps_stride + r * dim, row(t + 1 + r), sizeof(float) * dim);
+    }
+  }
   // New window = last `hist` rows of full (length hist + T).
   std::vector<float> next(static_cast<size_t>(hist * dim));
   for (int64_t r = 0; r < hist; ++r) {
@@ -133,8 +139,10 @@ template <>
 void CausalConv<Device::kCpu>(const float* in, int64_t dim, int K, const float* w,
                               const ConvSeq* seqs, int B, int64_t layer_offset, float* out) {
   for (int s = 0; s < B; ++s) {
-    CausalConvSeq(in + seqs[s].row * dim, seqs[s].T, dim, K, w, seqs[s].window + layer_offset,
-                  out + seqs[s].row * dim);
+    const ConvSeq& sq = seqs[s];
+    CausalConvSeq(in + sq.row * dim, sq.T, dim, K, w, sq.window + layer_offset,
+                  sq.steps == nullptr ? nullptr : sq.steps + layer_offset, sq.steps_stride,
+                  out + sq.row * dim);
   }
 }
 

@@ -174,6 +174,7 @@ void GatedDeltaRule<Device::kCpu>(const GatedDeltaBatch& b, const Parallel& par)
                           sq.T, sq.pos0, b.chunk, base + b.s_off + h * state,
                           b.out + sq.row * b.out_stride + static_cast<int64_t>(h) * b.value_dim,
                           b.out_stride, scratch);
+        cpu::RecordStep(sq, base + b.s_off + h * state, state);
       });
 }
 

@@ -200,6 +200,7 @@ void GatedLinear<Device::kCpu>(const GatedLinearBatch& b, const Parallel& par) {
             b.v + sq.row * b.v_stride + int64_t{h} * b.value_dim, b.v_stride, g, b.g_stride, sq.T,
             sq.pos0, b.chunk, base + b.s_off + h * state,
             b.out + sq.row * b.out_stride + int64_t{h} * b.value_dim, b.out_stride, scratch);
+        cpu::RecordStep(sq, base + b.s_off + h * state, state);
       });
 }
 

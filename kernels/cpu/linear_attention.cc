@@ -229,6 +229,9 @@ void LinearAttention<Device::kCpu>(const LinearBatch& b, const Parallel& par) {
                            b.chunk, base + b.s_off + static_cast<int64_t>(h) * F * hd,
                            base + b.z_off + static_cast<int64_t>(h) * F, base + b.m_off + h,
                            b.out + sq.row * b.out_stride + h * hd, b.out_stride, scratch);
+        cpu::RecordStep(sq, base + b.s_off + static_cast<int64_t>(h) * F * hd, int64_t{F} * hd);
+        cpu::RecordStep(sq, base + b.z_off + static_cast<int64_t>(h) * F, F);
+        cpu::RecordStep(sq, base + b.m_off + h, 1);
       });
 }
 

@@ -149,6 +149,7 @@ void Rwkv7Recurrence<Device::kCpu>(const Rwkv7Batch& b, const Parallel& par) {
         } else {
           Rwkv7ChunkCpu(N, x, sq.T, sq.pos0, b.chunk, S, scratch);
         }
+        cpu::RecordStep(sq, S, state);
       });
 }
 

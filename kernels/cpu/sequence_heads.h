@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "kernels/linear_attention.h"
@@ -16,7 +17,9 @@ namespace flatstate::cpu {
 // prefill / layer_offset fields), on `par`: fn(seq, h, base, scratch) with base the sequence's
 // state slice of this layer and scratch at least need(seq) floats of this thread's. A stepwise
 // sequence (LinearSeq::stepwise) is handed to fn one token at a time, in order, each as the
-// one-token sequence a decode step would pass: the recurrent form's bits for every token.
+// one-token sequence a decode step would pass: the recurrent form's bits for every token; its
+// `steps` is then that token's record (LinearSeq::steps; null for the last token or without
+// records), which fn fills with RecordStep.
 template <typename Batch, typename Need, typename Fn>
 void ForEachSequenceHead(const Batch& b, int H, const Parallel& par, Need need, Fn fn) {
   const int64_t tasks = static_cast<int64_t>(b.num_decode + b.num_prefill) * H;
@@ -34,6 +37,7 @@ void ForEachSequenceHead(const Batch& b, int H, const Parallel& par, Need need, 
         for (int64_t t = 0; t < sq.T; ++t) {
           one.row = sq.row + t;
           one.pos0 = sq.pos0 + t;
+          one.steps = sq.steps != nullptr && t + 1 < sq.T ? sq.steps + t * sq.steps_stride : nullptr;
           fn(one, static_cast<int>(task % H), sq.state + b.layer_offset, scratch.data());
         }
         continue;
@@ -43,6 +47,13 @@ void ForEachSequenceHead(const Batch& b, int H, const Parallel& par, Need need, 
       fn(sq, static_cast<int>(task % H), sq.state + b.layer_offset, scratch.data());
     }
   });
+}
+
+// Copies n floats of one's state at p (inside one.state) to the same offset of one.steps, the
+// record of a stepwise token (LinearSeq::steps); nothing when there is no record.
+inline void RecordStep(const LinearSeq& one, const float* p, int64_t n) {
+  if (one.steps == nullptr) return;
+  std::memcpy(one.steps + (p - one.state), p, sizeof(float) * static_cast<size_t>(n));
 }
 
 template <typename Need, typename Fn>

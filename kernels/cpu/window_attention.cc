@@ -50,6 +50,19 @@ void WindowHead(const WindowBatch& b, const WindowSeq& sq, int h, float* c, floa
       for (int d = 0; d < hd; ++d) o[d] += w * vt[d];
     }
   }
+  // The rings after each token t < T - 1, from the old ring and the call's rows, before the old
+  // ring is overwritten: slot j holds the latest position <= P + t that is j mod W.
+  for (int64_t t = 0; sq.steps != nullptr && t + 1 < sq.T; ++t) {
+    float* rec_k = sq.steps + t * sq.steps_stride + b.ring_k + head;
+    float* rec_v = sq.steps + t * sq.steps_stride + b.ring_v + head;
+    for (int64_t j = 0; j < W; ++j) {
+      const int64_t last = P + t - ((P + t - j) % W + W) % W;  // may be < 0: never written
+      const float* kj = last >= P ? key(last) : ring_k + j * D;
+      const float* vj = last >= P ? value(last) : ring_v + j * D;
+      std::memcpy(rec_k + j * D, kj, sizeof(float) * hd);
+      std::memcpy(rec_v + j * D, vj, sizeof(float) * hd);
+    }
+  }
   // Only now (every read of the old ring is done) the call's last min(T, W) positions.
   for (int64_t t = std::max(P, P + sq.T - W); t < P + sq.T; ++t) {
     std::memcpy(ring_k + (t % W) * D, key(t), sizeof(float) * hd);

@@ -36,5 +36,34 @@ TEST(Elementwise, GeluMatchesExactGelu) {
   EXPECT_TRUE(std::isnan(nan));
 }
 
+// A speculative step's records (ConvSeq::steps): record t of a T-token call is the window a call
+// that stopped after its token t leaves, bit for bit (K = 4: windows of 3 rows; T = 5 > K).
+TEST(Elementwise, CausalConvRecordsTheWindowAfterEachToken) {
+  const int64_t dim = 5, T = 5, offset = 2;  // the window sits at layer_offset 2 of its state
+  const int K = 4;
+  std::vector<float> w(dim * K), in(T * dim), state(offset + (K - 1) * dim);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 0.1f * static_cast<float>(i % 7) - 0.3f;
+  for (size_t i = 0; i < in.size(); ++i) in[i] = std::sin(0.7f * static_cast<float>(i));
+  for (size_t i = 0; i < state.size(); ++i) state[i] = std::cos(1.3f * static_cast<float>(i));
+  const size_t stride = state.size();
+  std::vector<float> steps((T - 1) * stride, -1.f), out(T * dim), running = state;
+  std::vector<float> live = state;
+  const ConvSeq seq{0, T, live.data(), steps.data(), static_cast<int64_t>(stride)};
+  CausalConv<Device::kCpu>(in.data(), dim, K, w.data(), &seq, 1, offset, out.data());
+  for (int64_t t = 0; t < T; ++t) {  // one token per call: the windows a stopped run leaves
+    const ConvSeq one{0, 1, running.data()};
+    std::vector<float> o(dim);
+    CausalConv<Device::kCpu>(in.data() + t * dim, dim, K, w.data(), &one, 1, offset, o.data());
+    if (t + 1 == T) {
+      EXPECT_EQ(live, running) << "the live window after the call";
+      break;
+    }
+    const std::vector<float> got(steps.begin() + t * stride + offset,
+                                 steps.begin() + (t + 1) * stride);
+    EXPECT_EQ(got, std::vector<float>(running.begin() + offset, running.end())) << "record " << t;
+    EXPECT_EQ(steps[t * stride], -1.f) << "record " << t << " wrote outside the window";
+  }
+}
+
 }  // namespace
 }  // namespace flatstate

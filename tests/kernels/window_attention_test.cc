@@ -73,15 +73,22 @@ struct Result {
   std::vector<float> out, ring;  // ring: [ring_k (W x D) | ring_v (W x D)]
 };
 
+// `steps` (CPU only): the last piece's per-token records (WindowSeq::steps), (n - 1) states.
 Result RunOn(Device d, const std::vector<float>& rows, int64_t T,
-             const std::vector<int64_t>& pieces) {
+             const std::vector<int64_t>& pieces, std::vector<float>* steps = nullptr) {
   DeviceArray<float> drows(d, rows);
   DeviceArray<float> state(d, std::vector<float>(2 * kW * kD, 0.f));
   DeviceArray<float> out(d, std::vector<float>(T * kD, 0.f));
   SerialParallel serial;
   int64_t t = 0;
   for (int64_t n : pieces) {
-    DeviceArray<WindowSeq> seq(d, {WindowSeq{t, n, t, state.get()}});
+    WindowSeq one{t, n, t, state.get()};
+    if (steps != nullptr && t + n == T) {
+      steps->assign(static_cast<size_t>((n - 1) * 2 * kW * kD), -1.f);
+      one.steps = steps->data();
+      one.steps_stride = 2 * kW * kD;
+    }
+    DeviceArray<WindowSeq> seq(d, {one});
     WindowBatch b;
     b.seqs = seq.get();
     b.num = 1;
@@ -164,6 +171,22 @@ TEST_P(WindowAttentionTest, MatchesCpu) {
   const Result got = RunOn(dev(), rows, T, {16, 1, 23});
   for (size_t i = 0; i < cpu.out.size(); ++i) ASSERT_NEAR(got.out[i], cpu.out[i], 1e-5) << i;
   for (size_t i = 0; i < cpu.ring.size(); ++i) ASSERT_NEAR(got.ring[i], cpu.ring[i], 1e-5) << i;
+}
+
+// A speculative step's records (WindowSeq::steps): after a wrapped ring (9 tokens, W = 6), a
+// call of 8 tokens (longer than W: slots written twice) leaves in record t the rings, bit for
+// bit, of a run that stopped after its token t.
+TEST(WindowAttentionRecords, RecordTIsTheRingAfterTokenT) {
+  const int64_t P = 9, T = 8;
+  const auto rows = Random((P + T) * kStride, 8);
+  std::vector<float> steps;
+  RunOn(Device::kCpu, rows, P + T, {P, T}, &steps);
+  const size_t floats = 2 * kW * kD;
+  for (int64_t t = 0; t + 1 < T; ++t) {
+    const Result want = RunOn(Device::kCpu, rows, P + t + 1, {P + t + 1});
+    const std::vector<float> got(steps.begin() + t * floats, steps.begin() + (t + 1) * floats);
+    EXPECT_EQ(got, want.ring) << "record " << t;
+  }
 }
 
 TEST_P(WindowAttentionTest, ShapeLimits) {
