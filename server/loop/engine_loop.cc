@@ -170,9 +170,7 @@ void EngineLoop::AdmitStream(GenerateJob job, std::shared_ptr<TokenSink> sink,
     st->choices = PendingChoices{std::move(more), job.stop,
                                  job.sampling.value_or(SamplingParams{}).seed};
   }
-  // A session that lives on must end exactly where the stream's output does; a stop string can end
-  // it inside a speculative step's accepted tokens, so those streams do not speculate.
-  if (job.max_draft_tokens > 0 && (session->throwaway || job.stop.empty())) {
+  if (job.max_draft_tokens > 0) {
     st->max_draft = job.max_draft_tokens;
     st->drafter = std::make_unique<PromptLookupDrafter>(
         PromptLookupOptions{.max_draft = job.max_draft_tokens});

@@ -70,6 +70,9 @@ std::vector<int32_t> EngineLoop::DraftFor(Stream* st, Engine* engine, int64_t pl
       break;
     }
   }
+  // Nor past a stop string: accepted tokens are run, and a session that lives on must end where
+  // its reply does. The step's own draw may still complete one, as a plain step's may.
+  d.resize(st->text.TokensBeforeStop(st->session->decoder, d));
   const KvBlockPool* pool = engine->kv_pool();
   if (pool != nullptr && !d.empty()) {
     const SessionState& s = st->session->state;

@@ -1,5 +1,7 @@
 #include "server/loop/stream_text.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 namespace flatstate::server {
@@ -9,13 +11,32 @@ bool StreamText::Push(TokenDecoder* decoder, int32_t token, std::string* text) {
   if (stop_.empty() || text->empty()) return false;
   const size_t old_len = text_.size();
   text_ += *text;
-  bool stopped = false;
+  return StopEndsAfter(text_, old_len);
+}
+
+bool StreamText::StopEndsAfter(const std::string& text, size_t old_len) const {
   for (const std::string& stop : stop_) {
     // Only a match that ends in the new text is new.
     const size_t from = old_len >= stop.size() ? old_len - stop.size() + 1 : 0;
-    if (text_.find(stop, from) != std::string::npos) stopped = true;
+    if (text.find(stop, from) != std::string::npos) return true;
   }
-  return stopped;
+  return false;
+}
+
+size_t StreamText::TokensBeforeStop(TokenDecoder decoder, std::span<const int32_t> tokens) const {
+  if (stop_.empty()) return tokens.size();
+  size_t longest = 0;
+  for (const std::string& stop : stop_) longest = std::max(longest, stop.size());
+  // A match ending in new text starts at most longest - 1 bytes back.
+  std::string tail = text_.substr(text_.size() - std::min(text_.size(), longest));
+  for (size_t j = 0; j < tokens.size(); ++j) {
+    const std::string piece = decoder.Push(tokens[j]);
+    if (piece.empty()) continue;
+    const size_t old_len = tail.size();
+    tail += piece;
+    if (StopEndsAfter(tail, old_len)) return j;
+  }
+  return tokens.size();
 }
 
 absl::Status EncodePrompt(const Tokenizer& tokenizer, std::string_view text,

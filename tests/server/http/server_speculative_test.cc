@@ -7,6 +7,7 @@
 // them.
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tests/server/http/http_test_util.h"
@@ -16,6 +17,13 @@ namespace {
 
 constexpr const char* kModels[] = {"shakespeare-softmax", "shakespeare-linear-elu",
                                    "shakespeare-gated-deltanet"};
+
+// Where each model's greedy reply to kPrompt is stopped in a persistent-session turn: text well
+// into the reply, after drafts were accepted.
+constexpr std::pair<const char*, const char*> kStops[] = {
+    {"shakespeare-softmax", "shallesses"},
+    {"shakespeare-linear-elu", "the shall the shall the shall the shall the shall"},
+    {"shakespeare-gated-deltanet", "And there is the state and"}};
 
 // The first lines of a speech, twice: the second time through, prompt lookup has something to
 // copy even before the model loops.
@@ -142,6 +150,39 @@ TEST_F(SpeculativeTest, ASessionThatSpeculatedContinuesExactly) {
       second.push_back(b.body["choices"][0]["token_ids"]);
       EXPECT_EQ(b.body["usage"]["prompt_tokens"], 9);
     }
+    EXPECT_EQ(second[0], second[1]) << model;
+  }
+}
+
+// A session that lives on, with a stop string the models' loops reach: drafts are cut before the
+// stop (StreamText::TokensBeforeStop), so the turn speculates, ends at the same token with the
+// same text, and the session's next turn is the same as without speculation.
+TEST_F(SpeculativeTest, ASessionWithAStopStringSpeculatesAndEndsAtTheStop) {
+  for (const auto& [model, stop] : kStops) {
+    std::vector<json> first, second;
+    for (bool speculative : {false, true}) {
+      const std::string id = NewSession(model);
+      const auto [d_before, a_before] = DraftCounters();
+      json turn = {{"model", model},           {"session_id", id},   {"prompt", kPrompt},
+                   {"max_tokens", 200},        {"stop", {stop}}, {"temperature", 0},    {"speculative", speculative},
+                   {"return_token_ids", true}};
+      HttpReply a = Post("/v1/completions", turn);
+      ASSERT_EQ(a.status, 200) << a.raw;
+      const auto [d_after, a_after] = DraftCounters();
+      EXPECT_EQ(a.body["choices"][0]["finish_reason"], "stop") << model << ": " << a.raw;
+      if (speculative) {
+        EXPECT_GT(a_after, a_before) << model << ": no draft accepted";
+      }
+      json usage = a.body["usage"];  // context_tokens: where the session ended
+      usage.erase("prompt_tokens_details");
+      first.push_back({a.body["choices"][0], usage});
+      json next = {{"session_id", id}, {"prompt", "\nJULIET:\n"}, {"max_tokens", 60},
+                   {"return_token_ids", true}};
+      HttpReply b = Post("/v1/completions", next);
+      ASSERT_EQ(b.status, 200) << b.raw;
+      second.push_back({b.body["choices"][0]["token_ids"], b.body["usage"]["context_tokens"]});
+    }
+    EXPECT_EQ(first[0], first[1]) << model;
     EXPECT_EQ(second[0], second[1]) << model;
   }
 }

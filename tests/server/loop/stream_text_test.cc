@@ -46,6 +46,28 @@ TEST_F(StreamTextTest, StopStringSplitAcrossTokensStopsOnTheTokenThatCompletesIt
   EXPECT_EQ(text, "hello world");
 }
 
+// A speculative draft is cut before the token that would complete a stop string, with the match
+// spanning the text already emitted and a UTF-8 character split across tokens; the stream itself
+// is untouched (the same Push results afterwards).
+TEST_F(StreamTextTest, TokensBeforeStopFindsTheTokenThatWouldCompleteAStop) {
+  StreamText st({"l\xc3\xa9 w", "zz"});
+  std::string text;
+  EXPECT_EQ(PushAll(&st, &decoder_, "hel", &text), -1);
+  auto ids = [](const std::string& bytes) {
+    std::vector<int32_t> out;
+    for (unsigned char c : bytes) out.push_back(c);
+    return out;
+  };
+  // "\xc3" "\xa9" " " "w" "x": the stop ("l" already emitted) completes at index 3.
+  EXPECT_EQ(st.TokensBeforeStop(decoder_, ids("\xc3\xa9 wx")), 3u);
+  EXPECT_EQ(st.TokensBeforeStop(decoder_, ids("\xc3\xa9 ")), 3u);  // none completes: all of it
+  EXPECT_EQ(st.TokensBeforeStop(decoder_, ids("azzz")), 2u);
+  EXPECT_EQ(st.TokensBeforeStop(decoder_, {}), 0u);
+  EXPECT_EQ(StreamText().TokensBeforeStop(decoder_, ids("zz")), 2u);  // no stop strings
+  // Nothing was consumed: pushing the same bytes stops where the cut said.
+  EXPECT_EQ(PushAll(&st, &decoder_, "\xc3\xa9 wx", &text), 3);
+}
+
 TEST_F(StreamTextTest, AnyOfSeveralStopStringsAndOnlyANewMatchCounts) {
   StreamText st({"zz", "b"});
   std::string t;
