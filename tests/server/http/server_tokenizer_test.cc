@@ -1,5 +1,6 @@
 // The model's tokenizer through the APIs (in-process server, a byte-level model and the Hugging
-// Face Llama folder tests/data/hf_llama_tiny, whose tokenizer flatstate cannot read yet): POST
+// Face Llama folder tests/data/hf_llama_tiny, which has no tokenizer.json, only a tokenizer.model
+// that flatstate does not read): POST
 // /tokenize, /detokenize and /apply-template; token-id prompts on both APIs for both models; a
 // text prompt, a stop string and a chat to the Llama model refused naming the field; logprobs with
 // token ids and bytes; generated ids on HTTP (token_ids).
