@@ -5,8 +5,10 @@
 //   plain         one token per step, no drafts;
 //   lookup        PromptLookupDrafter over the prompt and the output (what the server does);
 //   oracle-right  the draft is the plain run's next tokens (every draft accepted: the ceiling);
+//   oracle-half   the first half of every draft (rounded up) right, the rest wrong: every step
+//                 keeps part of its draft and rolls the rest back;
 //   oracle-wrong  every draft token is wrong and every step drafts (no pause: the floor; each
-//                 step pays the verification rows and, on recurrent models, the re-run).
+//                 step pays the verification rows and, on recurrent models, the state records).
 //   flatstate-speculative-bench <model dir> <prompt file> [tokens=256] [max_draft=8] [threads=1]
 //       [reps=3] [weight dtype=auto: the file's own; f32 | bf16 | int8 | int4]
 // The prompt file's text is encoded with the model's tokenizer; a file named *.ids holds token ids
@@ -28,8 +30,9 @@ namespace fs = flatstate;
 
 namespace {
 
-enum class Mode { kPlain, kLookup, kOracleRight, kOracleWrong };
-constexpr const char* kModeNames[] = {"plain", "lookup", "oracle-right", "oracle-wrong"};
+enum class Mode { kPlain, kLookup, kOracleRight, kOracleHalf, kOracleWrong };
+constexpr const char* kModeNames[] = {"plain", "lookup", "oracle-right", "oracle-half",
+                                      "oracle-wrong"};
 
 struct RunResult {
   std::vector<int32_t> tokens;
@@ -64,8 +67,9 @@ RunResult Decode(fs::Engine* e, const std::vector<int32_t>& prompt, size_t n, Mo
       for (size_t j = have; mode >= Mode::kOracleRight && j < plain.size() &&
                             draft.size() < static_cast<size_t>(limit);
            ++j) {
-        draft.push_back(mode == Mode::kOracleRight ? plain[j]
-                                                   : (plain[j] + 1) % e->config().vocab_size);
+        const bool right = mode == Mode::kOracleRight ||
+                           (mode == Mode::kOracleHalf && j - have < static_cast<size_t>(limit + 1) / 2);
+        draft.push_back(right ? plain[j] : (plain[j] + 1) % e->config().vocab_size);
       }
     }
     r.draft = draft;
@@ -141,7 +145,8 @@ int main(int argc, char** argv) {
               argv[1], prompt->size(), n, max_draft, threads, reps);
   const RunResult plain = Decode(engine->get(), *prompt, n, Mode::kPlain, max_draft, {});
   double plain_tps = 0;
-  for (Mode mode : {Mode::kPlain, Mode::kLookup, Mode::kOracleRight, Mode::kOracleWrong}) {
+  for (Mode mode : {Mode::kPlain, Mode::kLookup, Mode::kOracleRight, Mode::kOracleHalf,
+                    Mode::kOracleWrong}) {
     std::vector<double> secs;
     RunResult last;
     for (int r = 0; r < reps; ++r) {
