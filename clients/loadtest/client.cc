@@ -44,8 +44,9 @@ bool ParseServing(const std::string& bytes) {
 }  // namespace
 
 double GenerateResult::DecodeTokensPerSecond() const {
-  if (tokens < 2 || decode_s <= 0) return 0;
-  return static_cast<double>(tokens - 1) / decode_s;
+  if (tokens < 2) return 0;
+  const double s = usage.decode_us() > 0 ? static_cast<double>(usage.decode_us()) * 1e-6 : decode_s;
+  return s > 0 ? static_cast<double>(tokens - 1) / s : 0;
 }
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {

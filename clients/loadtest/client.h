@@ -39,13 +39,15 @@ struct GenerateResult {
   std::vector<int32_t> token_ids;  // those ids, in order
   double ttft_s = -1;           // call start to the first token (-1: none arrived)
   double total_s = 0;           // call start to the end of the stream
-  double decode_s = 0;          // first token to last token
+  double decode_s = 0;          // first token to last token as this client received them
   std::vector<double> itl_s;    // one gap per token after the first (coalesced tokens: 0)
   flatstate::v1::Usage usage;   // from the final message (zero if none)
   std::string session_id;       // from the final message
 
   bool ok() const { return status.ok(); }
-  // Decode rate: (tokens - 1) / decode_s; 0 with fewer than two tokens.
+  // Decode rate: (tokens - 1) over the server's decode time (Usage.decode_us) when it sent one,
+  // else over decode_s (an older server; a fast model's tokens may arrive in one burst, which
+  // makes that rate meaningless); 0 with fewer than two tokens.
   double DecodeTokensPerSecond() const;
 };
 

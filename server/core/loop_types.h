@@ -40,6 +40,7 @@ struct GenerateSummary {
   uint64_t generated_tokens = 0;
   uint64_t context_tokens = 0;
   uint64_t state_bytes = 0;
+  uint64_t decode_us = 0;  // first generated token to the last, in the engine loop (Usage.decode_us)
 };
 
 // Receives one Generate stream's output. Implemented by the gRPC reactor (generate_reactor.h)

@@ -78,6 +78,7 @@ void GenerateReactor::OnFinish(const GenerateSummary& summary, const absl::Statu
     u->set_generated_tokens(summary.generated_tokens);
     u->set_context_tokens(summary.context_tokens);
     u->set_state_bytes(summary.state_bytes);
+    u->set_decode_us(summary.decode_us);
     final_.set_session_id(summary.session_id);
     a = NextLocked();
   }

@@ -337,7 +337,10 @@ void EngineLoop::FinishStream(Stream* st, FinishReason reason, const absl::Statu
                             st->cached_prompt_tokens,
                             st->generated,
                             static_cast<uint64_t>(session->state.context_tokens()),
-                            session->model->engine->SessionBytes(session->state)};
+                            session->model->engine->SessionBytes(session->state),
+                            st->generated >= 2 ? static_cast<uint64_t>(absl::ToInt64Microseconds(
+                                                     st->last_token - st->first_token))
+                                               : 0};
   if (options_.log_requests)
     LogGenerate(sum, session->throwaway, absl::Now() - st->arrival, status);
   // Shared store: the turn is written through before the client hears it ended, so a turn it saw

@@ -117,7 +117,7 @@ class EngineLoop {
     std::vector<int32_t> eos;  // the model's end-of-sequence ids (not with ignore_eos) and the job's stop_token_ids
     StreamText text;
     SamplingOverride sampling;
-    absl::Time arrival, last_token;
+    absl::Time arrival, first_token, last_token;
     bool done = false;
     std::optional<PendingChoices> choices;  // n > 1: the choices still to fork from this stream
     // Speculative decoding (GenerateJob::max_draft_tokens; null when off): the prompt-lookup

@@ -28,6 +28,7 @@ bool EngineLoop::EmitOne(Stream* st, int32_t token, const TokenLogprobs& logprob
                          bool grammar_done) {
   const absl::Time now = absl::Now();
   if (st->generated == 0) {
+    st->first_token = now;
     metrics_->time_to_first_token.Observe(absl::ToDoubleSeconds(now - st->arrival));
   } else {
     metrics_->inter_token_latency.Observe(absl::ToDoubleSeconds(now - st->last_token));

@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "tests/server/server_test_fixture.h"
 
 namespace flatstate::testing {
@@ -15,7 +17,9 @@ TEST_F(ServerTest, StreamEqualsEngineOutput) {
   for (const char* model : {kLinear, kSoftmax}) {
     for (float temp : {0.f, 0.9f}) {
       const std::string prompt = "ROMEO: but soft, what light through yonder window breaks?";
+      const absl::Time start = absl::Now();
       StreamResult r = RunGenerate(stub_.get(), GenRequest(model, prompt, 40, temp, 5));
+      const absl::Duration elapsed = absl::Now() - start;
       ASSERT_TRUE(r.status.ok()) << r.status.error_message();
       const std::vector<int32_t> ref = Reference(model, prompt, 40, temp, 5);
       EXPECT_EQ(r.tokens, ref) << model << " T=" << temp;
@@ -26,8 +30,14 @@ TEST_F(ServerTest, StreamEqualsEngineOutput) {
       EXPECT_EQ(r.last.usage().generated_tokens(), 40u);
       EXPECT_EQ(r.last.usage().context_tokens(), prompt.size() + 40);
       EXPECT_GT(r.last.usage().state_bytes(), 0u);
+      // Server-side decode time: positive, and no longer than the client saw the stream take.
+      EXPECT_GT(r.last.usage().decode_us(), 0u);
+      EXPECT_LE(r.last.usage().decode_us(), absl::ToInt64Microseconds(elapsed));
     }
   }
+  StreamResult one = RunGenerate(stub_.get(), GenRequest(kLinear, "ROMEO:", 1));
+  ASSERT_TRUE(one.status.ok());
+  EXPECT_EQ(one.last.usage().decode_us(), 0u) << "one token has no decode time";
 }
 
 TEST_F(ServerTest, DefaultModelIsLinear) {
