@@ -8,9 +8,10 @@
 //   oracle-half   the first half of every draft (rounded up) right, the rest wrong: every step
 //                 keeps part of its draft and rolls the rest back;
 //   oracle-wrong  every draft token is wrong and every step drafts (no pause: the floor; each
-//                 step pays the verification rows and, on recurrent models, the state records).
+//                 step pays the verification rows and, on recurrent models, the state records);
+//   draft-model   (with a draft model folder) DraftModelDrafter: that model's greedy drafts.
 //   flatstate-speculative-bench <model dir> <prompt file> [tokens=256] [max_draft=8] [threads=1]
-//       [reps=3] [weight dtype=auto: the file's own; f32 | bf16 | int8 | int4]
+//       [reps=3] [weight dtype=auto: the file's own; f32 | bf16 | int8 | int4] [draft model dir]
 // The prompt file's text is encoded with the model's tokenizer; a file named *.ids holds token ids
 // (whitespace-separated), for models whose tokenizer flatstate does not read.
 #include <algorithm>
@@ -18,21 +19,23 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "engine/model/model.h"
 #include "engine/runtime/engine.h"
+#include "engine/speculate/draft_model.h"
 #include "engine/speculate/prompt_lookup.h"
 
 namespace fs = flatstate;
 
 namespace {
 
-enum class Mode { kPlain, kLookup, kOracleRight, kOracleHalf, kOracleWrong };
-constexpr const char* kModeNames[] = {"plain", "lookup", "oracle-right", "oracle-half",
-                                      "oracle-wrong"};
+enum class Mode { kPlain, kLookup, kOracleRight, kOracleHalf, kOracleWrong, kDraftModel };
+constexpr const char* kModeNames[] = {"plain",       "lookup",       "oracle-right",
+                                      "oracle-half", "oracle-wrong", "draft-model"};
 
 struct RunResult {
   std::vector<int32_t> tokens;
@@ -40,12 +43,18 @@ struct RunResult {
   int64_t steps = 0, drafted = 0, accepted = 0;
 };
 
+// `draft_engine`: the draft model's engine (kDraftModel only).
 RunResult Decode(fs::Engine* e, const std::vector<int32_t>& prompt, size_t n, Mode mode,
-                 int max_draft, const std::vector<int32_t>& plain) {
+                 int max_draft, const std::vector<int32_t>& plain, fs::Engine* draft_engine) {
   RunResult out;
   fs::SessionState s = e->NewSession(fs::SamplingParams{});
-  fs::PromptLookupDrafter drafter({.max_draft = max_draft});
-  drafter.Append(prompt);
+  std::unique_ptr<fs::Drafter> drafter;
+  if (mode == Mode::kDraftModel) {
+    drafter = std::make_unique<fs::DraftModelDrafter>(draft_engine, max_draft);
+  } else {
+    drafter = std::make_unique<fs::PromptLookupDrafter>(fs::PromptLookupOptions{.max_draft = max_draft});
+  }
+  drafter->Append(prompt);
   if (!e->Append(&s, prompt).ok()) std::abort();
   std::vector<fs::StepResult> res;
   std::vector<int32_t> draft;
@@ -55,7 +64,7 @@ RunResult Decode(fs::Engine* e, const std::vector<int32_t>& prompt, size_t n, Mo
     if (!e->Step(std::span<const fs::StepRequest>(&r, 1), &res).ok()) std::abort();
     if (res[0].sampled) out.tokens.push_back(res[0].token);
   }
-  drafter.Append(out.tokens);
+  drafter->Append(out.tokens);
   const auto t0 = std::chrono::steady_clock::now();
   while (out.tokens.size() < n) {
     fs::StepRequest r{&s, 1 << 30, true};
@@ -63,8 +72,9 @@ RunResult Decode(fs::Engine* e, const std::vector<int32_t>& prompt, size_t n, Mo
     const int limit = static_cast<int>(std::min<size_t>(max_draft, n - have - 1));
     draft.clear();
     if (limit > 0) {
-      if (mode == Mode::kLookup) draft = drafter.Draft(limit);
-      for (size_t j = have; mode >= Mode::kOracleRight && j < plain.size() &&
+      if (mode == Mode::kLookup || mode == Mode::kDraftModel) draft = drafter->Draft(limit);
+      for (size_t j = have; mode >= Mode::kOracleRight && mode <= Mode::kOracleWrong &&
+                            j < plain.size() &&
                             draft.size() < static_cast<size_t>(limit);
            ++j) {
         const bool right = mode == Mode::kOracleRight ||
@@ -81,11 +91,13 @@ RunResult Decode(fs::Engine* e, const std::vector<int32_t>& prompt, size_t n, Mo
     if (!res[0].sampled) continue;
     out.drafted += res[0].drafted;
     out.accepted += static_cast<int64_t>(res[0].accepted.size());
-    drafter.Feedback(res[0].drafted, static_cast<int>(res[0].accepted.size()));
+    if (res[0].drafted > 0) {
+      drafter->Feedback(res[0].drafted, static_cast<int>(res[0].accepted.size()));
+    }
     for (int32_t t : res[0].accepted) out.tokens.push_back(t);
     out.tokens.push_back(res[0].token);
-    drafter.Append(res[0].accepted);
-    drafter.Append(std::span<const int32_t>(&res[0].token, 1));
+    drafter->Append(res[0].accepted);
+    drafter->Append(std::span<const int32_t>(&res[0].token, 1));
   }
   out.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -100,7 +112,7 @@ int main(int argc, char** argv) {
   if (argc < 3) {
     std::fprintf(stderr,
                  "usage: %s <model dir> <prompt file> [tokens=256] [max_draft=8] [threads=1] "
-                 "[reps=3] [weight dtype]\n",
+                 "[reps=3] [weight dtype] [draft model dir]\n",
                  argv[0]);
     return 2;
   }
@@ -141,16 +153,33 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", std::string(engine.status().message()).c_str());
     return 1;
   }
-  std::printf("model %s, prompt %zu tokens, %zu generated, max_draft %d, %d thread(s), %d reps\n",
-              argv[1], prompt->size(), n, max_draft, threads, reps);
-  const RunResult plain = Decode(engine->get(), *prompt, n, Mode::kPlain, max_draft, {});
+  // The draft model: its folder's own weight type, the same threads.
+  std::unique_ptr<fs::Engine> draft_engine;
+  if (argc > 8) {
+    auto draft_model = fs::Model::Load(argv[8]);
+    fs::EngineOptions d;
+    d.threads = threads;
+    auto de = draft_model.ok() ? fs::Engine::Create(std::move(*draft_model), d)
+                               : absl::StatusOr<std::unique_ptr<fs::Engine>>(draft_model.status());
+    if (!de.ok()) {
+      std::fprintf(stderr, "draft model: %s\n", std::string(de.status().message()).c_str());
+      return 1;
+    }
+    draft_engine = std::move(*de);
+  }
+  std::printf("model %s, prompt %zu tokens, %zu generated, max_draft %d, %d thread(s), %d reps%s%s\n",
+              argv[1], prompt->size(), n, max_draft, threads, reps,
+              draft_engine ? ", draft model " : "", draft_engine ? argv[8] : "");
+  const RunResult plain = Decode(engine->get(), *prompt, n, Mode::kPlain, max_draft, {}, nullptr);
   double plain_tps = 0;
-  for (Mode mode : {Mode::kPlain, Mode::kLookup, Mode::kOracleRight, Mode::kOracleHalf,
-                    Mode::kOracleWrong}) {
+  std::vector<Mode> modes = {Mode::kPlain, Mode::kLookup, Mode::kOracleRight, Mode::kOracleHalf,
+                             Mode::kOracleWrong};
+  if (draft_engine) modes.push_back(Mode::kDraftModel);
+  for (Mode mode : modes) {
     std::vector<double> secs;
     RunResult last;
     for (int r = 0; r < reps; ++r) {
-      last = Decode(engine->get(), *prompt, n, mode, max_draft, plain.tokens);
+      last = Decode(engine->get(), *prompt, n, mode, max_draft, plain.tokens, draft_engine.get());
       if (last.tokens != plain.tokens) {
         std::fprintf(stderr, "%s: the tokens differ from the plain run's\n",
                      kModeNames[static_cast<int>(mode)]);

@@ -65,6 +65,9 @@ ABSL_FLAG(bool, speculative, kDefaults.speculative,
           "speculative decoding with prompt lookup for requests that do not set `speculative`: "
           "drafts from the prompt and output verified in one step each, the same output bits "
           "(docs/speculative.md; CPU engines)");
+ABSL_FLAG(std::string, draft_model, kDefaults.draft_model,
+          "a model of --models_dir that decodes the speculative drafts of every model with its "
+          "vocabulary size (but itself), in place of prompt lookup (docs/speculative.md)");
 ABSL_FLAG(int32_t, max_draft_tokens, kDefaults.max_draft_tokens,
           "tokens per speculative draft (1..32) for requests that do not set max_draft_tokens");
 ABSL_FLAG(std::string, checkpoint_dir, kDefaults.checkpoint_dir,
@@ -165,6 +168,7 @@ int main(int argc, char** argv) {
   o.step_token_budget = absl::GetFlag(FLAGS_step_token_budget);
   o.speculative = absl::GetFlag(FLAGS_speculative);
   o.max_draft_tokens = absl::GetFlag(FLAGS_max_draft_tokens);
+  o.draft_model = absl::GetFlag(FLAGS_draft_model);
   o.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   o.session_store = absl::GetFlag(FLAGS_session_store);
   o.redis_password_file = absl::GetFlag(FLAGS_redis_password_file);

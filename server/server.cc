@@ -58,6 +58,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
   ASSIGN_OR_RETURN(ModelRegistry models,
                    ModelRegistry::Load(options.models_dir, eo, options.default_model));
   for (const std::string& note : models.notes()) std::fprintf(stderr, "[flatstate] %s\n", note.c_str());
+  if (!options.draft_model.empty() && models.Find(options.draft_model) == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("draft_model: no model '", options.draft_model,
+                                                   "' loaded from ", options.models_dir));
+  }
   if (s->options_.replica_id.empty()) {
     char host[256] = {0};
     if (gethostname(host, sizeof(host) - 1) != 0) std::snprintf(host, sizeof(host), "flatstate");

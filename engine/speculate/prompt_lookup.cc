@@ -1,15 +1,16 @@
 #include "engine/speculate/prompt_lookup.h"
 
 #include <algorithm>
+#include <memory>
 
 namespace flatstate {
 
-PromptLookupDrafter::PromptLookupDrafter(const PromptLookupOptions& options) : o_(options) {
+PromptLookupDrafter::PromptLookupDrafter(const PromptLookupOptions& options)
+    : o_(options), pacer_(options.max_draft) {
   o_.max_draft = std::max(o_.max_draft, 1);
   o_.min_ngram = std::clamp(o_.min_ngram, 1, 16);
   o_.max_ngram = std::clamp(o_.max_ngram, o_.min_ngram, 16);
   last_end_.resize(static_cast<size_t>(o_.max_ngram - o_.min_ngram + 1));
-  length_ = o_.max_draft;
 }
 
 uint64_t PromptLookupDrafter::Hash(int64_t end, int n) const {
@@ -38,12 +39,8 @@ void PromptLookupDrafter::Append(std::span<const int32_t> tokens) {
 }
 
 std::vector<int32_t> PromptLookupDrafter::Draft(int limit) {
-  const int64_t k = std::min({limit, o_.max_draft, length_});
+  const int64_t k = pacer_.Next(limit);
   if (k < 1) return {};
-  if (pause_ > 0) {
-    --pause_;
-    return {};
-  }
   const int64_t L = size();
   for (int n = o_.max_ngram; n >= o_.min_ngram; --n) {
     if (L <= n) continue;
@@ -62,16 +59,11 @@ std::vector<int32_t> PromptLookupDrafter::Draft(int limit) {
 }
 
 void PromptLookupDrafter::Feedback(int drafted, int accepted) {
-  if (drafted <= 0) return;
-  // The next draft's length: one more than this one kept when it fell short, twice as long (up
-  // to max_draft) when all of it was kept.
-  length_ = accepted >= drafted ? std::min(2 * length_, o_.max_draft) : accepted + 1;
-  if (accepted >= std::min(drafted, kPaysOff)) {
-    next_pause_ = 1;
-    return;
-  }
-  pause_ = next_pause_;
-  next_pause_ = std::min(next_pause_ * 2, kMaxPause);
+  pacer_.Feedback(drafted, accepted);
+}
+
+std::unique_ptr<Drafter> PromptLookupDrafter::Clone() {
+  return std::make_unique<PromptLookupDrafter>(*this);
 }
 
 }  // namespace flatstate

@@ -6,12 +6,7 @@
 // (StepRequest::draft, engine/runtime/engine.h), so a wrong draft costs time, never a changed
 // output.
 //
-// Adaptive: each row a draft adds costs time, so a draft that falls short makes the next one only
-// one token longer than what it kept, and one kept whole doubles the next (up to max_draft). A
-// miss (a draft of which fewer than kPaysOff tokens were accepted) also pauses drafting for
-// a number of steps that doubles with each further miss in a row (up to kMaxPause) and resets
-// once a draft pays off, so text where drafts fail pays a verification now and then, not every
-// step.
+// Adaptive: the draft's length and pauses after misses follow DraftPacer (draft_pacer.h).
 //
 // Owns the token history it was fed and, per n, an index of each n-gram's most recent end
 // (memory linear in the history: about 3 entries per token). Draft is O(max_ngram) hash lookups
@@ -20,10 +15,13 @@
 #define FLATSTATE_ENGINE_SPECULATE_PROMPT_LOOKUP_H_
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "engine/speculate/draft_pacer.h"
+#include "engine/speculate/drafter.h"
 
 namespace flatstate {
 
@@ -33,26 +31,19 @@ struct PromptLookupOptions {
   int max_ngram = 4;  // the longest tried first (>= min_ngram)
 };
 
-class PromptLookupDrafter {
+class PromptLookupDrafter : public Drafter {
  public:
-  static constexpr int kMaxPause = 64;  // steps without drafts after repeated misses, at most
-  // A draft with fewer accepted tokens than this (or than its length) is a miss: verifying it
-  // cost more than the tokens it saved (on the CPU a 6-row verification costs 2-3 decode steps
-  // at batch 1; docs/benchmarks.md, "Speculative decoding").
-  static constexpr int kPaysOff = 2;
-
   // Out-of-range options are clamped (max_draft >= 1, 1 <= min_ngram <= max_ngram <= 16).
   explicit PromptLookupDrafter(const PromptLookupOptions& options);
 
   // Appends tokens to the context (the prompt, then each token the stream emits, in order).
-  void Append(std::span<const int32_t> tokens);
-  // The draft to verify after the current context: at most `limit`, max_draft and the adapted
-  // length (see above) tokens; empty when no suffix recurs or drafting is paused. Counts one step
-  // of a pause.
-  std::vector<int32_t> Draft(int limit);
-  // What the engine made of the last draft: `drafted` tokens verified, `accepted` of them kept
-  // (a miss pauses drafting, see above).
-  void Feedback(int drafted, int accepted);
+  void Append(std::span<const int32_t> tokens) override;
+  // The draft to verify after the current context: at most `limit`, max_draft and the pacer's
+  // length tokens; empty when no suffix recurs or drafting is paused (DraftPacer::Next).
+  std::vector<int32_t> Draft(int limit) override;
+  // What the engine made of the last draft (DraftPacer::Feedback).
+  void Feedback(int drafted, int accepted) override;
+  std::unique_ptr<Drafter> Clone() override;
 
   int64_t size() const { return static_cast<int64_t>(tokens_.size()); }
 
@@ -64,9 +55,7 @@ class PromptLookupDrafter {
   PromptLookupOptions o_;
   std::vector<int32_t> tokens_;
   std::vector<absl::flat_hash_map<uint64_t, int64_t>> last_end_;  // per n - min_ngram
-  int length_ = 1;      // the next draft's longest (Feedback adapts it)
-  int pause_ = 0;       // steps left without drafts
-  int next_pause_ = 1;  // the pause after the next miss
+  DraftPacer pacer_;
 };
 
 }  // namespace flatstate

@@ -36,6 +36,9 @@ struct ServerOptions {
   // draft make 6 rows, one register block of the CPU GEMM).
   bool speculative = false;
   int max_draft_tokens = 5;
+  // A model of models_dir that drafts for every model with its vocabulary size (but itself), in
+  // place of prompt lookup (engine/speculate/draft_model.h); empty: prompt lookup everywhere.
+  std::string draft_model;
   std::string checkpoint_dir = "/tmp/flatstate-checkpoints";
   // Session store (docs/cluster.md): "dir:PATH" or "redis://HOST:PORT[/DB]"; empty: dir:
   // checkpoint_dir (one process, today's behaviour).

@@ -172,8 +172,7 @@ void EngineLoop::AdmitStream(GenerateJob job, std::shared_ptr<TokenSink> sink,
   }
   if (job.max_draft_tokens > 0) {
     st->max_draft = job.max_draft_tokens;
-    st->drafter = std::make_unique<PromptLookupDrafter>(
-        PromptLookupOptions{.max_draft = job.max_draft_tokens});
+    st->drafter = MakeDrafter(*session->model, job.max_draft_tokens);
     st->drafter->Append(job.prompt);
   }
   st->text = StreamText(std::move(job.stop));

@@ -39,7 +39,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "engine/speculate/prompt_lookup.h"
+#include "engine/speculate/drafter.h"
 #include "server/core/loop_types.h"
 #include "server/core/metrics.h"
 #include "server/core/model_registry.h"
@@ -122,7 +122,7 @@ class EngineLoop {
     std::optional<PendingChoices> choices;  // n > 1: the choices still to fork from this stream
     // Speculative decoding (GenerateJob::max_draft_tokens; null when off): the prompt-lookup
     // drafter over the prompt and the tokens emitted, and the longest draft to ask for.
-    std::unique_ptr<PromptLookupDrafter> drafter;
+    std::unique_ptr<Drafter> drafter;
     int max_draft = 0;
   };
 
@@ -166,9 +166,13 @@ class EngineLoop {
   void EmitToken(Stream* st, const StepResult& r);
   // One token (EmitToken's body); false once the stream has ended.
   bool EmitOne(Stream* st, int32_t token, const TokenLogprobs& logprobs, bool grammar_done);
+  // A stream's drafter for `model`: a DraftModelDrafter on --draft_model's engine when that model
+  // is another with the same vocabulary size, else prompt lookup.
+  std::unique_ptr<Drafter> MakeDrafter(const LoadedModel& model, int max_draft);
   // The draft `st` may verify this step (empty: none): its drafter's proposal, no longer than the
-  // tokens the stream may still emit less one and cut before any end-of-sequence id, and only if
-  // its KV rows fit in `*spare_blocks` (softmax models; taken from it).
+  // tokens the stream may still emit less one, cut before any end-of-sequence id and before the
+  // token that would complete a stop string, and only if its KV rows fit in `*spare_blocks`
+  // (softmax models; taken from it).
   std::vector<int32_t> DraftFor(Stream* st, Engine* engine, int64_t plan_blocks,
                                 int64_t* spare_blocks);
   // Ends `st` (restores sampling, reports, frees a throwaway session); `st` is erased later.

@@ -75,7 +75,7 @@ void EngineLoop::AdoptChoices(Stream* st, const std::vector<Session*>& sessions,
     c->arrival = st->arrival;
     c->last_token = st->last_token;
     if (st->drafter != nullptr) {  // the prompt only: the original has not emitted its token yet
-      c->drafter = std::make_unique<PromptLookupDrafter>(*st->drafter);
+      c->drafter = st->drafter->Clone();
       c->max_draft = st->max_draft;
     }
     streams_.push_back(std::move(c));

@@ -1,11 +1,14 @@
 // EngineLoop: emitting a step's tokens to a stream (EmitToken, a speculative step's accepted
-// drafts first) and the drafts a stream verifies (DraftFor; docs/speculative.md).
+// drafts first), a stream's drafter (MakeDrafter) and the drafts it verifies (DraftFor;
+// docs/speculative.md).
 #include <algorithm>
 #include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "engine/speculate/draft_model.h"
+#include "engine/speculate/prompt_lookup.h"
 #include "server/loop/engine_loop.h"
 
 namespace flatstate::server {
@@ -57,6 +60,16 @@ bool EngineLoop::EmitOne(Stream* st, int32_t token, const TokenLogprobs& logprob
     return false;
   }
   return true;
+}
+
+std::unique_ptr<Drafter> EngineLoop::MakeDrafter(const LoadedModel& model, int max_draft) {
+  LoadedModel* draft =
+      options_.draft_model.empty() ? nullptr : models_.Find(options_.draft_model);
+  if (draft != nullptr && draft != &model &&
+      draft->config().vocab_size == model.config().vocab_size) {
+    return std::make_unique<DraftModelDrafter>(draft->engine.get(), max_draft);
+  }
+  return std::make_unique<PromptLookupDrafter>(PromptLookupOptions{.max_draft = max_draft});
 }
 
 std::vector<int32_t> EngineLoop::DraftFor(Stream* st, Engine* engine, int64_t plan_blocks,

@@ -68,7 +68,7 @@ TEST(PromptLookupDrafter, MissesPauseDraftingLongerEachTime) {
     d.Feedback(1, 0);
     int empty = 0;
     while (d.Draft(2).empty()) ++empty;
-    EXPECT_LE(empty, PromptLookupDrafter::kMaxPause);
+    EXPECT_LE(empty, DraftPacer::kMaxPause);
   }
 }
 

@@ -4,7 +4,7 @@
 // text and finish reason as without, greedy and sampled, whole and streamed, over HTTP and gRPC,
 // while drafts are accepted (the metrics move); a session that speculated continues its next
 // turn exactly as one that did not; bad speculative fields are 400 / INVALID_ARGUMENT naming
-// them.
+// them. With --draft_model, drafts come from that model and the output is the same again.
 #include <filesystem>
 #include <string>
 #include <utility>
@@ -33,7 +33,10 @@ const std::string kPrompt =
 
 class SpeculativeTest : public HttpTest {
  protected:
-  static void SetUpTestSuite() {
+  static void SetUpTestSuite() { StartSuiteServer(Options()); }
+
+  // A models_dir with the three models, metrics on a free port.
+  static server::ServerOptions Options() {
     const std::string dir = TempDir() + "/speculative-models";
     std::filesystem::create_directories(dir);
     for (const char* m : kModels) {
@@ -47,7 +50,7 @@ class SpeculativeTest : public HttpTest {
     o.models_dir = dir;
     o.metrics_any_port = true;
     o.metrics_host = "127.0.0.1";
-    StartSuiteServer(o);
+    return o;
   }
 
   // flatstate_draft_tokens{,_accepted}_total from /metrics.
@@ -64,6 +67,27 @@ class SpeculativeTest : public HttpTest {
       if (kv[0] == "flatstate_draft_tokens_accepted_total") accepted = std::stod(kv[1]);
     }
     return {drafted, accepted};
+  }
+};
+
+// The same server with --draft_model draft-twin, a second copy of the Gated DeltaNet model: every
+// model drafts with it (the same 256-token vocabulary), and the Gated DeltaNet model's greedy
+// drafts are then its own choices.
+class DraftModelTest : public SpeculativeTest {
+ protected:
+  static void SetUpTestSuite() {
+    server::ServerOptions o = Options();
+    const std::string twin = o.models_dir + "/draft-twin";
+    if (!std::filesystem::exists(twin)) {
+      std::filesystem::create_directory_symlink(
+          std::string(FLATSTATE_SOURCE_DIR) + "/models/shakespeare-gated-deltanet", twin);
+    }
+    o.draft_model = "draft-twin";
+    StartSuiteServer(o);
+  }
+  static void TearDownTestSuite() {
+    SpeculativeTest::TearDownTestSuite();
+    std::filesystem::remove(TempDir() + "/speculative-models/draft-twin");  // not SpeculativeTest's
   }
 };
 
@@ -202,6 +226,54 @@ TEST_F(SpeculativeTest, BadFieldsAreRefusedByName) {
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(r.status.error_message().find("max_draft_tokens"), std::string::npos)
       << r.status.error_message();
+}
+
+TEST_F(DraftModelTest, DraftsFromTheDraftModelGiveTheSameOutput) {
+  for (const char* model : kModels) {
+    for (double temperature : {0.0, 0.8}) {
+      SCOPED_TRACE(std::string(model) + " temperature " + std::to_string(temperature));
+      HttpReply plain = Post("/v1/completions", Body(model, temperature, std::nullopt));
+      ASSERT_EQ(plain.status, 200) << plain.raw;
+      const auto [d_before, a_before] = DraftCounters();
+      HttpReply spec = Post("/v1/completions", Body(model, temperature, true));
+      ASSERT_EQ(spec.status, 200) << spec.raw;
+      const auto [d_after, a_after] = DraftCounters();
+      EXPECT_EQ(spec.body["choices"][0]["token_ids"], plain.body["choices"][0]["token_ids"]);
+      EXPECT_EQ(spec.body["choices"][0]["text"], plain.body["choices"][0]["text"]);
+      EXPECT_EQ(spec.body["choices"][0]["finish_reason"], plain.body["choices"][0]["finish_reason"]);
+      EXPECT_GT(d_after, d_before) << "nothing drafted";
+      if (temperature == 0.0) {
+        EXPECT_GT(a_after, a_before) << "no draft accepted";
+      }
+      if (temperature == 0.0 && std::string(model) == "shakespeare-gated-deltanet") {
+        // Its own weights draft: nearly all kept (prompt lookup keeps about two thirds here).
+        EXPECT_GE(a_after - a_before, 0.9 * (d_after - d_before));
+        EXPECT_GE(d_after - d_before, 100);
+      }
+    }
+  }
+  // n > 1 choices clone the draft session: each choice as its own request.
+  json body = Body(kModels[2], 0.8, true);
+  body["n"] = 3;
+  HttpReply three = Post("/v1/completions", body);
+  ASSERT_EQ(three.status, 200) << three.raw;
+  ASSERT_EQ(three.body["choices"].size(), 3u);
+  body["n"] = 1;
+  body["speculative"] = false;
+  HttpReply one = Post("/v1/completions", body);
+  ASSERT_EQ(one.status, 200) << one.raw;
+  EXPECT_EQ(three.body["choices"][0]["token_ids"], one.body["choices"][0]["token_ids"]);
+}
+
+TEST(DraftModelOption, AModelThatIsNotLoadedIsRefusedByName) {
+  server::ServerOptions o = HttpTestOptions();
+  o.models_dir = std::string(FLATSTATE_SOURCE_DIR) + "/models";
+  o.draft_model = "no-such-model";
+  absl::StatusOr<std::unique_ptr<server::Server>> s = server::Server::Create(o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find("draft_model"), std::string::npos) << s.status();
+  EXPECT_NE(s.status().message().find("no-such-model"), std::string::npos) << s.status();
 }
 
 }  // namespace
