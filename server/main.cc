@@ -62,8 +62,8 @@ ABSL_FLAG(
     int64_t, step_token_budget, kDefaults.step_token_budget,
     "tokens one engine step may run per model (decodes first, prefill chunks share the rest)");
 ABSL_FLAG(bool, speculative, kDefaults.speculative,
-          "speculative decoding with prompt lookup for requests that do not set `speculative`: "
-          "drafts from the prompt and output verified in one step each, the same output bits "
+          "speculative decoding for requests that do not set `speculative`: drafts from prompt "
+          "lookup (or --draft_model) verified in one step each, the same output bits "
           "(docs/speculative.md; CPU engines)");
 ABSL_FLAG(std::string, draft_model, kDefaults.draft_model,
           "a model of --models_dir that decodes the speculative drafts of every model with its "

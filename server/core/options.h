@@ -31,8 +31,8 @@ struct ServerOptions {
   std::string weight_dtype = "auto";
   std::string kv_dtype = "f32";     // f32|bf16: softmax K/V cache (EngineOptions::kv_dtype)
   int64_t step_token_budget = 512;  // tokens per engine step per model (prefill + decode)
-  // Speculative decoding with prompt lookup for requests that do not say (docs/speculative.md),
-  // and the draft length of those that do not set one (1..32; 5: the pending token and the
+  // Speculative decoding (prompt lookup, or draft_model below) for requests that do not say
+  // (docs/speculative.md), and the draft length of those that do not set one (1..32; 5: the pending token and the
   // draft make 6 rows, one register block of the CPU GEMM).
   bool speculative = false;
   int max_draft_tokens = 5;
