@@ -1,7 +1,8 @@
 // Speculative decoding's speed (docs/speculative.md, docs/benchmarks.md): one session decodes
-// `tokens` tokens after a prompt, greedy, on the CPU engine, four ways, each timed (wall, median of
-// `reps`; the prompt's prefill and first token are not timed), and every speculative run's tokens are checked against the plain run's (the program
-// fails if one differs):
+// `tokens` tokens after a prompt, greedy, on the CPU engine, five ways (six with a draft model),
+// each timed (wall, median of `reps`; the prompt's prefill and first token are not timed), and
+// every speculative run's tokens are checked against the plain run's (the program fails if one
+// differs):
 //   plain         one token per step, no drafts;
 //   lookup        PromptLookupDrafter over the prompt and the output (what the server does);
 //   oracle-right  the draft is the plain run's next tokens (every draft accepted: the ceiling);
@@ -52,7 +53,8 @@ RunResult Decode(fs::Engine* e, const std::vector<int32_t>& prompt, size_t n, Mo
   if (mode == Mode::kDraftModel) {
     drafter = std::make_unique<fs::DraftModelDrafter>(draft_engine, max_draft);
   } else {
-    drafter = std::make_unique<fs::PromptLookupDrafter>(fs::PromptLookupOptions{.max_draft = max_draft});
+    drafter =
+        std::make_unique<fs::PromptLookupDrafter>(fs::PromptLookupOptions{.max_draft = max_draft});
   }
   drafter->Append(prompt);
   if (!e->Append(&s, prompt).ok()) std::abort();
@@ -77,8 +79,9 @@ RunResult Decode(fs::Engine* e, const std::vector<int32_t>& prompt, size_t n, Mo
                             j < plain.size() &&
                             draft.size() < static_cast<size_t>(limit);
            ++j) {
-        const bool right = mode == Mode::kOracleRight ||
-                           (mode == Mode::kOracleHalf && j - have < static_cast<size_t>(limit + 1) / 2);
+        const bool right =
+            mode == Mode::kOracleRight ||
+            (mode == Mode::kOracleHalf && j - have < static_cast<size_t>(limit + 1) / 2);
         draft.push_back(right ? plain[j] : (plain[j] + 1) % e->config().vocab_size);
       }
     }
@@ -167,9 +170,10 @@ int main(int argc, char** argv) {
     }
     draft_engine = std::move(*de);
   }
-  std::printf("model %s, prompt %zu tokens, %zu generated, max_draft %d, %d thread(s), %d reps%s%s\n",
-              argv[1], prompt->size(), n, max_draft, threads, reps,
-              draft_engine ? ", draft model " : "", draft_engine ? argv[8] : "");
+  std::printf(
+      "model %s, prompt %zu tokens, %zu generated, max_draft %d, %d thread(s), %d reps%s%s\n",
+      argv[1], prompt->size(), n, max_draft, threads, reps, draft_engine ? ", draft model " : "",
+      draft_engine ? argv[8] : "");
   const RunResult plain = Decode(engine->get(), *prompt, n, Mode::kPlain, max_draft, {}, nullptr);
   double plain_tps = 0;
   std::vector<Mode> modes = {Mode::kPlain, Mode::kLookup, Mode::kOracleRight, Mode::kOracleHalf,

@@ -288,7 +288,8 @@ absl::Status Engine::Step(std::span<const StepRequest> requests, std::vector<Ste
     (*results)[i].drafted = static_cast<int>(draft.size());
     spec_of_run_.push_back(static_cast<int>(spec_.size()) - 1);
     // spec_'s buffers do not move
-    runs_.push_back(SequenceRun{s, sp.tokens, true, true, sp.steps.empty() ? nullptr : sp.steps.data()});
+    runs_.push_back(
+        SequenceRun{s, sp.tokens, true, true, sp.steps.empty() ? nullptr : sp.steps.data()});
   }
   first_row_.assign(runs_.size() + 1, 0);
   for (size_t r = 0; r < runs_.size(); ++r) {

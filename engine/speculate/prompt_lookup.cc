@@ -7,7 +7,6 @@ namespace flatstate {
 
 PromptLookupDrafter::PromptLookupDrafter(const PromptLookupOptions& options)
     : o_(options), pacer_(options.max_draft) {
-  o_.max_draft = std::max(o_.max_draft, 1);
   o_.min_ngram = std::clamp(o_.min_ngram, 1, 16);
   o_.max_ngram = std::clamp(o_.max_ngram, o_.min_ngram, 16);
   last_end_.resize(static_cast<size_t>(o_.max_ngram - o_.min_ngram + 1));

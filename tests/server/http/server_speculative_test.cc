@@ -200,8 +200,13 @@ TEST_F(SpeculativeTest, ASessionWithAStopStringSpeculatesAndEndsAtTheStop) {
     for (bool speculative : {false, true}) {
       const std::string id = NewSession(model);
       const auto [d_before, a_before] = DraftCounters();
-      json turn = {{"model", model},           {"session_id", id},   {"prompt", kPrompt},
-                   {"max_tokens", 200},        {"stop", {stop}}, {"temperature", 0},    {"speculative", speculative},
+      json turn = {{"model", model},
+                   {"session_id", id},
+                   {"prompt", kPrompt},
+                   {"max_tokens", 200},
+                   {"stop", {stop}},
+                   {"temperature", 0},
+                   {"speculative", speculative},
                    {"return_token_ids", true}};
       HttpReply a = Post("/v1/completions", turn);
       ASSERT_EQ(a.status, 200) << a.raw;
