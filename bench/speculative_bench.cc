@@ -4,13 +4,15 @@
 // every speculative run's tokens are checked against the plain run's (the program fails if one
 // differs):
 //   plain         one token per step, no drafts;
-//   lookup        PromptLookupDrafter over the prompt and the output (what the server does);
+//   lookup        PromptLookupDrafter over the prompt and the output, paced by a StepCostModel
+//                 of the run's own steps (what the server does);
 //   oracle-right  the draft is the plain run's next tokens (every draft accepted: the ceiling);
 //   oracle-half   the first half of every draft (rounded up) right, the rest wrong: every step
 //                 keeps part of its draft and rolls the rest back;
 //   oracle-wrong  every draft token is wrong and every step drafts (no pause: the floor; each
 //                 step pays the verification rows and, on recurrent models, the state records);
-//   draft-model   (with a draft model folder) DraftModelDrafter: that model's greedy drafts.
+//   draft-model   (with a draft model folder) DraftModelDrafter: that model's greedy drafts,
+//                 paced as lookup's.
 //   flatstate-speculative-bench <model dir> <prompt file> [tokens=256] [max_draft=8] [threads=1]
 //       [reps=3] [weight dtype=auto: the file's own; f32 | bf16 | int8 | int4] [draft model dir]
 // The prompt file's text is encoded with the model's tokenizer; a file named *.ids holds token ids
@@ -29,6 +31,7 @@
 #include "engine/runtime/engine.h"
 #include "engine/speculate/draft_model.h"
 #include "engine/speculate/prompt_lookup.h"
+#include "engine/speculate/step_cost.h"
 
 namespace fs = flatstate;
 
@@ -42,6 +45,8 @@ struct RunResult {
   std::vector<int32_t> tokens;
   double seconds = 0;
   int64_t steps = 0, drafted = 0, accepted = 0;
+  // lookup, draft-model: StepCostModel::Costs(1, 1, max_draft) at the end.
+  std::vector<double> costs;
 };
 
 // `draft_engine`: the draft model's engine (kDraftModel only).
@@ -67,6 +72,11 @@ RunResult Decode(fs::Engine* e, const std::vector<int32_t>& prompt, size_t n, Mo
     if (res[0].sampled) out.tokens.push_back(res[0].token);
   }
   drafter->Append(out.tokens);
+  // What the server does: the drafters are paced by the measured cost of this run's steps.
+  fs::StepCostModel step_cost;
+  auto seconds_since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  };
   const auto t0 = std::chrono::steady_clock::now();
   while (out.tokens.size() < n) {
     fs::StepRequest r{&s, 1 << 30, true};
@@ -74,7 +84,12 @@ RunResult Decode(fs::Engine* e, const std::vector<int32_t>& prompt, size_t n, Mo
     const int limit = static_cast<int>(std::min<size_t>(max_draft, n - have - 1));
     draft.clear();
     if (limit > 0) {
-      if (mode == Mode::kLookup || mode == Mode::kDraftModel) draft = drafter->Draft(limit);
+      if (mode == Mode::kLookup || mode == Mode::kDraftModel) {
+        const auto td = std::chrono::steady_clock::now();
+        draft = drafter->Draft(limit, step_cost.Costs(1, 1, max_draft));
+        if (!draft.empty())
+          step_cost.ObserveDraft(static_cast<int>(draft.size()), seconds_since(td));
+      }
       for (size_t j = have; mode >= Mode::kOracleRight && mode <= Mode::kOracleWrong &&
                             j < plain.size() &&
                             draft.size() < static_cast<size_t>(limit);
@@ -86,10 +101,12 @@ RunResult Decode(fs::Engine* e, const std::vector<int32_t>& prompt, size_t n, Mo
       }
     }
     r.draft = draft;
+    const auto ts = std::chrono::steady_clock::now();
     if (absl::Status st = e->Step(std::span<const fs::StepRequest>(&r, 1), &res); !st.ok()) {
       std::fprintf(stderr, "step: %s\n", std::string(st.message()).c_str());
       std::exit(1);
     }
+    step_cost.ObserveStep(1 + res[0].drafted, seconds_since(ts));
     ++out.steps;
     if (!res[0].sampled) continue;
     out.drafted += res[0].drafted;
@@ -102,8 +119,9 @@ RunResult Decode(fs::Engine* e, const std::vector<int32_t>& prompt, size_t n, Mo
     drafter->Append(res[0].accepted);
     drafter->Append(std::span<const int32_t>(&res[0].token, 1));
   }
-  out.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  out.seconds = seconds_since(t0);
+  if (mode == Mode::kLookup || mode == Mode::kDraftModel)
+    out.costs = step_cost.Costs(1, 1, max_draft);
   out.tokens.resize(std::min(out.tokens.size(), n));
   e->ReleaseSession(&s);
   return out;
@@ -202,6 +220,12 @@ int main(int argc, char** argv) {
                 last.drafted > 0 ? 100.0 * static_cast<double>(last.accepted) /
                                        static_cast<double>(last.drafted)
                                  : 0.0);
+    if (!last.costs.empty()) {  // what the pacer saw at the end of the last rep
+      std::printf("%-13s measured cost of a step verifying k = 1..%d drafted, in plain steps:", "",
+                  max_draft);
+      for (size_t k = 1; k < last.costs.size(); ++k) std::printf(" %.2f", last.costs[k]);
+      std::printf("\n");
+    }
   }
   return 0;
 }

@@ -68,6 +68,10 @@ ABSL_FLAG(bool, speculative, kDefaults.speculative,
 ABSL_FLAG(std::string, draft_model, kDefaults.draft_model,
           "a model of --models_dir that decodes the speculative drafts of every model with its "
           "vocabulary size (but itself), in place of prompt lookup (docs/speculative.md)");
+ABSL_FLAG(bool, pace_drafts, kDefaults.pace_drafts,
+          "pace speculative drafts by what verifying them costs, measured per model while "
+          "serving (false: every decoding step drafts up to max_draft_tokens; "
+          "docs/speculative.md)");
 ABSL_FLAG(int32_t, max_draft_tokens, kDefaults.max_draft_tokens,
           "tokens per speculative draft (1..32) for requests that do not set max_draft_tokens");
 ABSL_FLAG(std::string, checkpoint_dir, kDefaults.checkpoint_dir,
@@ -169,6 +173,7 @@ int main(int argc, char** argv) {
   o.speculative = absl::GetFlag(FLAGS_speculative);
   o.max_draft_tokens = absl::GetFlag(FLAGS_max_draft_tokens);
   o.draft_model = absl::GetFlag(FLAGS_draft_model);
+  o.pace_drafts = absl::GetFlag(FLAGS_pace_drafts);
   o.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   o.session_store = absl::GetFlag(FLAGS_session_store);
   o.redis_password_file = absl::GetFlag(FLAGS_redis_password_file);

@@ -247,6 +247,7 @@ absl::Status Engine::Step(std::span<const StepRequest> requests, std::vector<Ste
   step_sessions_.clear();
   spec_.clear();
   spec_of_run_.clear();
+  size_t spec_floats = 0;  // the records the speculative runs need (spec_steps_)
   for (size_t i = 0; i < requests.size(); ++i) {
     SessionState* s = requests[i].session;
     if (s == nullptr) {
@@ -282,14 +283,20 @@ absl::Status Engine::Step(std::span<const StepRequest> requests, std::vector<Ste
     sp.run = runs_.size();
     sp.tokens.assign(s->pending.begin(), s->pending.end());
     sp.tokens.insert(sp.tokens.end(), draft.begin(), draft.end());
-    if (config().has_state()) sp.steps.resize(draft.size() * config().state_floats());
+    sp.steps_offset = spec_floats;
+    if (config().has_state()) spec_floats += draft.size() * config().state_floats();
     sp.position = s->position;
     sp.table_before = table_before;
     (*results)[i].drafted = static_cast<int>(draft.size());
     spec_of_run_.push_back(static_cast<int>(spec_.size()) - 1);
-    // spec_'s buffers do not move
-    runs_.push_back(
-        SequenceRun{s, sp.tokens, true, true, sp.steps.empty() ? nullptr : sp.steps.data()});
+    // spec_'s token buffers do not move; the records' pointers are set below
+    runs_.push_back(SequenceRun{s, sp.tokens, true, true, nullptr});
+  }
+  // The records of every speculative run, in one buffer kept from step to step (it only grows):
+  // no allocation, and no page faults, per step.
+  if (spec_floats > spec_steps_.size()) spec_steps_.resize(spec_floats);
+  if (config().has_state()) {
+    for (const Speculation& sp : spec_) runs_[sp.run].steps = spec_steps_.data() + sp.steps_offset;
   }
   first_row_.assign(runs_.size() + 1, 0);
   for (size_t r = 0; r < runs_.size(); ++r) {

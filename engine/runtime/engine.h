@@ -334,11 +334,15 @@ class Engine {
   struct Speculation {
     size_t run = 0;                // index into runs_
     std::vector<int32_t> tokens;   // the pending token, then the draft
-    std::vector<float> steps;      // the state after each token but the last (SequenceRun::steps)
+    size_t steps_offset = 0;       // its records in spec_steps_: the state after each token
+                                   // but the last (SequenceRun::steps)
     int64_t position = 0;          // before the run
     size_t table_before = 0;       // KV table size before the run
   };
   std::vector<Speculation> spec_;
+  // The speculative runs' state records, kept at the largest step's size (drafted tokens x
+  // state_floats() floats) rather than allocated every step.
+  std::vector<float> spec_steps_;
   std::vector<int> spec_of_run_;      // per run: its index in spec_, -1 for plain runs
   std::vector<int64_t> first_row_;    // per run: its first row of logits_
   SessionState host_view_;

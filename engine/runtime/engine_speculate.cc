@@ -79,8 +79,9 @@ void Engine::SettleSpeculation(std::span<const StepRequest> requests,
       kv_->Truncate(&s->kv_blocks, std::max(sp.table_before, static_cast<size_t>(blocks)));
     }
     if (floats > 0) {  // record keep - 1 is the state after the last kept token
-      std::copy_n(sp.steps.begin() + static_cast<std::ptrdiff_t>((keep - 1) * floats), floats,
-                  s->linear.begin());
+      std::copy_n(
+          spec_steps_.begin() + static_cast<std::ptrdiff_t>(sp.steps_offset + (keep - 1) * floats),
+          floats, s->linear.begin());
     }
   }
 }

@@ -33,10 +33,10 @@ void DraftModelDrafter::Append(std::span<const int32_t> tokens) {
   session_.pending.insert(session_.pending.end(), tokens.begin(), tokens.end());
 }
 
-std::vector<int32_t> DraftModelDrafter::Draft(int limit) {
+std::vector<int32_t> DraftModelDrafter::Draft(int limit, std::span<const double> cost) {
   Rewind();
   if (failed_ || session_.pending.empty()) return {};
-  const int k = pacer_.Next(limit);
+  const int k = pacer_.Next(limit, cost);
   if (k < 1) return {};
   // The context (in chunks), then the first draw.
   do {

@@ -37,9 +37,9 @@ class DraftModelDrafter : public Drafter {
   // Appends tokens to the draft session's pending context (run at the next Draft).
   void Append(std::span<const int32_t> tokens) override;
   // Runs the pending context and draws, forks (the fork without the draw), then decodes the rest
-  // of min(limit, DraftPacer::Next) tokens greedily. Empty when paused, nothing was appended
-  // since the last draft or drafting has failed.
-  std::vector<int32_t> Draft(int limit) override;
+  // of the pacer's length for `limit` and `cost` (DraftPacer::Next) greedily. Empty when the
+  // pacer proposes none, nothing was appended since the last draft or drafting has failed.
+  std::vector<int32_t> Draft(int limit, std::span<const double> cost) override;
   // Goes back to the fork taken before the last draft and adapts the pacer.
   void Feedback(int drafted, int accepted) override;
   // A fork of the draft session (null if the fork fails: no KV block for it).

@@ -4,29 +4,49 @@
 
 namespace flatstate {
 
-DraftPacer::DraftPacer(int max_draft) : max_draft_(std::max(max_draft, 1)), length_(max_draft_) {}
+DraftPacer::DraftPacer(int max_draft) : max_draft_(std::max(max_draft, 1)) {}
 
-int DraftPacer::Next(int limit) {
-  const int k = std::min({limit, max_draft_, length_});
-  if (k < 1) return 0;
+int DraftPacer::Next(int limit, std::span<const double> cost) {
+  const int cap = std::min(limit, max_draft_);
+  if (cap < 1) return 0;
   if (pause_ > 0) {
     --pause_;
     return 0;
   }
-  return k;
+  const double p = acceptance();
+  int best = 1;
+  double best_gain = 0, expected = 1, term = 1;
+  for (int k = 1; k <= cap; ++k) {
+    term *= p;
+    expected += term;
+    const double c =
+        static_cast<size_t>(k) < cost.size() ? cost[static_cast<size_t>(k)] : 1 + kPriorRowCost * k;
+    if (const double gain = expected / c; gain >= best_gain) {  // ties: the longer
+      best_gain = gain;
+      best = k;
+    }
+  }
+  if (best_gain >= 1) {
+    next_pause_ = 1;
+    probe_ = false;
+    return best;
+  }
+  if (probe_) {  // the pause is over: one draft to see whether acceptance has changed
+    probe_ = false;
+    return best;
+  }
+  // This step is the pause's first.
+  pause_ = next_pause_ - 1;
+  next_pause_ = std::min(next_pause_ * 2, kMaxPause);
+  probe_ = true;
+  return 0;
 }
 
 void DraftPacer::Feedback(int drafted, int accepted) {
   if (drafted <= 0) return;
-  // The next draft's length: one more than this one kept when it fell short, twice as long (up
-  // to max_draft) when all of it was kept.
-  length_ = accepted >= drafted ? std::min(2 * length_, max_draft_) : accepted + 1;
-  if (accepted >= std::min(drafted, kPaysOff)) {
-    next_pause_ = 1;
-    return;
-  }
-  pause_ = next_pause_;
-  next_pause_ = std::min(next_pause_ * 2, kMaxPause);
+  accepted = std::clamp(accepted, 0, drafted);
+  kept_ = kDecay * kept_ + accepted;
+  tried_ = kDecay * tried_ + accepted + (accepted < drafted ? 1 : 0);
 }
 
 }  // namespace flatstate

@@ -1,37 +1,58 @@
-// DraftPacer: the adaptive part every Drafter shares (drafter.h): how long the next draft may be
-// and when to stop drafting for a while. Each row a draft adds costs verification time (on the
-// CPU a 6-row verification costs 2-3 batch-1 decode steps; docs/benchmarks.md, "Speculative
-// decoding"), so a draft that falls short makes the next one only one token longer than what it
-// kept, and one kept whole doubles the next (up to max_draft). A miss (a draft of which fewer than
-// kPaysOff tokens, or fewer than its length for a shorter draft, were accepted) also pauses
-// drafting for a number of steps that doubles with each further miss in a row (up to kMaxPause)
-// and resets once a draft pays off: text where drafts fail pays a verification now and then, not
-// every step.
+// DraftPacer: the adaptive part every Drafter shares (drafter.h): how long the next draft should
+// be, and when to stop drafting for a while. It weighs what a draft is expected to add against
+// what verifying it costs:
+//
+// - Acceptance. Drafts are taken to be kept token by token with one probability p (a draft of d
+//   tokens of which a are kept counts a kept of a + 1 tried, or a of a when kept whole), estimated
+//   over recent drafts (each older draft's weight shrinks by kDecay per draft; a prior of 0.7
+//   over two tokens at the start).
+// - Expected tokens of a step verifying k drafted tokens: E(k) = 1 + p + ... + p^k (the step's own
+//   token and the kept prefix of the draft).
+// - Cost: cost[k], the time of that step over a plain one in the stream's tokens, drafting
+//   included, as the caller measured it (StepCostModel, step_cost.h); unmeasured, 1 +
+//   kPriorRowCost * k.
+//
+// Next proposes the k (<= limit, max_draft) that maximises E(k) / cost[k] (the longest of equals:
+// with cost[k] = 1 for every k, always the longest). When even that is
+// below 1 (no draft pays at the estimated acceptance), drafting pauses for a number of steps that
+// doubles with each such decision in a row (1, 2, 4, ... up to kMaxPause), after which one probe
+// draft of that best length runs to refresh the estimate; the doubling resets once a draft is
+// expected to pay again. So text where drafts fail costs a probe now and then, text where they are
+// kept drafts as long as verifying still pays on this machine.
 //
 // Value type; not thread-safe; never fails.
 #ifndef FLATSTATE_ENGINE_SPECULATE_DRAFT_PACER_H_
 #define FLATSTATE_ENGINE_SPECULATE_DRAFT_PACER_H_
 
+#include <span>
+
 namespace flatstate {
 
 class DraftPacer {
  public:
-  static constexpr int kMaxPause = 64;  // steps without drafts after repeated misses, at most
-  static constexpr int kPaysOff = 2;    // accepted tokens a draft needs not to be a miss
+  static constexpr int kMaxPause = 64;           // steps without drafts in a pause, at most
+  static constexpr double kPriorRowCost = 0.35;  // a verified row's cost in plain steps, unmeasured
+  static constexpr double kDecay = 0.8;          // an older draft's weight in p, per draft
 
   explicit DraftPacer(int max_draft);  // max_draft is clamped to >= 1
 
-  // The longest draft this step may propose: min(limit, max_draft, the adapted length), or 0
-  // when limit < 1 or drafting is paused (a paused step counts one step of the pause).
-  int Next(int limit);
+  // The draft length to propose now (0: none): as above, at most min(limit, max_draft). `cost`
+  // as StepCostModel::Costs gives it (cost[0] = 1; entries past its end, or all when it is
+  // empty, are 1 + kPriorRowCost * k). A paused step counts one step of the pause.
+  int Next(int limit, std::span<const double> cost);
   // What the engine kept of the last draft (`drafted` > 0 tokens verified, `accepted` kept).
   void Feedback(int drafted, int accepted);
 
+  // The estimated probability that a drafted token is kept.
+  double acceptance() const { return kept_ / tried_; }
+
  private:
   int max_draft_;
-  int length_;          // the next draft's longest
+  double kept_ = 1.4;   // decayed kept tokens (the prior's 0.7 x 2)
+  double tried_ = 2.0;  // decayed tried tokens
   int pause_ = 0;       // steps left without drafts
-  int next_pause_ = 1;  // the pause after the next miss
+  int next_pause_ = 1;  // the length of the next pause
+  bool probe_ = false;  // the step after a pause drafts whatever the estimate
 };
 
 }  // namespace flatstate

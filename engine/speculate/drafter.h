@@ -5,9 +5,9 @@
 // a small model with the target's vocabulary decodes the draft).
 //
 // A drafter sees the stream's context through Append (the prompt, then every token the stream
-// emits, in order), proposes with Draft and learns with Feedback what the target kept of its last
-// draft. Not thread-safe (one stream owns it); never fails: a drafter that cannot propose returns
-// an empty draft.
+// emits, in order), proposes with Draft (given what verification costs, step_cost.h) and learns
+// with Feedback what the target kept of its last draft. Not thread-safe (one stream owns it); never
+// fails: a drafter that cannot propose returns an empty draft.
 #ifndef FLATSTATE_ENGINE_SPECULATE_DRAFTER_H_
 #define FLATSTATE_ENGINE_SPECULATE_DRAFTER_H_
 
@@ -24,7 +24,9 @@ class Drafter {
   // Appends tokens to the context.
   virtual void Append(std::span<const int32_t> tokens) = 0;
   // The draft to verify after the current context: at most `limit` tokens (empty: none now).
-  virtual std::vector<int32_t> Draft(int limit) = 0;
+  // `cost`: what verifying k drafted tokens costs now, as StepCostModel::Costs gives it (empty:
+  // not measured); the drafter's DraftPacer weighs it against the expected gain.
+  virtual std::vector<int32_t> Draft(int limit, std::span<const double> cost) = 0;
   // What the engine made of the last draft: `drafted` tokens verified, `accepted` of them kept.
   virtual void Feedback(int drafted, int accepted) = 0;
   // A drafter for a branch of the stream (an n > 1 choice forked from it): the same context and

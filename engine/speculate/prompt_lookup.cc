@@ -37,8 +37,8 @@ void PromptLookupDrafter::Append(std::span<const int32_t> tokens) {
   }
 }
 
-std::vector<int32_t> PromptLookupDrafter::Draft(int limit) {
-  const int64_t k = pacer_.Next(limit);
+std::vector<int32_t> PromptLookupDrafter::Draft(int limit, std::span<const double> cost) {
+  const int64_t k = pacer_.Next(limit, cost);
   if (k < 1) return {};
   const int64_t L = size();
   for (int n = o_.max_ngram; n >= o_.min_ngram; --n) {

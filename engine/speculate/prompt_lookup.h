@@ -38,9 +38,9 @@ class PromptLookupDrafter : public Drafter {
 
   // Appends tokens to the context (the prompt, then each token the stream emits, in order).
   void Append(std::span<const int32_t> tokens) override;
-  // The draft to verify after the current context: at most `limit`, max_draft and the pacer's
-  // length tokens; empty when no suffix recurs or drafting is paused (DraftPacer::Next).
-  std::vector<int32_t> Draft(int limit) override;
+  // The draft to verify after the current context: at most the pacer's length for `limit` and
+  // `cost` (DraftPacer::Next) tokens; empty when no suffix recurs or the pacer proposes none.
+  std::vector<int32_t> Draft(int limit, std::span<const double> cost) override;
   // What the engine made of the last draft (DraftPacer::Feedback).
   void Feedback(int drafted, int accepted) override;
   std::unique_ptr<Drafter> Clone() override;

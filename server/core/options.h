@@ -39,6 +39,10 @@ struct ServerOptions {
   // A model of models_dir that drafts for every model with its vocabulary size (but itself), in
   // place of prompt lookup (engine/speculate/draft_model.h); empty: prompt lookup everywhere.
   std::string draft_model;
+  // Drafts paced by what verifying them costs on this machine, measured per model
+  // (engine/speculate/draft_pacer.h); false: every decoding step drafts up to the stream's
+  // max_draft_tokens whatever it costs (engines without a pacer do that; for benchmarks and tests).
+  bool pace_drafts = true;
   std::string checkpoint_dir = "/tmp/flatstate-checkpoints";
   // Session store (docs/cluster.md): "dir:PATH" or "redis://HOST:PORT[/DB]"; empty: dir:
   // checkpoint_dir (one process, today's behaviour).

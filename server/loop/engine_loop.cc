@@ -257,9 +257,18 @@ void EngineLoop::StepModel(LoadedModel* model) {
   // Speculative drafts, per request; their KV rows come out of the blocks no run of the plan took.
   std::vector<std::vector<int32_t>> drafts(active.size());
   int64_t spare_blocks = free_blocks;
+  // The step's decoding rows so far (drafts add theirs) and the streams that wait for it: what a
+  // draft's verification costs (StepCostModel::Costs).
+  int base_rows = 0, streams = 0;
   for (const StreamStep& p : plan) {
-    if (p.action == StreamAction::kRun) spare_blocks -= p.kv_blocks;
+    if (p.action != StreamAction::kRun) continue;
+    spare_blocks -= p.kv_blocks;
+    base_rows += static_cast<int>(p.tokens);
+    ++streams;
   }
+  StepCostModel& step_cost = step_costs_[model];
+  bool decode_only =
+      true;  // every request is one decoding row plus its draft: its time is recorded
   for (size_t i = 0; i < active.size(); ++i) {
     if (plan[i].action == StreamAction::kRun) {
       StepRequest req;
@@ -267,12 +276,16 @@ void EngineLoop::StepModel(LoadedModel* model) {
       req.max_tokens = plan[i].tokens;
       req.logprobs = active[i]->logprobs;
       const int64_t pending = static_cast<int64_t>(active[i]->session->state.pending.size());
+      decode_only = decode_only && plan[i].tokens == 1 && pending == 1;
       if (active[i]->choices.has_value() && plan[i].tokens >= pending) {
         choice_sessions[reqs.size()] = StartChoices(active[i], &choice_states[reqs.size()]);
         req.choices = choice_states[reqs.size()];
+        decode_only = false;
       } else if (active[i]->drafter != nullptr && plan[i].tokens == 1 && pending == 1) {
-        drafts[reqs.size()] = DraftFor(active[i], engine, plan[i].kv_blocks, &spare_blocks);
+        drafts[reqs.size()] = DraftFor(active[i], engine, plan[i].kv_blocks, &spare_blocks,
+                                       &step_cost, base_rows, streams);
         req.draft = drafts[reqs.size()];
+        base_rows += static_cast<int>(req.draft.size());
       }
       reqs.push_back(req);
       owners.push_back(active[i]);
@@ -293,6 +306,14 @@ void EngineLoop::StepModel(LoadedModel* model) {
   metrics_->engine_steps++;
   metrics_->step_seconds.Observe(absl::ToDoubleSeconds(t1 - t0));
   metrics_->step_batch_size.Observe(static_cast<double>(reqs.size()));
+  if (decode_only && results.size() == reqs.size()) {
+    int rows = 0;
+    for (const StepResult& r : results) {
+      decode_only = decode_only && r.status.ok();
+      rows += 1 + r.drafted;
+    }
+    if (decode_only) step_cost.ObserveStep(rows, absl::ToDoubleSeconds(t1 - t0));
+  }
   int64_t ran = 0;
   for (size_t i = 0; i < owners.size(); ++i) {
     const StepResult& r = results[i];

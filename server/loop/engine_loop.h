@@ -13,13 +13,13 @@
 // One iteration: run queued closures (admit new streams, unary ops), drop cancelled streams, then
 // for each model with active streams ask the Scheduler for the step plan (scheduler.h: decodes
 // first, prefills share what is left of --step_token_budget on the chunk grid, per-stream KV
-// admission; a decoding stream with speculative decoding on also carries its prompt-lookup
-// draft, docs/speculative.md), run Engine::Step over the streams that run, emit each sampled
-// token (a speculative step's accepted drafts first; stream_text.h detokenises and matches stop
-// strings), and end each stream that finished, alone: a stream whose KV blocks will not come
-// back ends with RESOURCE_EXHAUSTED (FinishReason::kKvPoolFull), one the engine failed with the
-// engine's status (kEngineError); the others go on. Then idle sessions are evicted
-// (SessionTable::MaybeEvictIdle), gauges are published and MemoryTrimmer::Maybe runs.
+// admission; a decoding stream with speculative decoding on also carries its draft, paced by
+// the measured cost of steps by rows, docs/speculative.md), run Engine::Step over the streams that
+// run, emit each sampled token (a speculative step's accepted drafts first; stream_text.h
+// detokenises and matches stop strings), and end each stream that finished, alone: a stream whose
+// KV blocks will not come back ends with RESOURCE_EXHAUSTED (FinishReason::kKvPoolFull), one the
+// engine failed with the engine's status (kEngineError); the others go on. Then idle sessions are
+// evicted (SessionTable::MaybeEvictIdle), gauges are published and MemoryTrimmer::Maybe runs.
 //
 // Failures are absl statuses passed to the callback / TokenSink::OnFinish; codes per
 // docs/server.md.
@@ -36,10 +36,12 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "engine/speculate/drafter.h"
+#include "engine/speculate/step_cost.h"
 #include "server/core/loop_types.h"
 #include "server/core/metrics.h"
 #include "server/core/model_registry.h"
@@ -169,12 +171,15 @@ class EngineLoop {
   // A stream's drafter for `model`: a DraftModelDrafter on --draft_model's engine when that model
   // is another with the same vocabulary size, else prompt lookup.
   std::unique_ptr<Drafter> MakeDrafter(const LoadedModel& model, int max_draft);
-  // The draft `st` may verify this step (empty: none): its drafter's proposal, no longer than the
-  // tokens the stream may still emit less one, cut before any end-of-sequence id and before the
-  // token that would complete a stop string, and only if its KV rows fit in `*spare_blocks`
-  // (softmax models; taken from it).
+  // The draft `st` may verify this step (empty: none): its drafter's proposal, given what
+  // verification costs in a step of `base_rows` decoding rows and `streams` streams by
+  // `*step_cost` (which records the drafting time), no longer than the tokens the stream may
+  // still emit less one, cut before any end-of-sequence id and before the token that would
+  // complete a stop string, and only if its KV rows fit in `*spare_blocks` (softmax models;
+  // taken from it).
   std::vector<int32_t> DraftFor(Stream* st, Engine* engine, int64_t plan_blocks,
-                                int64_t* spare_blocks);
+                                int64_t* spare_blocks, StepCostModel* step_cost, int base_rows,
+                                int streams);
   // Ends `st` (restores sampling, reports, frees a throwaway session); `st` is erased later.
   void FinishStream(Stream* st, FinishReason reason, const absl::Status& status);
   void ReapFinished();
@@ -201,6 +206,9 @@ class EngineLoop {
   std::vector<std::unique_ptr<Stream>> streams_;  // arrival order
   MemoryTrimmer trimmer_;
   uint64_t tokens_generated_ = 0;
+  // Per model: the measured time of decoding steps by rows (timed in StepModel), which paces
+  // speculative drafts (draft_pacer.h).
+  absl::flat_hash_map<const LoadedModel*, StepCostModel> step_costs_;
   absl::Time device_memory_published_ = absl::InfinitePast();
   // Renews the streams' leases while steps run (shared stores only; null otherwise). Declared
   // last: destroyed first, while the store it borrows still exists.

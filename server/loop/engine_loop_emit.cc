@@ -73,11 +73,20 @@ std::unique_ptr<Drafter> EngineLoop::MakeDrafter(const LoadedModel& model, int m
 }
 
 std::vector<int32_t> EngineLoop::DraftFor(Stream* st, Engine* engine, int64_t plan_blocks,
-                                          int64_t* spare_blocks) {
+                                          int64_t* spare_blocks, StepCostModel* step_cost,
+                                          int base_rows, int streams) {
   // The step's own draw is one token; the draft may add at most what the stream has left.
   const int64_t left = static_cast<int64_t>(st->max_new_tokens) - st->generated - 1;
+  // Unpaced, verification is taken to cost nothing: the pacer always proposes its longest.
+  const std::vector<double> cost =
+      options_.pace_drafts ? step_cost->Costs(base_rows, streams, st->max_draft)
+                           : std::vector<double>(static_cast<size_t>(st->max_draft) + 1, 1.0);
+  const absl::Time t0 = absl::Now();
   std::vector<int32_t> d =
-      st->drafter->Draft(static_cast<int>(std::min<int64_t>(st->max_draft, left)));
+      st->drafter->Draft(static_cast<int>(std::min<int64_t>(st->max_draft, left)), cost);
+  if (!d.empty()) {
+    step_cost->ObserveDraft(static_cast<int>(d.size()), absl::ToDoubleSeconds(absl::Now() - t0));
+  }
   for (size_t j = 0; j < d.size(); ++j) {
     if (std::find(st->eos.begin(), st->eos.end(), d[j]) != st->eos.end()) {
       d.resize(j);

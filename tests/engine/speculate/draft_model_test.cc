@@ -18,6 +18,9 @@ namespace {
 
 using Tokens = std::vector<int32_t>;
 
+// Verification costing nothing: the pacer proposes the longest draft it may.
+const std::vector<double> kFree(9, 1.0);
+
 std::unique_ptr<Engine> Load(const std::string& name, int kv_blocks = 0) {
   auto model = Model::Load(std::string(FLATSTATE_SOURCE_DIR) + "/models/" + name);
   EXPECT_TRUE(model.ok()) << model.status();
@@ -52,7 +55,7 @@ Decoded Decode(Engine* target, const Tokens& prompt, size_t n, Drafter* drafter)
   while (out.tokens.size() < n) {
     StepRequest r{&s, 1 << 30, true};
     if (drafter != nullptr && !out.tokens.empty()) {
-      draft = drafter->Draft(static_cast<int>(n - out.tokens.size() - 1));
+      draft = drafter->Draft(static_cast<int>(n - out.tokens.size() - 1), {});  // prior costs
       r.draft = draft;
     }
     EXPECT_TRUE(target->Step(std::span<const StepRequest>(&r, 1), &res).ok());
@@ -104,7 +107,7 @@ TEST(DraftModelDrafter, RefusedDraftsLeaveNoTraceAndAClonedDrafterDraftsTheSame)
   const Tokens prompt = Prompt(*e);
   DraftModelDrafter d(e.get(), 4);
   d.Append(prompt);
-  const Tokens first = d.Draft(4);
+  const Tokens first = d.Draft(4, kFree);
   ASSERT_EQ(first.size(), 4u);
   // The target kept two tokens and drew another: the context goes on with those three.
   d.Feedback(4, 2);
@@ -117,13 +120,13 @@ TEST(DraftModelDrafter, RefusedDraftsLeaveNoTraceAndAClonedDrafterDraftsTheSame)
   fresh.Append(context);
   std::unique_ptr<Drafter> clone = d.Clone();
   ASSERT_NE(clone, nullptr);
-  const Tokens again = d.Draft(2);
-  EXPECT_EQ(again, fresh.Draft(2));
+  const Tokens again = d.Draft(2, kFree);
+  EXPECT_EQ(again, fresh.Draft(2, kFree));
   EXPECT_EQ(again.size(), 2u);
   // A draft never verified (no Feedback) is dropped by the next Append as well.
   d.Append(Tokens{again[0]});
   // The clone, taken before `again`, drafts what the original drafted then.
-  EXPECT_EQ(clone->Draft(2), again);
+  EXPECT_EQ(clone->Draft(2, kFree), again);
 }
 
 TEST(DraftModelDrafter, AFailingDraftEngineStopsDrafting) {
@@ -133,13 +136,13 @@ TEST(DraftModelDrafter, AFailingDraftEngineStopsDrafting) {
   while (prompt.size() < 200) prompt.insert(prompt.end(), prompt.begin(), prompt.end());
   DraftModelDrafter d(small.get(), 4);
   d.Append(prompt);
-  EXPECT_TRUE(d.Draft(4).empty());
+  EXPECT_TRUE(d.Draft(4, kFree).empty());
   EXPECT_TRUE(d.failed());
   d.Append(Tokens{'a'});
-  EXPECT_TRUE(d.Draft(4).empty());
+  EXPECT_TRUE(d.Draft(4, kFree).empty());
   std::unique_ptr<Drafter> clone = d.Clone();
   if (clone != nullptr) {
-    EXPECT_TRUE(clone->Draft(4).empty());
+    EXPECT_TRUE(clone->Draft(4, kFree).empty());
   }
 }
 

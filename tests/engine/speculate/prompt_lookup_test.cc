@@ -1,6 +1,6 @@
 // PromptLookupDrafter (engine/speculate/prompt_lookup.h): drafts continue the most recent earlier
-// occurrence of the longest recurring suffix, never the suffix itself; limits; the pause after
-// misses (fewer than kPaysOff tokens accepted) doubles and resets on a draft that pays off.
+// occurrence of the longest recurring suffix, never the suffix itself; limits; the length is
+// DraftPacer's (draft_pacer_test.cc).
 #include "engine/speculate/prompt_lookup.h"
 
 #include <vector>
@@ -12,64 +12,42 @@ namespace {
 
 using Tokens = std::vector<int32_t>;
 
+// Verification costing nothing: the pacer proposes the longest draft it may.
+const std::vector<double> kFree(17, 1.0);
+
 TEST(PromptLookupDrafter, ContinuesTheMostRecentEarlierOccurrence) {
   PromptLookupDrafter d({.max_draft = 4, .min_ngram = 2, .max_ngram = 3});
   d.Append(Tokens{1, 2, 3, 4, 5, 9, 1, 2, 3, 7, 8, 1, 2});
   // Suffix (1, 2): its most recent earlier occurrence ends at index 8 -> 3, 7, 8, 1.
-  EXPECT_EQ(d.Draft(10), (Tokens{3, 7, 8, 1}));
+  EXPECT_EQ(d.Draft(10, kFree), (Tokens{3, 7, 8, 1}));
   d.Append(Tokens{3});
   // Suffix (1, 2, 3) recurs twice; the later one (followed by 7, 8) wins.
-  EXPECT_EQ(d.Draft(2), (Tokens{7, 8}));
-  EXPECT_EQ(d.Draft(0), Tokens{});
+  EXPECT_EQ(d.Draft(2, kFree), (Tokens{7, 8}));
+  EXPECT_EQ(d.Draft(0, kFree), Tokens{});
 }
 
 TEST(PromptLookupDrafter, LongerSuffixesWinAndNothingRecursNoDraft) {
   PromptLookupDrafter d({.max_draft = 8, .min_ngram = 2, .max_ngram = 4});
   d.Append(Tokens{5, 6, 7, 1, 6, 7, 2, 9, 5, 6, 7});
   // (5, 6, 7) recurs once, followed by 1; (6, 7) alone would pick the later (6, 7) -> 2.
-  EXPECT_EQ(d.Draft(3), (Tokens{1, 6, 7}));
+  EXPECT_EQ(d.Draft(3, kFree), (Tokens{1, 6, 7}));
   PromptLookupDrafter fresh({});
   fresh.Append(Tokens{1, 2, 3, 4, 5});
-  EXPECT_TRUE(fresh.Draft(8).empty());
+  EXPECT_TRUE(fresh.Draft(8, kFree).empty());
   // The draft stops at the end of the context.
   PromptLookupDrafter end({.max_draft = 8, .min_ngram = 1, .max_ngram = 2});
   end.Append(Tokens{4, 4});
-  EXPECT_EQ(end.Draft(8), (Tokens{4}));
+  EXPECT_EQ(end.Draft(8, kFree), (Tokens{4}));
 }
 
-TEST(PromptLookupDrafter, MissesPauseDraftingLongerEachTime) {
-  PromptLookupDrafter d({.max_draft = 2, .min_ngram = 1, .max_ngram = 1});
-  d.Append(Tokens{1, 1, 1, 1});
-  ASSERT_FALSE(d.Draft(2).empty());
-  d.Feedback(2, 0);  // a complete miss: one step without drafts
-  EXPECT_TRUE(d.Draft(2).empty());
-  ASSERT_FALSE(d.Draft(2).empty());
-  d.Feedback(2, 0);  // the second in a row: two steps
-  EXPECT_TRUE(d.Draft(2).empty());
-  EXPECT_TRUE(d.Draft(2).empty());
-  ASSERT_FALSE(d.Draft(2).empty());
-  d.Feedback(2, 2);  // paid off: the next miss pauses one step again
-  ASSERT_FALSE(d.Draft(2).empty());
-  d.Feedback(2, 0);
-  EXPECT_TRUE(d.Draft(2).empty());
-  EXPECT_FALSE(d.Draft(2).empty());
-  // One token accepted of several does not pay for the verification: a miss (pause 2 now).
-  d.Feedback(5, 1);
-  EXPECT_TRUE(d.Draft(2).empty());
-  EXPECT_TRUE(d.Draft(2).empty());
-  EXPECT_FALSE(d.Draft(2).empty());
-  // A one-token draft accepted whole pays off.
-  d.Feedback(1, 1);
-  d.Feedback(2, 0);
-  EXPECT_TRUE(d.Draft(2).empty());
-  EXPECT_FALSE(d.Draft(2).empty());
-  // The pause never grows past kMaxPause.
-  for (int i = 0; i < 20; ++i) {
-    d.Feedback(1, 0);
-    int empty = 0;
-    while (d.Draft(2).empty()) ++empty;
-    EXPECT_LE(empty, DraftPacer::kMaxPause);
-  }
+TEST(PromptLookupDrafter, ThePacerDecidesTheLength) {
+  PromptLookupDrafter d({.max_draft = 6, .min_ngram = 1, .max_ngram = 1});
+  d.Append(Tokens{1, 2, 3, 4, 5, 6, 7, 1});  // (1) recurs: 2 .. 7 may follow
+  // Unmeasured costs and the prior acceptance: two tokens (DraftPacer's test has the arithmetic).
+  EXPECT_EQ(d.Draft(6, {}).size(), 2u);
+  // Verification dearer than any draft can pay for: none (a pause).
+  const std::vector<double> dear = {1, 3, 5, 7, 9, 11, 13};
+  EXPECT_TRUE(d.Draft(6, dear).empty());
 }
 
 }  // namespace

@@ -4,7 +4,9 @@
 // text and finish reason as without, greedy and sampled, whole and streamed, over HTTP and gRPC,
 // while drafts are accepted (the metrics move); a session that speculated continues its next
 // turn exactly as one that did not; bad speculative fields are 400 / INVALID_ARGUMENT naming
-// them. With --draft_model, drafts come from that model and the output is the same again.
+// them. With --draft_model, drafts come from that model and the output is the same again; paced
+// by their measured cost (--pace_drafts, the default), a draft model as dear as its target drafts
+// only probes.
 #include <filesystem>
 #include <string>
 #include <utility>
@@ -99,10 +101,12 @@ class SpeculativeTest : public HttpTest {
 
 // The same server with --draft_model draft-twin, a second copy of the Gated DeltaNet model: every
 // model drafts with it (the same 256-token vocabulary), and the Gated DeltaNet model's greedy
-// drafts are then its own choices.
+// drafts are then its own choices. --nopace_drafts: every decoding step drafts, whatever it costs
+// (a draft model as large as its target never pays; PacedDraftModelTest).
 class DraftModelTest : public SpeculativeTest {
  protected:
-  static void SetUpTestSuite() {
+  static void SetUpTestSuite() { StartWithTwin(/*pace_drafts=*/false); }
+  static void StartWithTwin(bool pace_drafts) {
     server::ServerOptions o = Options();
     const std::string twin = o.models_dir + "/draft-twin";
     if (!std::filesystem::exists(twin)) {
@@ -110,12 +114,20 @@ class DraftModelTest : public SpeculativeTest {
           std::string(FLATSTATE_SOURCE_DIR) + "/models/shakespeare-gated-deltanet", twin);
     }
     o.draft_model = "draft-twin";
+    o.pace_drafts = pace_drafts;
     StartSuiteServer(o);
   }
   static void TearDownTestSuite() {
     SpeculativeTest::TearDownTestSuite();
     std::filesystem::remove(TempDir() + "/speculative-models/draft-twin");  // not SpeculativeTest's
   }
+};
+
+// The twin with drafts paced by their measured cost (the default): drafting a token costs the
+// twin a decode step as dear as the target's, so no draft can pay and the pacer keeps to probes.
+class PacedDraftModelTest : public DraftModelTest {
+ protected:
+  static void SetUpTestSuite() { StartWithTwin(/*pace_drafts=*/true); }
 };
 
 json Body(const std::string& model, double temperature, std::optional<bool> speculative) {
@@ -274,6 +286,17 @@ TEST_F(DraftModelTest, DraftsFromTheDraftModelGiveTheSameOutput) {
   HttpReply one = Post("/v1/completions", body);
   ASSERT_EQ(one.status, 200) << one.raw;
   EXPECT_EQ(three.body["choices"][0]["token_ids"], one.body["choices"][0]["token_ids"]);
+}
+
+TEST_F(PacedDraftModelTest, ADraftModelAsDearAsTheTargetKeepsToProbes) {
+  json plain;
+  const auto [drafted, accepted] =
+      ExpectSameAsPlain(Body("shakespeare-gated-deltanet", 0.0, true), &plain);
+  // Unpaced, the same request drafts >= 100 tokens (DraftModelTest): 5 a step, nearly all kept.
+  // Paced: the prior's first draft, then a probe after pauses of 1, 2, 4, ... steps.
+  EXPECT_GT(drafted, 0);
+  EXPECT_LE(drafted, 50) << "the pacer did not count the draft model's own steps";
+  EXPECT_GE(accepted, 0.9 * drafted);
 }
 
 TEST(DraftModelOption, AModelThatIsNotLoadedIsRefusedByName) {

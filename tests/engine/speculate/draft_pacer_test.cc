@@ -1,0 +1,124 @@
+// DraftPacer (engine/speculate/draft_pacer.h): the length that maximises the expected tokens per
+// unit of cost, the acceptance estimate it rests on, pauses (doubling, capped, reset) when no
+// draft pays, and the probe after each pause.
+#include "engine/speculate/draft_pacer.h"
+
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace flatstate {
+namespace {
+
+// cost[k] = 1 + row * k, k = 0..n.
+std::vector<double> Linear(double row, int n = 16) {
+  std::vector<double> c;
+  for (int k = 0; k <= n; ++k) c.push_back(1 + row * k);
+  return c;
+}
+
+// Drafts proposed over `steps` steps while every draft is refused whole.
+int DraftsWhileAllRefused(DraftPacer* p, int steps, const std::vector<double>& cost) {
+  int drafts = 0;
+  for (int i = 0; i < steps; ++i) {
+    if (const int k = p->Next(8, cost); k > 0) {
+      ++drafts;
+      p->Feedback(k, 0);
+    }
+  }
+  return drafts;
+}
+
+TEST(DraftPacer, ProposesTheLengthWithTheMostExpectedTokensPerCost) {
+  DraftPacer p(8);
+  EXPECT_DOUBLE_EQ(p.acceptance(), 0.7);
+  // p = 0.7, a row 0.35 of a step (the prior): E(k) / (1 + 0.35 k) is 1.259, 1.288, 1.236 for
+  // k = 1, 2, 3.
+  EXPECT_EQ(p.Next(8, {}), 2);
+  EXPECT_EQ(p.Next(8, Linear(DraftPacer::kPriorRowCost)), 2);
+  // Free verification: the longest allowed, within limit and max_draft.
+  EXPECT_EQ(p.Next(8, Linear(0)), 8);
+  EXPECT_EQ(p.Next(3, Linear(0)), 3);
+  EXPECT_EQ(DraftPacer(4).Next(8, Linear(0)), 4);
+  EXPECT_EQ(p.Next(0, Linear(0)), 0);
+  // Cheap rows: longer; dear rows: shorter.
+  EXPECT_EQ(p.Next(8, Linear(0.1)), 4);  // E(k) / (1 + 0.1 k): 2.77 / 1.4 = 1.98 is the best
+  EXPECT_EQ(p.Next(8, Linear(0.6)), 1);  // 1.7 / 1.6 = 1.06 beats 2.19 / 2.2
+  // Past the cost vector's end the prior row cost applies.
+  EXPECT_EQ(p.Next(8, std::vector<double>{1.0}), 2);
+}
+
+TEST(DraftPacer, AcceptanceCountsKeptTokensOverTriedOnes) {
+  DraftPacer p(8);
+  for (int i = 0; i < 100; ++i) p.Feedback(4, 2);  // 2 kept, the third refused: 2 of 3
+  EXPECT_NEAR(p.acceptance(), 2.0 / 3, 1e-6);
+  for (int i = 0; i < 100; ++i) p.Feedback(4, 4);  // kept whole: 4 of 4
+  EXPECT_GT(p.acceptance(), 0.999);
+  EXPECT_EQ(p.Next(8, Linear(0.3)), 8);  // E(8) = 9 for 3.4: drafting pays most at the longest
+  for (int i = 0; i < 100; ++i) p.Feedback(3, 0);
+  EXPECT_LT(p.acceptance(), 1e-6);
+  // The estimate follows recent drafts: four kept whole after those refusals lift it past 0.5.
+  for (int i = 0; i < 4; ++i) p.Feedback(4, 4);
+  EXPECT_GT(p.acceptance(), 0.5);
+  p.Feedback(4, 9);  // accepted is clamped to drafted
+  EXPECT_LE(p.acceptance(), 1.0);
+}
+
+TEST(DraftPacer, DraftsOnlyWhileTheExpectedGainBeatsTheCost) {
+  // p = 0.5 (one of two kept, then refused): E(1) = 1.5.
+  DraftPacer p(8);
+  for (int i = 0; i < 100; ++i) p.Feedback(2, 1);
+  ASSERT_NEAR(p.acceptance(), 0.5, 1e-6);
+  EXPECT_EQ(p.Next(8, std::vector<double>{1, 1.45, 1.9, 2.35}), 1);  // 1.5 / 1.45 > 1
+  EXPECT_EQ(p.Next(8, std::vector<double>{1, 1.55, 2.1, 2.65}),
+            0);  // 1.5 / 1.55 and 1.75 / 2.1 < 1: a pause
+}
+
+TEST(DraftPacer, PausesDoubleToKMaxPauseWithAProbeAfterEachAndResetWhenDraftsPay) {
+  DraftPacer p(8);
+  for (int i = 0; i < 50; ++i) p.Feedback(2, 0);
+  const std::vector<double> cost = Linear(0.4);
+  // No draft pays: pauses of 1, 2, 4, ... steps, each followed by one probe.
+  std::vector<int> pauses;
+  int run = 0;
+  for (int i = 0; i < 400; ++i) {
+    const int k = p.Next(8, cost);
+    if (k == 0) {
+      ++run;
+      continue;
+    }
+    EXPECT_EQ(k, 1);  // the best length at p ~ 0, however poor
+    pauses.push_back(run);
+    run = 0;
+    p.Feedback(k, 0);
+  }
+  ASSERT_GE(pauses.size(), 8u);
+  EXPECT_EQ(std::vector<int>(pauses.begin(), pauses.begin() + 8),
+            (std::vector<int>{1, 2, 4, 8, 16, 32, 64, 64}));
+  // Probes that are kept raise the estimate until drafting pays again: then every step drafts,
+  // and the next pause after a change of luck is one step again.
+  int guard = 0;
+  while (p.acceptance() < 0.6 && ++guard < 1000) {
+    if (const int k = p.Next(8, cost); k > 0) p.Feedback(k, k);
+  }
+  ASSERT_LT(guard, 1000);
+  for (int i = 0; i < 10; ++i) {
+    const int k = p.Next(8, cost);
+    ASSERT_GT(k, 0) << i;
+    p.Feedback(k, k);
+  }
+  for (int i = 0; i < 50 && p.Next(8, cost) > 0; ++i) p.Feedback(8, 0);
+  EXPECT_GT(p.Next(8, cost), 0);  // a pause of one step, then the probe
+}
+
+TEST(DraftPacer, TextWhereDraftsFailCostsAFewProbes) {
+  // Over 2,000 steps of refused drafts, the pacer verifies a draft about once per kMaxPause
+  // steps once the pause is long (the old pacer's ratio; the cost is what varies).
+  DraftPacer p(8);
+  const int drafts = DraftsWhileAllRefused(&p, 2000, Linear(0.35));
+  EXPECT_LE(drafts, 2000 / DraftPacer::kMaxPause + 12);
+  EXPECT_GE(drafts, 2000 / (DraftPacer::kMaxPause + 1));
+}
+
+}  // namespace
+}  // namespace flatstate
