@@ -15,7 +15,7 @@ int DraftPacer::Next(int limit, std::span<const double> cost) {
   }
   const double p = acceptance();
   int best = 1;
-  double best_gain = 0, expected = 1, term = 1;
+  double best_gain = 0, best_cost = 1, expected = 1, term = 1;
   for (int k = 1; k <= cap; ++k) {
     term *= p;
     expected += term;
@@ -23,17 +23,18 @@ int DraftPacer::Next(int limit, std::span<const double> cost) {
         static_cast<size_t>(k) < cost.size() ? cost[static_cast<size_t>(k)] : 1 + kPriorRowCost * k;
     if (const double gain = expected / c; gain >= best_gain) {  // ties: the longer
       best_gain = gain;
+      best_cost = c;
       best = k;
     }
   }
-  if (best_gain >= 1) {
+  if (best_gain >= kMinGain || best_cost <= 1) {  // clearly paying, or free
     next_pause_ = 1;
     probe_ = false;
     return best;
   }
-  if (probe_) {  // the pause is over: one draft to see whether acceptance has changed
-    probe_ = false;
-    return best;
+  if (probe_) {      // the pause is over: one draft, the longest, to see whether the text (and
+    probe_ = false;  // what long drafts cost) has changed
+    return cap;
   }
   // This step is the pause's first.
   pause_ = next_pause_ - 1;

@@ -13,12 +13,13 @@
 //   kPriorRowCost * k.
 //
 // Next proposes the k (<= limit, max_draft) that maximises E(k) / cost[k] (the longest of equals:
-// with cost[k] = 1 for every k, always the longest). When even that is
-// below 1 (no draft pays at the estimated acceptance), drafting pauses for a number of steps that
-// doubles with each such decision in a row (1, 2, 4, ... up to kMaxPause), after which one probe
-// draft of that best length runs to refresh the estimate; the doubling resets once a draft is
-// expected to pay again. So text where drafts fail costs a probe now and then, text where they are
-// kept drafts as long as verifying still pays on this machine.
+// with cost[k] = 1 for every k, always the longest). When even that is below kMinGain (no draft
+// pays clearly at the estimated acceptance) and costs something, drafting pauses for a number of
+// steps that doubles with each such decision in a row (1, 2, 4, ... up to kMaxPause), after which
+// one probe draft of the longest length runs to refresh the estimate (and the measured cost of long
+// drafts, which short drafts would never update); the doubling resets once a draft is expected to
+// pay again. So text where drafts fail costs a probe now and then, text where they are kept drafts
+// as long as verifying still pays on this machine.
 //
 // Value type; not thread-safe; never fails.
 #ifndef FLATSTATE_ENGINE_SPECULATE_DRAFT_PACER_H_
@@ -33,6 +34,9 @@ class DraftPacer {
   static constexpr int kMaxPause = 64;           // steps without drafts in a pause, at most
   static constexpr double kPriorRowCost = 0.35;  // a verified row's cost in plain steps, unmeasured
   static constexpr double kDecay = 0.8;          // an older draft's weight in p, per draft
+  // The expected gain a draft must reach: 10 % above break-even, for the estimate's noise (p over
+  // a few drafts) and the bookkeeping outside the measured step.
+  static constexpr double kMinGain = 1.1;
 
   explicit DraftPacer(int max_draft);  // max_draft is clamped to >= 1
 

@@ -1,8 +1,7 @@
 #include "engine/speculate/step_cost.h"
 
 #include <algorithm>
-
-#include "engine/speculate/draft_pacer.h"
+#include <cstddef>
 
 namespace flatstate {
 
@@ -44,26 +43,33 @@ void StepCostModel::ObserveDraft(int tokens, double seconds) {
 double StepCostModel::StepSeconds(int rows) const {
   if (observed_.empty() || rows < 1) return 0;
   auto T = [&](int n) { return median_[static_cast<size_t>(n)]; };
-  const auto it = std::lower_bound(observed_.begin(), observed_.end(), rows);
-  if (it != observed_.end() && *it == rows) return T(rows);
-  if (observed_.size() == 1) {
-    const int m = observed_[0];
-    const double prior = DraftPacer::kPriorRowCost;
-    return T(m) * (1 + prior * (rows - 1)) / (1 + prior * (m - 1));
+  const bool one = observed_[0] == 1;  // a plain batch-1 step has been seen
+  if (rows == 1 && one) return T(1);
+  // Steps of several rows: the least-squares line through the medians of every count >= 2 seen
+  // (slope >= 0), so each count's few, noisy samples inform every length.
+  const auto first_multi = observed_.begin() + (one ? 1 : 0);
+  const auto multi = static_cast<double>(observed_.end() - first_multi);
+  if (multi == 0) return one ? T(1) : 0;  // only plain steps seen: a draft looks free until run
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (auto it = first_multi; it != observed_.end(); ++it) {
+    const double x = *it, y = T(*it);
+    sx += x;
+    sy += y;
+    sxx += x * x;
+    sxy += x * y;
   }
-  if (it != observed_.begin() && it != observed_.end()) {  // between two observed counts
-    const int a = *(it - 1), b = *it;
-    return T(a) + (T(b) - T(a)) * (rows - a) / (b - a);
+  const double var = sxx - sx * sx / multi;
+  const double slope = var > 0 ? std::max(0.0, (sxy - sx * sy / multi) / var) : 0.0;
+  const double mean_x = sx / multi, mean_y = sy / multi;
+  double t = mean_y + slope * (rows - mean_x);
+  if (multi == 1 && rows < *first_multi) {  // below the one count seen: from T(1), or its share
+    const int c = *first_multi;
+    t = one ? T(1) + (T(c) - T(1)) * (rows - 1) / (c - 1) : T(c) * rows / c;
   }
-  // Beyond the observed range: the line through the two nearest, rising; never below
-  // proportional to the rows (fewer rows do not cost less than their share), nor above it (more
-  // rows do not cost more than their share).
-  const bool below = it == observed_.begin();
-  const int a = below ? observed_[0] : observed_[observed_.size() - 2];
-  const int b = below ? observed_[1] : observed_.back();
-  const double slope = std::max(0.0, (T(b) - T(a)) / (b - a));
-  if (below) return std::max(T(a) - slope * (a - rows), T(a) * rows / a);
-  return std::min(T(b) + slope * (rows - b), T(b) * rows / b);
+  // Below the smallest count seen, never less than in proportion to its rows (fewer rows do not
+  // cost less than their share); with a plain step seen, never less than it.
+  if (const int a = observed_[0]; rows < a) t = std::max(t, T(a) * rows / a);
+  return one ? std::max(t, T(1)) : t;
 }
 
 std::vector<double> StepCostModel::Costs(int base_rows, int streams, int max_extra) const {

@@ -6,12 +6,17 @@
 // form and are not recorded) and each draft it asks for; Costs turns that into the relative cost
 // of verifying k more drafted tokens.
 //
-// Estimates: a step of n rows costs the median of the last kWindow observed steps of n rows (a
-// median, so one preempted step does not skew it); a row count never observed is interpolated
-// between the nearest observed counts, extrapolated along the line through the two nearest beyond
-// the observed range (slope >= 0), or, with one count observed, scaled from it as
-// 1 + DraftPacer::kPriorRowCost per row. Drafting costs the median seconds per drafted token of the
-// last kWindow drafts.
+// Estimates: each row count seen costs the median of its last kWindow observed steps (a median,
+// so one preempted step does not skew it). A plain step (1 row) costs its median. A step of
+// several rows costs the least-squares line through the medians of every count >= 2 seen (slope
+// >= 0): each count's few samples inform every length, and the lengths a pacer rarely tries are
+// not decided by one noisy sample. With one such count seen, rows below it lie on the line from the
+// plain step to it, rows above cost what it does (optimistic on purpose: an unseen length looks
+// cheap, so it is tried and measured; the first extra row of a verification costs most and those
+// after it little, so a slope from the first would overstate long drafts for good). With only
+// plain steps seen, several rows cost what one does. Never less than a plain step, nor, below the
+// smallest count seen, less than in proportion to its rows. Drafting costs the median seconds per
+// drafted token of the last kWindow drafts.
 //
 // Owns its observations (kMaxRows x kWindow doubles at most). Value type; not thread-safe (the
 // engine loop's thread, or a benchmark's); never fails.

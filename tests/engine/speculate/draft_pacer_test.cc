@@ -43,7 +43,7 @@ TEST(DraftPacer, ProposesTheLengthWithTheMostExpectedTokensPerCost) {
   EXPECT_EQ(p.Next(0, Linear(0)), 0);
   // Cheap rows: longer; dear rows: shorter.
   EXPECT_EQ(p.Next(8, Linear(0.1)), 4);  // E(k) / (1 + 0.1 k): 2.77 / 1.4 = 1.98 is the best
-  EXPECT_EQ(p.Next(8, Linear(0.6)), 1);  // 1.7 / 1.6 = 1.06 beats 2.19 / 2.2
+  EXPECT_EQ(p.Next(8, Linear(0.5)), 1);  // 1.7 / 1.5 = 1.13 beats 2.19 / 2.0
   // Past the cost vector's end the prior row cost applies.
   EXPECT_EQ(p.Next(8, std::vector<double>{1.0}), 2);
 }
@@ -69,9 +69,16 @@ TEST(DraftPacer, DraftsOnlyWhileTheExpectedGainBeatsTheCost) {
   DraftPacer p(8);
   for (int i = 0; i < 100; ++i) p.Feedback(2, 1);
   ASSERT_NEAR(p.acceptance(), 0.5, 1e-6);
-  EXPECT_EQ(p.Next(8, std::vector<double>{1, 1.45, 1.9, 2.35}), 1);  // 1.5 / 1.45 > 1
-  EXPECT_EQ(p.Next(8, std::vector<double>{1, 1.55, 2.1, 2.65}),
-            0);  // 1.5 / 1.55 and 1.75 / 2.1 < 1: a pause
+  // Drafting needs kMinGain (1.1): 1.5 / 1.3 = 1.15 does; 1.5 / 1.4 = 1.07 (and 1.75 / 1.9 for
+  // k = 2, 1.875 / 2.35, the prior's 1.9375 / 2.4 past the vector) does not: a pause of one step,
+  // then a probe.
+  const std::vector<double> dear = {1, 1.4, 1.9, 2.35};
+  EXPECT_EQ(p.Next(8, std::vector<double>{1, 1.3, 1.9, 2.35}), 1);
+  EXPECT_EQ(p.Next(8, dear), 0);
+  EXPECT_EQ(p.Next(8, dear), 8);  // the probe: the longest, to measure what long drafts cost
+  // Free verification drafts whatever the estimate (--nopace_drafts): the longest.
+  for (int i = 0; i < 100; ++i) p.Feedback(2, 0);
+  EXPECT_EQ(p.Next(8, std::vector<double>(9, 1.0)), 8);
 }
 
 TEST(DraftPacer, PausesDoubleToKMaxPauseWithAProbeAfterEachAndResetWhenDraftsPay) {
@@ -87,7 +94,7 @@ TEST(DraftPacer, PausesDoubleToKMaxPauseWithAProbeAfterEachAndResetWhenDraftsPay
       ++run;
       continue;
     }
-    EXPECT_EQ(k, 1);  // the best length at p ~ 0, however poor
+    EXPECT_EQ(k, 8);  // a probe is the longest draft
     pauses.push_back(run);
     run = 0;
     p.Feedback(k, 0);

@@ -5,7 +5,6 @@
 
 #include <vector>
 
-#include "engine/speculate/draft_pacer.h"
 #include "gtest/gtest.h"
 
 namespace flatstate {
@@ -28,35 +27,53 @@ TEST(StepCostModel, NothingObservedGivesNoCosts) {
   EXPECT_TRUE(m.Costs(1, 1, 4).empty());
 }
 
-TEST(StepCostModel, OneRowCountObservedScalesByThePrior) {
+TEST(StepCostModel, OneRowCountObserved) {
   StepCostModel m;
   m.ObserveStep(1, 0.010);
-  const double r = DraftPacer::kPriorRowCost;
-  ExpectCosts(m.Costs(1, 1, 3), {1, 1 + r, 1 + 2 * r, 1 + 3 * r});
-  EXPECT_NEAR(m.StepSeconds(3), 0.010 * (1 + 2 * r), 1e-12);
+  // More rows than seen: as the largest seen until measured (a draft looks free, so one is tried).
+  ExpectCosts(m.Costs(1, 1, 3), {1, 1, 1, 1});
+  // Only a 6-row step seen: more rows cost what it did, fewer their share.
+  StepCostModel six;
+  six.ObserveStep(6, 0.030);
+  EXPECT_NEAR(six.StepSeconds(8), 0.030, 1e-12);
+  EXPECT_NEAR(six.StepSeconds(2), 0.010, 1e-12);
+  EXPECT_NEAR(six.StepSeconds(1), 0.005, 1e-12);
 }
 
-TEST(StepCostModel, InterpolatesBetweenAndExtrapolatesBeyondObservedCounts) {
+TEST(StepCostModel, FromOneRowToOneCountSeenThenALineThroughAll) {
   StepCostModel m;
   m.ObserveStep(1, 0.010);
   m.ObserveStep(3, 0.014);
-  // T(2) = 12 ms between; T(4), T(5) along the line through 1 and 3 (2 ms a row).
-  ExpectCosts(m.Costs(1, 1, 4), {1, 1.2, 1.4, 1.6, 1.8});
+  // T(2) = 12 ms between; T(4), T(5) as T(3) until seen.
+  ExpectCosts(m.Costs(1, 1, 4), {1, 1.2, 1.4, 1.4, 1.4});
   // Two streams wait for the longer step: the extra time counts twice.
   ExpectCosts(m.Costs(1, 2, 2), {1, 1.4, 1.8});
   // Drafting time adds per drafted token: 1 ms a token.
   m.ObserveDraft(4, 0.004);
   ExpectCosts(m.Costs(1, 1, 2), {1, 1.3, 1.6});
-  // From a base of 3 rows.
-  ExpectCosts(m.Costs(3, 1, 1), {1, 1 + 0.003 / 0.014});
-  // Beyond the range the line through the two largest counts.
-  m.ObserveStep(4, 0.017);  // 3 ms a row between 3 and 4
-  EXPECT_NEAR(m.StepSeconds(5), 0.020, 1e-12);
-  // Capped by rows in proportion (no row costs more than its share of the largest observed step).
-  StepCostModel steep;
-  steep.ObserveStep(1, 0.010);
-  steep.ObserveStep(2, 0.030);
-  EXPECT_NEAR(steep.StepSeconds(3), 0.045, 1e-12);  // the line gives 50 ms
+  // From a base of 3 rows: one more row is unseen (free), its drafting is not.
+  ExpectCosts(m.Costs(3, 1, 1), {1, 1 + 0.001 / 0.014});
+  // More counts seen: the least-squares line through their medians (here exactly 1 ms a row).
+  m.ObserveStep(2, 0.014);
+  m.ObserveStep(3, 0.015);  // the median of 14 and 15 ms is taken as the upper one
+  m.ObserveStep(6, 0.018);
+  ExpectCosts(m.Costs(1, 1, 5), {1, 1.5, 1.7, 1.9, 2.1, 2.3});  // (T(1 + k) - 10 + k) / 10
+}
+
+TEST(StepCostModel, TheLineKeepsOneNoisyCountFromDecidingLongDrafts) {
+  StepCostModel m;
+  m.ObserveStep(1, 0.010);
+  m.ObserveStep(2, 0.020);
+  m.ObserveStep(3, 0.040);  // a slow step, seen once
+  for (int i = 0; i < 3; ++i) {
+    m.ObserveStep(4, 0.021);
+    m.ObserveStep(5, 0.022);
+    m.ObserveStep(6, 0.023);
+  }
+  // A line through (2, 20) and (3, 40) alone would put 6 rows at 100 ms; the fit over all five
+  // counts stays near what 6 rows cost.
+  EXPECT_LT(m.StepSeconds(6), 0.030);
+  EXPECT_GE(m.StepSeconds(6), 0.010);
 }
 
 TEST(StepCostModel, BelowTheRangeNeverLessThanProportional) {
