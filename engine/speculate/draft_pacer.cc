@@ -46,8 +46,9 @@ int DraftPacer::Next(int limit, std::span<const double> cost) {
 void DraftPacer::Feedback(int drafted, int accepted) {
   if (drafted <= 0) return;
   accepted = std::clamp(accepted, 0, drafted);
-  kept_ = kDecay * kept_ + accepted;
-  tried_ = kDecay * tried_ + accepted + (accepted < drafted ? 1 : 0);
+  kept_[whole_] = kDecay * kept_[whole_] + accepted;
+  tried_[whole_] = kDecay * tried_[whole_] + accepted + (accepted < drafted ? 1 : 0);
+  whole_ = accepted >= drafted ? 1 : 0;
 }
 
 }  // namespace flatstate

@@ -2,10 +2,12 @@
 // be, and when to stop drafting for a while. It weighs what a draft is expected to add against
 // what verifying it costs:
 //
-// - Acceptance. Drafts are taken to be kept token by token with one probability p (a draft of d
+// - Acceptance. Drafts are taken to be kept token by token with a probability p (a draft of d
 //   tokens of which a are kept counts a kept of a + 1 tried, or a of a when kept whole), estimated
 //   over recent drafts (each older draft's weight shrinks by kDecay per draft; a prior of 0.7
-//   over two tokens at the start).
+//   over two tokens at the start), separately for drafts that follow a draft kept whole and
+//   drafts that follow one that fell short: text goes in and out of runs that repeat, so what the
+//   last draft did says much about the next.
 // - Expected tokens of a step verifying k drafted tokens: E(k) = 1 + p + ... + p^k (the step's own
 //   token and the kept prefix of the draft).
 // - Cost: cost[k], the time of that step over a plain one in the stream's tokens, drafting
@@ -47,13 +49,17 @@ class DraftPacer {
   // What the engine kept of the last draft (`drafted` > 0 tokens verified, `accepted` kept).
   void Feedback(int drafted, int accepted);
 
-  // The estimated probability that a drafted token is kept.
-  double acceptance() const { return kept_ / tried_; }
+  // The estimated probability that the next draft's tokens are kept: the rate of drafts made
+  // after a draft that ended as the last one did (kept whole, or not).
+  double acceptance() const { return kept_[whole_] / tried_[whole_]; }
 
  private:
   int max_draft_;
-  double kept_ = 1.4;   // decayed kept tokens (the prior's 0.7 x 2)
-  double tried_ = 2.0;  // decayed tried tokens
+  // Per outcome of the previous draft (0: it fell short, 1: kept whole): decayed kept and tried
+  // tokens of the drafts made after such a draft (the prior's 0.7 x 2 each).
+  double kept_[2] = {1.4, 1.4};
+  double tried_[2] = {2.0, 2.0};
+  int whole_ = 1;       // the outcome of the last draft
   int pause_ = 0;       // steps left without drafts
   int next_pause_ = 1;  // the length of the next pause
   bool probe_ = false;  // the step after a pause drafts whatever the estimate
