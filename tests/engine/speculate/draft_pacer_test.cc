@@ -1,6 +1,6 @@
 // DraftPacer (engine/speculate/draft_pacer.h): the length that maximises the expected tokens per
-// unit of cost, the acceptance estimate it rests on, pauses (doubling, capped, reset) when no
-// draft pays, and the probe after each pause.
+// unit of cost, the acceptance estimate it rests on (per outcome of the last draft), pauses
+// (doubling, capped, reset) when no draft pays, and the probe after each pause.
 #include "engine/speculate/draft_pacer.h"
 
 #include <vector>
@@ -62,6 +62,25 @@ TEST(DraftPacer, AcceptanceCountsKeptTokensOverTriedOnes) {
   EXPECT_GT(p.acceptance(), 0.5);
   p.Feedback(4, 9);  // accepted is clamped to drafted
   EXPECT_LE(p.acceptance(), 1.0);
+}
+
+TEST(DraftPacer, AcceptanceIsEstimatedPerOutcomeOfTheLastDraft) {
+  // Bursts: runs of drafts kept whole, then runs refused. Drafts after a whole one are kept
+  // (but the first after a run's end), drafts after a refused one refused (but the first of a run).
+  DraftPacer p(8);
+  for (int run = 0; run < 30; ++run) {
+    for (int i = 0; i < 5; ++i) p.Feedback(4, 4);
+    for (int i = 0; i < 5; ++i) p.Feedback(4, 0);
+  }
+  // After a refused draft: the rate of drafts that followed refused ones (mostly refused).
+  EXPECT_LT(p.acceptance(), 0.5);
+  EXPECT_EQ(p.Next(8, Linear(0.6)), 0);
+  p.Feedback(4, 4);
+  // After one kept whole: the rate of drafts that followed whole ones (mostly kept), so drafting
+  // pays even where a verified row costs 0.6 of a step. One rate for every draft would be about
+  // 0.5 (half the tokens tried are kept) at both points: E(1) / cost[1] = 1.5 / 1.6, a pause.
+  EXPECT_GT(p.acceptance(), 0.8);
+  EXPECT_GT(p.Next(8, Linear(0.6)), 0);
 }
 
 TEST(DraftPacer, DraftsOnlyWhileTheExpectedGainBeatsTheCost) {
