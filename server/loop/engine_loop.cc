@@ -267,8 +267,8 @@ void EngineLoop::StepModel(LoadedModel* model) {
     ++streams;
   }
   StepCostModel& step_cost = step_costs_[model];
-  bool decode_only =
-      true;  // every request is one decoding row plus its draft: its time is recorded
+  // Every request is one decoding row plus its draft: the step's time is recorded.
+  bool decode_only = true;
   for (size_t i = 0; i < active.size(); ++i) {
     if (plan[i].action == StreamAction::kRun) {
       StepRequest req;
@@ -276,12 +276,13 @@ void EngineLoop::StepModel(LoadedModel* model) {
       req.max_tokens = plan[i].tokens;
       req.logprobs = active[i]->logprobs;
       const int64_t pending = static_cast<int64_t>(active[i]->session->state.pending.size());
-      decode_only = decode_only && plan[i].tokens == 1 && pending == 1;
+      const bool decoding = plan[i].tokens == 1 && pending == 1;
+      decode_only = decode_only && decoding;
       if (active[i]->choices.has_value() && plan[i].tokens >= pending) {
         choice_sessions[reqs.size()] = StartChoices(active[i], &choice_states[reqs.size()]);
         req.choices = choice_states[reqs.size()];
         decode_only = false;
-      } else if (active[i]->drafter != nullptr && plan[i].tokens == 1 && pending == 1) {
+      } else if (active[i]->drafter != nullptr && decoding) {
         drafts[reqs.size()] = DraftFor(active[i], engine, plan[i].kv_blocks, &spare_blocks,
                                        &step_cost, base_rows, streams);
         req.draft = drafts[reqs.size()];
