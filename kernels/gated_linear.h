@@ -21,9 +21,10 @@
 // threads, and splitting a run at multiples of `chunk` changes no float.
 //
 // The op is GatedLinear<D> over a GatedLinearBatch. kCpu body: one task per (sequence, head) on
-// `par` with per-thread scratch, compiled as target clones (x86-64-v4 / AVX2 / baseline, chosen
-// once by the CPU; not under ASan). kCuda body (cuda/gated_linear.cu): the recurrent form for every
-// sequence, one block per (sequence, head); run on an H200 on 2026-11-26 (docs/gpu.md).
+// `par` with per-thread scratch, compiled as target clones (x86-64-v4, x86-64-v3 = AVX2 + FMA,
+// baseline; chosen once by the CPU; not under ASan). kCuda body (cuda/gated_linear.cu): the
+// recurrent form for decode, the chunked form (on a chunk dividing `chunk`, at most 64) for
+// prefill, within the tolerance of the CPU's (tests/kernels/device_recurrent_test.cc).
 #ifndef FLATSTATE_KERNELS_GATED_LINEAR_H_
 #define FLATSTATE_KERNELS_GATED_LINEAR_H_
 

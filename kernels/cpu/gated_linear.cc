@@ -16,7 +16,8 @@
 // picked once at load by the CPU's features (the same clone on every call, so batch invariance
 // and the forms' bit-exact splits hold on any one machine).
 #if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-#define FLATSTATE_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+#define FLATSTATE_VECTOR_CLONES \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define FLATSTATE_VECTOR_CLONES
 #endif

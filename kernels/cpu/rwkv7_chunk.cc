@@ -32,7 +32,8 @@
 // clones picked once at load, as kernels/cpu/gated_linear.cc's: one machine always runs the same
 // clone, so the batch and split invariances hold on it).
 #if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-#define FLATSTATE_RWKV7_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+#define FLATSTATE_RWKV7_CLONES \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define FLATSTATE_RWKV7_CLONES
 #endif

@@ -2,14 +2,16 @@
 // floats (one zmm, two ymm or four xmm per row, whatever the clone's ISA), the broadcast of
 // A(i, p) times B's row p accumulated in registers; columns past the last whole group one by one.
 // Built with -ffp-contract=fast (kernels/CMakeLists.txt): the clones with FMA fuse every
-// multiply-add, vector and scalar alike.
+// multiply-add, vector and scalar alike. The AVX2 clone is x86-64-v3 (AVX2 + FMA): a clone for
+// "avx2" alone has no FMA and ran the AVX2-only CPUs' products at half rate (docs/benchmarks.md).
 #include "kernels/cpu/small_matmul.h"
 
 #include <algorithm>
 #include <cstring>
 
 #if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-#define FLATSTATE_MATMUL_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+#define FLATSTATE_MATMUL_CLONES \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define FLATSTATE_MATMUL_CLONES
 #endif
