@@ -51,6 +51,9 @@
 #     |^Prefill/qwen35-08b/chunked/ for the 4096-token prefill), HFBENCH_RECURRENT_FILTER [none]
 #     reruns rows with FLATSTATE_CUDA_DELTA_PREFILL=recurrent (kernels/gated_delta.h),
 #     HFBENCH_TORCH_BATCHES [1,8,32] transformers' decode batches (empty: its prefill only)
+#   Step famprefill (not in the default STEPS): scripts/gpu_family_prefill.sh, GLA-340M- and
+#     Mamba-2-130M-shaped folders' CUDA prefill, chunked and token by token, beside transformers
+#     (+ fla), into famprefill/ (FAMPREFILL_TIMEOUT_S [240])
 #   Step torch (not in the default STEPS; e.g. STEPS=torch in a second call, TORCH_TIMEOUT_S
 #     [300]): tools/torch_gpu_bench.py --compile, the PyTorch baseline, into torch/
 set -uo pipefail
@@ -332,6 +335,16 @@ step_hfbench() {  # issue 32 item 3 / issue 29: flatstate and transformers(+fla)
     "$ROOT/tools/torch_hf_decode_bench.py" --model "$d" ${fla:+--fla "$fla"} \
     --batches "$HFBENCH_TORCH_BATCHES" --out "$R/hfbench/torch.json" > "$R/hfbench/torch.log" 2>&1
   record hfbench $((rc | $?)) $((SECONDS - t0)) "$(grep -c '^Decode/\|^Prefill/' "$R/hfbench/flatstate.log") flatstate rows; $(grep -c tokens_per_s "$R/hfbench/torch.log") torch rows"
+}
+
+step_famprefill() {  # issues 29 / 30: the gated linear recurrence's CUDA prefill
+  local t0=$SECONDS
+  mkdir -p "$R/famprefill"
+  log "famprefill: scripts/gpu_family_prefill.sh"
+  BIN="$B/bin" WORK="$WORK/famprefill" PYTHON="$PYTHON" timeout -k 5 \
+    "$(limit "${FAMPREFILL_TIMEOUT_S:-240}")" bash "$ROOT/scripts/gpu_family_prefill.sh" \
+    "$R/famprefill" > "$R/famprefill/log.txt" 2>&1
+  record famprefill $? $((SECONDS - t0)) "$(grep -c '^Prefill/' "$R/famprefill/log.txt") flatstate rows"
 }
 
 step_torch() {  # not in the default STEPS: the PyTorch baseline of issue 17 item 4

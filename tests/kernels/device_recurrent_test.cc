@@ -1,5 +1,5 @@
 // The recurrent families' ops on a device against their CPU bodies: GatedDeltaRule, GatedLinear
-// (the device runs the recurrent form for prefill too, so outputs and states agree within fp32
+// (the device's forms sum in other orders than the CPU's, so outputs and states agree within fp32
 // tolerance, not bit for bit) and the recurrent gates. Instantiated for CUDA only; without a GPU
 // every case is skipped with the reason (tests/kernels/device_test_util.h).
 #include <cmath>
@@ -37,8 +37,7 @@ class DeviceRecurrent : public ::testing::TestWithParam<Device> {
 // on device d given (q, k, v, g, beta-or-null, out, seqs, state).
 struct RecurrentCase {
   RecurrentCase() = default;
-  RecurrentCase(int hk, int hv, int kd, int vd, int64_t rows = 40, int64_t pos0 = 0,
-                int chunk = 16)
+  RecurrentCase(int hk, int hv, int kd, int vd, int64_t rows = 40, int64_t pos0 = 0, int chunk = 16)
       : kHk(hk), kHv(hv), kKd(kd), kVd(vd), kRows(rows), pos0(pos0), chunk(chunk) {}
   int kHk = 2, kHv = 4, kKd = 16, kVd = 24;
   int64_t kRows = 40, pos0 = 0;
@@ -131,25 +130,90 @@ TEST_P(DeviceRecurrent, GatedDeltaRuleMatchesCpu) {
   }
 }
 
+// The prefill runs the chunked kernel (keys in slices of 32, value columns in tiles of 32): the
+// default case (chunk 16, one partial slice and tile), Mamba-2 130M's heads (state 128, head_dim
+// 64, one key group) at chunk 64 over 200 tokens from position 29, 48 x 40 (a partial second
+// slice and tile), fla GLA 1.3B's key width 256 with 80 value columns at chunk 64, and an engine
+// chunk of 128 (the kernel halves it to 64; the CPU runs 128).
 TEST_P(DeviceRecurrent, GatedLinearMatchesCpu) {
-  const RecurrentCase c;
+  for (const RecurrentCase& c :
+       {RecurrentCase(), RecurrentCase(1, 2, 128, 64, 200, 29, 64), RecurrentCase(2, 4, 48, 40),
+        RecurrentCase(2, 2, 256, 80, 130, 0, 64), RecurrentCase(1, 2, 128, 64, 300, 29, 128)}) {
+    SCOPED_TRACE(::testing::Message() << "key_dim " << c.kKd << " value_dim " << c.kVd << " rows "
+                                      << c.kRows << " pos0 " << c.pos0 << " chunk " << c.chunk);
+    for (bool per_key : {true, false}) {
+      CompareWithCpu<GatedLinearBatch>(
+          GetParam(), c,
+          [&](GatedLinearBatch* b, float* q, float* k, float* v, float* g, float*) {
+            b->scale = 0.25f;
+            b->per_key_decay = per_key;
+            b->q = q;
+            b->k = k;
+            b->v = v;
+            b->g = g;
+            b->g_stride = per_key ? c.kHv * c.kKd : c.kHv;
+          },
+          []([[maybe_unused]] Device dev, const GatedLinearBatch& b) {
+            SerialParallel serial;
+            FS_ON_DEVICE(dev, GatedLinear, b, serial);
+          },
+          per_key ? "gated linear (per key)" : "gated linear (per head)");
+    }
+  }
+}
+
+// The chunked kernel's grid is absolute: a prefill split at multiples of its chunk computes the
+// same floats as the whole run in one call (chunked prefill steps and prefix-cache snapshots
+// rely on it). 200 tokens from position 29 at chunk 64: pieces of 35, 64 and 101 tokens.
+TEST_P(DeviceRecurrent, GatedLinearChunkGridSplitIsBitExact) {
+  const RecurrentCase c(1, 2, 128, 64, 200, 29, 64);
   for (bool per_key : {true, false}) {
-    CompareWithCpu<GatedLinearBatch>(
-        GetParam(), c,
-        [&](GatedLinearBatch* b, float* q, float* k, float* v, float* g, float*) {
-          b->scale = 0.25f;
-          b->per_key_decay = per_key;
-          b->q = q;
-          b->k = k;
-          b->v = v;
-          b->g = g;
-          b->g_stride = per_key ? c.kHv * c.kKd : c.kHv;
-        },
-        []([[maybe_unused]] Device dev, const GatedLinearBatch& b) {
-          SerialParallel serial;
-          FS_ON_DEVICE(dev, GatedLinear, b, serial);
-        },
-        per_key ? "gated linear (per key)" : "gated linear (per head)");
+    auto run = [&](const std::vector<int64_t>& pieces, std::vector<float>* out,
+                   std::vector<float>* state) {
+      DeviceArray<float> q(GetParam(), c.q), k(GetParam(), c.k), v(GetParam(), c.v),
+          g(GetParam(), c.g);
+      DeviceArray<float> st(GetParam(), c.state);
+      DeviceArray<float> o(GetParam(), std::vector<float>(c.kRows * c.kHv * c.kVd, 0.f));
+      GatedLinearBatch b;
+      b.key_heads = c.kHk;
+      b.value_heads = c.kHv;
+      b.key_dim = c.kKd;
+      b.value_dim = c.kVd;
+      b.scale = 0.25f;
+      b.per_key_decay = per_key;
+      b.q = q.get();
+      b.k = k.get();
+      b.v = v.get();
+      b.g = g.get();
+      b.g_stride = per_key ? c.kHv * c.kKd : c.kHv;
+      b.qk_stride = c.kHk * c.kKd;
+      b.v_stride = c.kHv * c.kVd;
+      b.out = o.get();
+      b.out_stride = c.kHv * c.kVd;
+      b.chunk = c.chunk;
+      b.num_prefill = 1;
+      int64_t row = 0;
+      for (int64_t n : pieces) {
+        LinearSeq sq;
+        sq.row = row;
+        sq.T = n;
+        sq.pos0 = c.pos0 + row;
+        sq.state = st.get();
+        DeviceArray<LinearSeq> sd(GetParam(), {sq});
+        b.prefill = sd.get();
+        SerialParallel serial;
+        FS_ON_DEVICE(GetParam(), GatedLinear, b, serial);
+        st.ToHost();  // the op is asynchronous: done before sd is freed
+        row += n;
+      }
+      *out = o.ToHost();
+      *state = st.ToHost();
+    };
+    std::vector<float> out_whole, st_whole, out_split, st_split;
+    run({200}, &out_whole, &st_whole);
+    run({35, 64, 101}, &out_split, &st_split);
+    EXPECT_EQ(out_whole, out_split) << "per_key " << per_key;
+    EXPECT_EQ(st_whole, st_split) << "per_key " << per_key;
   }
 }
 

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The gated linear recurrence's CUDA prefill (kernels/cuda/gated_linear.cu) against its
+# token-by-token form and against the upstream implementations, on random-weight folders in the
+# upstream layouts written on the GPU machine: fla-hub gla-340M's shape (tools/hf_gla.py: 24
+# layers, d 1024, 4 heads, key 128 / value 256 per head) and mamba2-130m's (tools/hf_mamba2.py:
+# 24 layers, d 768, 24 heads of 64, state 128). Per folder, prefill of one 4096-token prompt:
+#   chunked.json       flatstate-bench Prefill/<name>/chunked/len:4096 on CUDA, bf16 weights
+#   recurrent.json     the same row with FLATSTATE_CUDA_LINEAR_PREFILL=recurrent
+#   torch-<name>.json  transformers (+ fla's Triton kernels for GLA), bf16
+#                      (tools/torch_hf_decode_bench.py --batches '' --prefill 4096)
+# Run by scripts/gpu_run.sh's step famprefill, which sets LD_LIBRARY_PATH for the bundle:
+#   BIN=<bundle>/bin WORK=<scratch dir> [PYTHON, UPSTREAM_FLA] scripts/gpu_family_prefill.sh OUT
+# Exit status: 0 if every writer and run succeeded.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+[[ $# == 1 && -n "${BIN:-}" && -n "${WORK:-}" ]] || {
+  echo "usage: BIN=DIR WORK=DIR scripts/gpu_family_prefill.sh OUT_DIR" >&2; exit 2; }
+out="$1"
+py="${PYTHON:-python3}"
+fla="${UPSTREAM_FLA:-.upstream/fla.tar.gz}"
+mkdir -p "$out" "$WORK"
+rc=0
+write() {  # name tool args...
+  local name=$1 tool=$2; shift 2
+  echo "writing $name ($tool $*)"
+  "$py" "tools/$tool" --out "$WORK/$name" --tokenizer none --dtype bfloat16 --seed 1 "$@" \
+    > "$out/write-$name.log" 2>&1 || { echo "writer $name failed: $(tail -1 "$out/write-$name.log")"; rc=1; }
+}
+write gla-340m hf_gla.py --vocab_size 32000 --hidden_size 1024 --num_hidden_layers 24 \
+  --num_heads 4 --expand_k 0.5 --expand_v 1
+write mamba2-130m hf_mamba2.py --vocab_size 50288 --hidden_size 768 --num_hidden_layers 24 \
+  --expand 2 --head_dim 64 --state_size 128 --n_groups 1 --tie_word_embeddings
+models="$WORK/gla-340m,$WORK/mamba2-130m"
+filter='^Prefill/(gla-340m|mamba2-130m)/chunked/'
+for form in chunked recurrent; do
+  extra=()
+  [[ $form == recurrent ]] && extra=(FLATSTATE_CUDA_LINEAR_PREFILL=recurrent)
+  echo "flatstate-bench $filter ($form)"
+  env "${extra[@]}" FLATSTATE_BENCH_DEVICE=cuda FLATSTATE_BENCH_WEIGHT_DTYPE=bf16 \
+    FLATSTATE_BENCH_MODELS="$models" FLATSTATE_BENCH_DIR="$WORK/bench-models" \
+    "$BIN/flatstate-bench" --benchmark_filter="$filter" --benchmark_out="$out/$form.json" \
+    --benchmark_out_format=json || rc=1
+done
+for m in gla-340m mamba2-130m; do
+  echo "transformers on $m"
+  PYTHONUNBUFFERED=1 "$py" tools/torch_hf_decode_bench.py --model "$WORK/$m" --fla "$fla" \
+    --batches '' --prefill 4096 --out "$out/torch-$m.json" || rc=1
+done
+exit $rc
