@@ -24,9 +24,10 @@
 // body (cuda/gated_delta.cu): decode sequences in the recurrent form, one block per (sequence,
 // value head, 32 value columns) with the state tile in registers; prefill sequences in the
 // chunked form, a block per (sequence, value head, 32 value columns) with the chunk's tiles in
-// shared memory, when chunk x key_dim fits there (64 x 256 on sm_90), else recurrent; with the
-// environment variable FLATSTATE_CUDA_DELTA_PREFILL=recurrent (read once), always recurrent (for
-// benchmarks). docs/gpu.md says where each ran.
+// shared memory, on the chunk halved while over 64 or too large for them (64 x 256 keys fits on
+// sm_90; if none fits, recurrent); with the environment variable
+// FLATSTATE_CUDA_DELTA_PREFILL=recurrent (read once), always recurrent (for benchmarks).
+// docs/gpu.md says where each ran.
 #ifndef FLATSTATE_KERNELS_GATED_DELTA_H_
 #define FLATSTATE_KERNELS_GATED_DELTA_H_
 

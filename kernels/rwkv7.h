@@ -61,7 +61,8 @@ void Rwkv7Keys(float* k, const float* a, const float* k_k, const float* k_a, int
 // same function and agree to fp32 rounding (tests/kernels/rwkv7_test.cc states the tolerance).
 // Each (sequence, head) is computed alone in a fixed order, so a sequence's outputs and state are
 // bitwise independent of the batch and the thread, and splitting a run at multiples of `chunk`
-// changes no float. The CUDA body runs the recurrent form for every token.
+// changes no float. The CUDA body runs decode in the recurrent form and prefill in the chunked
+// form (cuda/rwkv7_chunk.h; within the tolerance of the CPU's, not bit for bit).
 struct Rwkv7Batch : GroupedHeadBatch {
   const float* logw = nullptr;
   const float* kk = nullptr;

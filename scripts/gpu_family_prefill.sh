@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# The gated linear recurrence's CUDA prefill (kernels/cuda/gated_linear.cu) against its
-# token-by-token form and against the upstream implementations, on random-weight folders in the
-# upstream layouts written on the GPU machine: fla-hub gla-340M's shape (tools/hf_gla.py: 24
-# layers, d 1024, 4 heads, key 128 / value 256 per head) and mamba2-130m's (tools/hf_mamba2.py:
-# 24 layers, d 768, 24 heads of 64, state 128). Per folder, prefill of one 4096-token prompt:
+# The chunked CUDA prefill of the gated linear recurrence (kernels/cuda/gated_linear.cu) and of
+# RWKV-7 (kernels/cuda/rwkv7_chunk.cu) against their token-by-token forms and against the
+# upstream implementations, on random-weight folders in the upstream layouts written on the GPU
+# machine: fla-hub gla-340M's shape (tools/hf_gla.py: 24 layers, d 1024, 4 heads, key 128 / value
+# 256 per head), mamba2-130m's (tools/hf_mamba2.py: 24 layers, d 768, 24 heads of 64, state 128)
+# and rwkv7-191M-world's (tools/hf_rwkv7.py: 12 layers, d 768, heads of 64). Per folder, prefill
+# of one 4096-token prompt:
 #   chunked.json       flatstate-bench Prefill/<name>/chunked/len:4096 on CUDA, bf16 weights
-#   recurrent.json     the same row with FLATSTATE_CUDA_LINEAR_PREFILL=recurrent
-#   torch-<name>.json  transformers (+ fla's Triton kernels for GLA), bf16
+#   recurrent.json     the same rows with FLATSTATE_CUDA_LINEAR_PREFILL=recurrent and
+#                      FLATSTATE_CUDA_RWKV7_PREFILL=recurrent
+#   torch-<name>.json  transformers (+ fla's Triton kernels for GLA and RWKV-7), bf16
 #                      (tools/torch_hf_decode_bench.py --batches '' --prefill 4096)
 # Run by scripts/gpu_run.sh's step famprefill, which sets LD_LIBRARY_PATH for the bundle:
 #   BIN=<bundle>/bin WORK=<scratch dir> [PYTHON, UPSTREAM_FLA] scripts/gpu_family_prefill.sh OUT
@@ -23,25 +26,32 @@ rc=0
 write() {  # name tool args...
   local name=$1 tool=$2; shift 2
   echo "writing $name ($tool $*)"
-  "$py" "tools/$tool" --out "$WORK/$name" --tokenizer none --dtype bfloat16 --seed 1 "$@" \
-    > "$out/write-$name.log" 2>&1 || { echo "writer $name failed: $(tail -1 "$out/write-$name.log")"; rc=1; }
+  "$py" "tools/$tool" --out "$WORK/$name" --dtype bfloat16 --seed 1 "$@" \
+    > "$out/write-$name.log" 2>&1 ||
+    { echo "writer $name failed: $(tail -1 "$out/write-$name.log")"; rc=1; }
 }
-write gla-340m hf_gla.py --vocab_size 32000 --hidden_size 1024 --num_hidden_layers 24 \
-  --num_heads 4 --expand_k 0.5 --expand_v 1
-write mamba2-130m hf_mamba2.py --vocab_size 50288 --hidden_size 768 --num_hidden_layers 24 \
-  --expand 2 --head_dim 64 --state_size 128 --n_groups 1 --tie_word_embeddings
-models="$WORK/gla-340m,$WORK/mamba2-130m"
-filter='^Prefill/(gla-340m|mamba2-130m)/chunked/'
+write gla-340m hf_gla.py --tokenizer none --vocab_size 32000 --hidden_size 1024 \
+  --num_hidden_layers 24 --num_heads 4 --expand_k 0.5 --expand_v 1
+write mamba2-130m hf_mamba2.py --tokenizer none --vocab_size 50288 --hidden_size 768 \
+  --num_hidden_layers 24 --expand 2 --head_dim 64 --state_size 128 --n_groups 1 \
+  --tie_word_embeddings
+write rwkv7-0.1b hf_rwkv7.py --no_vocab --vocab_size 65536 --hidden_size 768 --head_dim 64 \
+  --num_hidden_layers 12 --intermediate_size 3072 --decay_low_rank_dim 64 --a_low_rank_dim 64 \
+  --v_low_rank_dim 32 --gate_low_rank_dim 128
+names="gla-340m mamba2-130m rwkv7-0.1b"
+models="$WORK/gla-340m,$WORK/mamba2-130m,$WORK/rwkv7-0.1b"
+filter='^Prefill/(gla-340m|mamba2-130m|rwkv7-0.1b)/chunked/'
 for form in chunked recurrent; do
   extra=()
-  [[ $form == recurrent ]] && extra=(FLATSTATE_CUDA_LINEAR_PREFILL=recurrent)
+  [[ $form == recurrent ]] &&
+    extra=(FLATSTATE_CUDA_LINEAR_PREFILL=recurrent FLATSTATE_CUDA_RWKV7_PREFILL=recurrent)
   echo "flatstate-bench $filter ($form)"
   env "${extra[@]}" FLATSTATE_BENCH_DEVICE=cuda FLATSTATE_BENCH_WEIGHT_DTYPE=bf16 \
     FLATSTATE_BENCH_MODELS="$models" FLATSTATE_BENCH_DIR="$WORK/bench-models" \
     "$BIN/flatstate-bench" --benchmark_filter="$filter" --benchmark_out="$out/$form.json" \
     --benchmark_out_format=json || rc=1
 done
-for m in gla-340m mamba2-130m; do
+for m in $names; do
   echo "transformers on $m"
   PYTHONUNBUFFERED=1 "$py" tools/torch_hf_decode_bench.py --model "$WORK/$m" --fla "$fla" \
     --batches '' --prefill 4096 --out "$out/torch-$m.json" || rc=1

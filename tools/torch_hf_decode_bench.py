@@ -72,6 +72,7 @@ def main():
     vocab = model.config.vocab_size if hasattr(model.config, "vocab_size") else \
         model.config.get_text_config().vocab_size
     env["params"] = sum(p.numel() for p in model.parameters())
+    env["model_class"] = f"{type(model).__module__}.{type(model).__name__}"
     rows = []
     g = torch.Generator(device="cpu").manual_seed(0)
     ev = lambda: torch.cuda.Event(enable_timing=True)  # noqa: E731

@@ -1,7 +1,8 @@
 // CUDA body of kernels/gated_delta.h. Decode sequences (T == 1) run the recurrent form;
-// prefill sequences (T > 1) the chunked WY / UT form when its tile fits in shared memory (chunk
-// x key_dim up to 64 x 256 on sm_90; otherwise the recurrent form, token by token). Both agree
-// with the CPU's forms within the op's tolerance, not bit for bit.
+// prefill sequences (T > 1) the chunked WY / UT form on the engine's chunk, halved while over 64
+// or while its tile does not fit in shared memory (64 x 256 keys fits on sm_90; no chunk fits:
+// the recurrent form, token by token; kernels/cuda/shared_tile.h). Both agree with the CPU's
+// forms within the op's tolerance, not bit for bit.
 //
 // Recurrent kernel: one block per (sequence, value head, tile of 32 value columns), W =
 // ceil(key_dim / 32) warps: lane c of warp w owns column j = 32 * tile + c and the key rows i =
@@ -27,6 +28,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/context.h"
+#include "kernels/cuda/shared_tile.h"
 #include "kernels/gated_delta.h"
 
 namespace flatstate {
@@ -259,31 +261,6 @@ __global__ void __launch_bounds__(kChunkThreads)
   }
 }
 
-// The chunked kernel's shared bytes for (Kd, C) if the device takes them (set once per size),
-// else 0: the caller runs the recurrent form.
-size_t ChunkSharedBytes(int Kd, int C) {
-  static int optin = -1;
-  if (optin < 0) {
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) !=
-            cudaSuccess) {
-      optin = 0;
-    }
-  }
-  const size_t bytes = ChunkSharedFloats(Kd, C) * sizeof(float);
-  if (bytes > static_cast<size_t>(optin)) return 0;
-  static size_t set = 0;
-  if (bytes > set) {
-    if (cudaFuncSetAttribute(GatedDeltaChunkKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             static_cast<int>(bytes)) != cudaSuccess) {
-      return 0;
-    }
-    set = bytes;
-  }
-  return bytes;
-}
-
 }  // namespace
 }  // namespace cuda
 
@@ -305,21 +282,23 @@ void GatedDeltaRule<Device::kCuda>(const GatedDeltaBatch& b, const Parallel& /*p
     const char* e = std::getenv("FLATSTATE_CUDA_DELTA_PREFILL");
     return e != nullptr && std::string_view(e) == "recurrent";
   }();
-  const size_t chunk_bytes = b.num_prefill > 0 && !force_recurrent
-                                 ? cuda::ChunkSharedBytes(b.key_dim, b.chunk)
-                                 : 0;
+  // The chunked kernel's chunk: the engine's, halved while its tile does not fit (or over 64).
+  const auto floats = [&](int c) { return cuda::ChunkSharedFloats(b.key_dim, c); };
+  int C = b.num_prefill > 0 && !force_recurrent ? cuda::FitChunk(b.chunk, 64, floats) : 0;
+  const size_t chunk_bytes = C > 0 ? floats(C) * sizeof(float) : 0;
+  static size_t limit = 0;
+  if (C > 0 && !cuda::AllowSharedBytes(cuda::GatedDeltaChunkKernel, chunk_bytes, &limit)) C = 0;
   // The recurrent kernel takes the decode sequences, and the prefill ones too when the chunked
   // tile does not fit (its block index runs over decode, then prefill).
-  const int recurrent = chunk_bytes > 0 ? b.num_decode : seqs;
+  const int recurrent = C > 0 ? b.num_decode : seqs;
   if (recurrent > 0) {
     cuda::GatedDeltaKernel<<<static_cast<unsigned>(recurrent * b.value_heads * tiles),
                              static_cast<unsigned>(32 * warps), 0, cuda::Stream()>>>(b, tiles);
     FS_CUDA_CHECK_LAUNCH("GatedDeltaKernel");
   }
-  if (chunk_bytes > 0) {
+  if (C > 0) {
     cuda::GatedDeltaChunkKernel<<<static_cast<unsigned>(b.num_prefill * b.value_heads * tiles),
-                                  cuda::kChunkThreads, chunk_bytes, cuda::Stream()>>>(b, tiles,
-                                                                                      b.chunk);
+                                  cuda::kChunkThreads, chunk_bytes, cuda::Stream()>>>(b, tiles, C);
     FS_CUDA_CHECK_LAUNCH("GatedDeltaChunkKernel");
   }
 }

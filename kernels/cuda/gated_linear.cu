@@ -25,6 +25,7 @@
 #include <string_view>
 
 #include "kernels/cuda/context.h"
+#include "kernels/cuda/shared_tile.h"
 #include "kernels/gated_linear.h"
 
 namespace flatstate {
@@ -207,38 +208,6 @@ __global__ void __launch_bounds__(kChunkThreads)
   }
 }
 
-// The chunk the chunked kernel runs for the engine's chunk `chunk` and key_dim Kd: the largest
-// of chunk, chunk / 2, ... that is at most 64 and whose tile the device takes (its shared bytes
-// set once per size); 0 if none: the caller runs the recurrent form. *bytes gets the tile's size.
-int ChunkFor(int Kd, int chunk, size_t* bytes) {
-  static int optin = -1;
-  if (optin < 0) {
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) !=
-            cudaSuccess) {
-      optin = 0;
-    }
-  }
-  int C = chunk;
-  while (C > 1 &&
-         (C > 64 || ChunkSharedFloats(Kd, C) * sizeof(float) > static_cast<size_t>(optin))) {
-    if (C % 2 != 0) return 0;
-    C /= 2;
-  }
-  *bytes = ChunkSharedFloats(Kd, C) * sizeof(float);
-  if (C < 2 || *bytes > static_cast<size_t>(optin)) return 0;
-  static size_t set = 0;
-  if (*bytes > set) {
-    if (cudaFuncSetAttribute(GatedLinearChunkKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             static_cast<int>(*bytes)) != cudaSuccess) {
-      return 0;
-    }
-    set = *bytes;
-  }
-  return C;
-}
-
 }  // namespace
 }  // namespace cuda
 
@@ -258,9 +227,11 @@ void GatedLinear<Device::kCuda>(const GatedLinearBatch& b, const Parallel& /*par
     const char* e = std::getenv("FLATSTATE_CUDA_LINEAR_PREFILL");
     return e != nullptr && std::string_view(e) == "recurrent";
   }();
-  size_t chunk_bytes = 0;
-  const int C =
-      b.num_prefill > 0 && !force_recurrent ? cuda::ChunkFor(b.key_dim, b.chunk, &chunk_bytes) : 0;
+  const auto floats = [&](int c) { return cuda::ChunkSharedFloats(b.key_dim, c); };
+  int C = b.num_prefill > 0 && !force_recurrent ? cuda::FitChunk(b.chunk, 64, floats) : 0;
+  const size_t chunk_bytes = C > 0 ? floats(C) * sizeof(float) : 0;
+  static size_t limit = 0;
+  if (C > 0 && !cuda::AllowSharedBytes(cuda::GatedLinearChunkKernel, chunk_bytes, &limit)) C = 0;
   // The recurrent kernel takes the decode sequences, and the prefill ones too when no chunked
   // tile fits (its block index runs over decode, then prefill).
   const int recurrent = C > 0 ? b.num_decode : seqs;

@@ -1,14 +1,16 @@
 // CUDA bodies of kernels/rwkv7.h (device pointers; asynchronous on cuda::Stream(); failures
 // recorded in the CUDA context). Same math as cpu/rwkv7.cc; reductions accumulate in double like
-// the CPU. The recurrence: one block per (sequence, head), thread j owning value column j of S
-// (read and written in global memory, coalesced across the block), the per-token key vectors in
-// shared memory. Run on an H200 on 2026-11-26 (docs/gpu.md): the RWKV-7 folder's logits within
-// 1e-5 of the float64 reference, 64/64 greedy tokens.
+// the CPU. The recurrence: decode sequences (and prefill ones where the chunked kernel of
+// cuda/rwkv7_chunk.cu does not fit) one block per (sequence, head), thread j owning value column
+// j of S (read and written in global memory, coalesced across the block), the per-token key
+// vectors in shared memory. Run on an H200 on 2026-11-26 (docs/gpu.md): the RWKV-7 folder's logits
+// within 1e-5 of the float64 reference, 64/64 greedy tokens.
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
 #include "kernels/cuda/context.h"
+#include "kernels/cuda/rwkv7_chunk.h"
 #include "kernels/rwkv7.h"
 
 namespace flatstate {
@@ -213,8 +215,12 @@ absl::Status CheckRwkv7Shape<Device::kCuda>(int heads, int head_dim) {
 
 template <>
 void Rwkv7Recurrence<Device::kCuda>(const Rwkv7Batch& b, const Parallel& /*par*/) {
-  const int seqs = b.num_decode + b.num_prefill;
-  if (seqs == 0 || b.value_heads == 0) return;
+  if (b.num_decode + b.num_prefill == 0 || b.value_heads == 0) return;
+  // Prefill sequences in the chunked form where it fits (kernels/cuda/rwkv7_chunk.h); the
+  // recurrent kernel takes the decode sequences and the rest (its block index runs over decode,
+  // then prefill).
+  const int seqs = cuda::LaunchRwkv7Chunk(b) ? b.num_decode : b.num_decode + b.num_prefill;
+  if (seqs == 0) return;
   cuda::RecurrenceKernel<<<static_cast<unsigned>(seqs * b.value_heads), cuda::kHeadThreads,
                            sizeof(float) * 5 * b.key_dim, cuda::Stream()>>>(b);
   FS_CUDA_CHECK_LAUNCH("Rwkv7RecurrenceKernel");

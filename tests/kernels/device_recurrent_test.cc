@@ -11,6 +11,7 @@
 #include "kernels/gated_linear.h"
 #include "kernels/parallel.h"
 #include "kernels/recurrent_gates.h"
+#include "kernels/rwkv7.h"
 #include "tests/kernels/device_test_util.h"
 
 namespace flatstate {
@@ -34,7 +35,7 @@ class DeviceRecurrent : public ::testing::TestWithParam<Device> {
 
 // Two sequences (a 1-token decode and a `rows`-token prefill starting at absolute position
 // `pos0`) over the same rows, 2 key / 4 value heads by default, chunk `chunk`; `run` calls the op
-// on device d given (q, k, v, g, beta-or-null, out, seqs, state).
+// on device d given (q, k, v, g, beta, kk, a, out, seqs, state).
 struct RecurrentCase {
   RecurrentCase() = default;
   RecurrentCase(int hk, int hv, int kd, int vd, int64_t rows = 40, int64_t pos0 = 0, int chunk = 16)
@@ -48,12 +49,27 @@ struct RecurrentCase {
   std::vector<float> g = Random(kRows * kHv * kKd, 4, -0.7f, -0.01f);
   std::vector<float> beta = Random(kRows * kHv, 5, 0, 1);
   std::vector<float> state = Random(2 * kHv * kKd * kVd, 6, -0.5f, 0.5f);
+  // RWKV-7's removal key (unit rows per value head) and in-context learning rate.
+  std::vector<float> kk = UnitRows(kRows * kHv, kKd, 7);
+  std::vector<float> a = Random(kRows * kHv * kKd, 8, 0, 1);
+
+  static std::vector<float> UnitRows(int64_t rows, int dim, uint32_t seed) {
+    std::vector<float> x = Random(rows * dim, seed, -1, 1);
+    for (int64_t r = 0; r < rows; ++r) {
+      double n = 0;
+      for (int i = 0; i < dim; ++i) n += double(x[r * dim + i]) * x[r * dim + i];
+      for (int i = 0; i < dim; ++i)
+        x[r * dim + i] = static_cast<float>(x[r * dim + i] / std::sqrt(n));
+    }
+    return x;
+  }
 };
 
 template <typename Batch, typename Fill, typename Op>
 void CompareWithCpu(Device d, const RecurrentCase& c, Fill fill, Op op, const char* what) {
   auto run = [&](Device dev, std::vector<float>* out, std::vector<float>* state) {
-    DeviceArray<float> q(dev, c.q), k(dev, c.k), v(dev, c.v), g(dev, c.g), beta(dev, c.beta);
+    DeviceArray<float> q(dev, c.q), k(dev, c.k), v(dev, c.v), g(dev, c.g), beta(dev, c.beta),
+        kk(dev, c.kk), a(dev, c.a);
     DeviceArray<float> st(dev, c.state);
     DeviceArray<float> o(dev, std::vector<float>(2 * c.kRows * c.kHv * c.kVd, 0.f));
     std::vector<LinearSeq> seqs(2);
@@ -66,7 +82,7 @@ void CompareWithCpu(Device d, const RecurrentCase& c, Fill fill, Op op, const ch
     seqs[1].state = st.get() + c.kHv * c.kKd * c.kVd;
     DeviceArray<LinearSeq> sd(dev, seqs);
     Batch b;
-    fill(&b, q.get(), k.get(), v.get(), g.get(), beta.get());
+    fill(&b, q.get(), k.get(), v.get(), g.get(), beta.get(), kk.get(), a.get());
     b.key_heads = c.kHk;
     b.value_heads = c.kHv;
     b.key_dim = c.kKd;
@@ -112,7 +128,8 @@ TEST_P(DeviceRecurrent, GatedDeltaRuleMatchesCpu) {
     for (bool decay : {true, false}) {  // no decay: DeltaNet (g null)
       CompareWithCpu<GatedDeltaBatch>(
           GetParam(), c,
-          [&](GatedDeltaBatch* b, float* q, float* k, float* v, float* g, float* beta) {
+          [&](GatedDeltaBatch* b, float* q, float* k, float* v, float* g, float* beta, float*,
+              float*) {
             b->scale = 0.25f;
             b->q = q;
             b->k = k;
@@ -144,7 +161,7 @@ TEST_P(DeviceRecurrent, GatedLinearMatchesCpu) {
     for (bool per_key : {true, false}) {
       CompareWithCpu<GatedLinearBatch>(
           GetParam(), c,
-          [&](GatedLinearBatch* b, float* q, float* k, float* v, float* g, float*) {
+          [&](GatedLinearBatch* b, float* q, float* k, float* v, float* g, float*, float*, float*) {
             b->scale = 0.25f;
             b->per_key_decay = per_key;
             b->q = q;
@@ -214,6 +231,37 @@ TEST_P(DeviceRecurrent, GatedLinearChunkGridSplitIsBitExact) {
     run({35, 64, 101}, &out_split, &st_split);
     EXPECT_EQ(out_whole, out_split) << "per_key " << per_key;
     EXPECT_EQ(st_whole, st_split) << "per_key " << per_key;
+  }
+}
+
+// RWKV-7's generalized delta rule: the prefill runs the chunked kernel (cuda/rwkv7_chunk.cu) at
+// head_dim 64 (RWKV-7's) over 150 tokens from position 29 and at 48 (a partial column tile)
+// over 40 at chunk 16; log decays in RWKV-7's range, then strong ones (pieces cut where a
+// channel's decay compounds past e^-48) and extreme ones (pieces of one and two tokens).
+TEST_P(DeviceRecurrent, Rwkv7RecurrenceMatchesCpu) {
+  for (RecurrentCase c : {RecurrentCase(2, 2, 64, 64, 150, 29, 64), RecurrentCase(2, 2, 48, 48)}) {
+    for (auto [lo, hi] :
+         {std::pair{-0.6f, -0.01f}, std::pair{-2.5f, -0.5f}, std::pair{-30.f, -20.f}}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "head_dim " << c.kKd << " log decay in [" << lo << ", " << hi << "]");
+      c.g = Random(c.g.size(), 9, lo, hi);
+      CompareWithCpu<Rwkv7Batch>(
+          GetParam(), c,
+          [&](Rwkv7Batch* b, float* q, float* k, float* v, float* g, float*, float* kk, float* a) {
+            b->q = q;
+            b->k = k;
+            b->v = v;
+            b->logw = g;
+            b->kk = kk;
+            b->a = a;
+            b->wka_stride = c.kHv * c.kKd;
+          },
+          []([[maybe_unused]] Device dev, const Rwkv7Batch& b) {
+            SerialParallel serial;
+            FS_ON_DEVICE(dev, Rwkv7Recurrence, b, serial);
+          },
+          "rwkv7");
+    }
   }
 }
 

@@ -1,0 +1,58 @@
+// Sizing the shared-memory tiles of the chunked CUDA kernels (gated_delta.cu, gated_linear.cu,
+// rwkv7_chunk.cu): which chunk a kernel runs for the engine's chunk, and raising a kernel's
+// dynamic shared memory limit to its tile. Not thread-safe: called where the ops are enqueued
+// (one thread at a time, kernels/cuda/context.h). Only compiled with FLATSTATE_HAVE_CUDA.
+#ifndef FLATSTATE_KERNELS_CUDA_SHARED_TILE_H_
+#define FLATSTATE_KERNELS_CUDA_SHARED_TILE_H_
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
+namespace flatstate::cuda {
+
+// The current device's opt-in shared memory per block, in bytes (read once; 0 if unreadable).
+inline size_t SharedOptinBytes() {
+  static const size_t bytes = [] {
+    int dev = 0, optin = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) !=
+            cudaSuccess) {
+      return size_t{0};
+    }
+    return static_cast<size_t>(optin);
+  }();
+  return bytes;
+}
+
+// The chunk a chunked kernel runs for the engine's `chunk`: the largest of chunk, chunk / 2, ...
+// (halved while even) that is at most `max_chunk`, at least 2, and whose tile of floats(C) floats
+// fits in SharedOptinBytes(); 0 if none (the caller runs the recurrent form). A halved chunk keeps
+// the kernel's grid a refinement of the engine's: a run split at multiples of `chunk` computes
+// the same floats.
+template <typename FloatsFn>
+int FitChunk(int chunk, int max_chunk, FloatsFn floats) {
+  int c = chunk;
+  while (c >= 2 && (c > max_chunk || floats(c) * sizeof(float) > SharedOptinBytes())) {
+    if (c % 2 != 0) return 0;
+    c /= 2;
+  }
+  return c >= 2 ? c : 0;
+}
+
+// Lets `kernel` take `bytes` of dynamic shared memory; *limit remembers the largest size set so
+// far (one per kernel). False if the device refuses.
+template <typename Kernel>
+bool AllowSharedBytes(Kernel kernel, size_t bytes, size_t* limit) {
+  if (bytes <= *limit) return true;
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(bytes)) != cudaSuccess) {
+    return false;
+  }
+  *limit = bytes;
+  return true;
+}
+
+}  // namespace flatstate::cuda
+
+#endif  // FLATSTATE_KERNELS_CUDA_SHARED_TILE_H_
