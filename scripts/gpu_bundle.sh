@@ -5,7 +5,9 @@
 # (`carry: [".gpu-bundle"]`) and is unpacked and run there by scripts/gpu_run.sh. See docs/gpu.md.
 #
 #   scripts/gpu_bundle.sh            (env: JOBS=2, BUILD=build-gpu-bundle, BUNDLE=.gpu-bundle,
-#                                     TESTS: space-separated test binaries to carry, default all)
+#                                     TESTS: space-separated test binaries to carry, default
+#                                     GPU_TESTS below; BINS: the programs, paths under the build
+#                                     dir, default server, cli, loadtest and bench)
 #
 # The checkout itself is ~47 MiB of the device call's 64 MiB, so a bundle of every test binary no
 # longer fits beside it: GPU_TESTS (below) names the binaries with CUDA instances, which is what a
@@ -56,8 +58,9 @@ cmake --build "$BUILD" -j "$JOBS"
 stage="$(mktemp -d)"
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage"/{bin,tests,python,lib,lib-fallback}
-for b in server/flatstate-server clients/cli/flatstate-cli clients/loadtest/flatstate-loadtest \
-         bench/flatstate-bench; do
+BINS="${BINS:-server/flatstate-server clients/cli/flatstate-cli clients/loadtest/flatstate-loadtest
+  bench/flatstate-bench}"
+for b in $BINS; do
   [[ -x "$BUILD/$b" ]] || { echo "gpu_bundle: missing $BUILD/$b" >&2; exit 1; }
   cp "$BUILD/$b" "$stage/bin/"
 done

@@ -9,8 +9,11 @@
 #   chunked.json       flatstate-bench Prefill/<name>/chunked/len:4096 on CUDA, bf16 weights
 #   recurrent.json     the same rows with FLATSTATE_CUDA_LINEAR_PREFILL=recurrent and
 #                      FLATSTATE_CUDA_RWKV7_PREFILL=recurrent
-#   torch-<name>.json  transformers (+ fla's Triton kernels for GLA and RWKV-7), bf16
+#   torch-<name>.json  transformers, bf16, with fla's models and Triton kernels for GLA and
+#                      RWKV-7 (not in transformers), transformers' own Mamba2ForCausalLM
 #                      (tools/torch_hf_decode_bench.py --batches '' --prefill 4096)
+# FAMILIES [gla-340m mamba2-130m rwkv7-0.1b] picks folders; TORCH [1]: 0 skips transformers
+# (fla's Triton autotuning took over 170 s for GLA alone on an H200, 2026-11-27).
 # Run by scripts/gpu_run.sh's step famprefill, which sets LD_LIBRARY_PATH for the bundle:
 #   BIN=<bundle>/bin WORK=<scratch dir> [PYTHON, UPSTREAM_FLA] scripts/gpu_family_prefill.sh OUT
 # Exit status: 0 if every writer and run succeeded.
@@ -30,17 +33,26 @@ write() {  # name tool args...
     > "$out/write-$name.log" 2>&1 ||
     { echo "writer $name failed: $(tail -1 "$out/write-$name.log")"; rc=1; }
 }
-write gla-340m hf_gla.py --tokenizer none --vocab_size 32000 --hidden_size 1024 \
-  --num_hidden_layers 24 --num_heads 4 --expand_k 0.5 --expand_v 1
-write mamba2-130m hf_mamba2.py --tokenizer none --vocab_size 50288 --hidden_size 768 \
-  --num_hidden_layers 24 --expand 2 --head_dim 64 --state_size 128 --n_groups 1 \
-  --tie_word_embeddings
-write rwkv7-0.1b hf_rwkv7.py --no_vocab --vocab_size 65536 --hidden_size 768 --head_dim 64 \
-  --num_hidden_layers 12 --intermediate_size 3072 --decay_low_rank_dim 64 --a_low_rank_dim 64 \
-  --v_low_rank_dim 32 --gate_low_rank_dim 128
-names="gla-340m mamba2-130m rwkv7-0.1b"
-models="$WORK/gla-340m,$WORK/mamba2-130m,$WORK/rwkv7-0.1b"
-filter='^Prefill/(gla-340m|mamba2-130m|rwkv7-0.1b)/chunked/'
+families="${FAMILIES:-gla-340m mamba2-130m rwkv7-0.1b}"
+models=""
+for m in $families; do
+  case $m in
+    gla-340m)
+      write gla-340m hf_gla.py --tokenizer none --vocab_size 32000 --hidden_size 1024 \
+        --num_hidden_layers 24 --num_heads 4 --expand_k 0.5 --expand_v 1 ;;
+    mamba2-130m)
+      write mamba2-130m hf_mamba2.py --tokenizer none --vocab_size 50288 --hidden_size 768 \
+        --num_hidden_layers 24 --expand 2 --head_dim 64 --state_size 128 --n_groups 1 \
+        --tie_word_embeddings ;;
+    rwkv7-0.1b)
+      write rwkv7-0.1b hf_rwkv7.py --no_vocab --vocab_size 65536 --hidden_size 768 --head_dim 64 \
+        --num_hidden_layers 12 --intermediate_size 3072 --decay_low_rank_dim 64 \
+        --a_low_rank_dim 64 --v_low_rank_dim 32 --gate_low_rank_dim 128 ;;
+    *) echo "unknown family $m" >&2; exit 2 ;;
+  esac
+  models="${models:+$models,}$WORK/$m"
+done
+filter="^Prefill/($(echo $families | tr ' ' '|'))/chunked/"
 for form in chunked recurrent; do
   extra=()
   [[ $form == recurrent ]] &&
@@ -51,9 +63,11 @@ for form in chunked recurrent; do
     "$BIN/flatstate-bench" --benchmark_filter="$filter" --benchmark_out="$out/$form.json" \
     --benchmark_out_format=json || rc=1
 done
-for m in $names; do
+[[ "${TORCH:-1}" == 1 ]] && for m in $families; do
   echo "transformers on $m"
-  PYTHONUNBUFFERED=1 "$py" tools/torch_hf_decode_bench.py --model "$WORK/$m" --fla "$fla" \
+  fla_arg=(--fla "$fla")
+  [[ $m == mamba2-* ]] && fla_arg=()
+  PYTHONUNBUFFERED=1 "$py" tools/torch_hf_decode_bench.py --model "$WORK/$m" "${fla_arg[@]}" \
     --batches '' --prefill 4096 --out "$out/torch-$m.json" || rc=1
 done
 exit $rc

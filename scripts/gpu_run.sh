@@ -112,7 +112,7 @@ for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13; do
 done
 export LD_LIBRARY_PATH="$B/lib$cuda_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # libstdc++/libgcc_s of the build machine only where the target's own are older.
-if ldd "$B/bin/flatstate-server" 2>&1 | grep -q 'GLIBCXX.*not found\|libstdc++.*not found'; then
+if ldd "$B"/bin/* 2>&1 | grep -q 'GLIBCXX.*not found\|libstdc++.*not found'; then
   export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$B/lib-fallback"
   log "target libstdc++ too old or absent: using the bundle's"
 fi
