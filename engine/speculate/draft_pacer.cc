@@ -30,11 +30,13 @@ int DraftPacer::Next(int limit, std::span<const double> cost) {
   if (best_gain >= kMinGain || best_cost <= 1) {  // clearly paying, or free
     next_pause_ = 1;
     probe_ = false;
+    follow_up_ = false;
     return best;
   }
-  if (probe_) {      // the pause is over: one draft, the longest, to see whether the text (and
-    probe_ = false;  // what long drafts cost) has changed
-    return cap;
+  if (probe_) {  // the pause is over (one token), or that token was kept (the best length at
+    probe_ = false;  // the estimate, though below kMinGain): see whether the text has changed
+    probing_ = true;
+    return follow_up_ ? best : 1;
   }
   // This step is the pause's first.
   pause_ = next_pause_ - 1;
@@ -49,6 +51,11 @@ void DraftPacer::Feedback(int drafted, int accepted) {
   kept_[whole_] = kDecay * kept_[whole_] + accepted;
   tried_[whole_] = kDecay * tried_[whole_] + accepted + (accepted < drafted ? 1 : 0);
   whole_ = accepted >= drafted ? 1 : 0;
+  if (probing_) {  // a one-token probe kept whole is followed at once by a second probe
+    probing_ = false;
+    probe_ = whole_ == 1 && !follow_up_;
+    follow_up_ = probe_;
+  }
 }
 
 }  // namespace flatstate

@@ -3,7 +3,8 @@
 // A(i, p) times B's row p accumulated in registers; columns past the last whole group one by one.
 // Built with -ffp-contract=fast (kernels/CMakeLists.txt): the clones with FMA fuse every
 // multiply-add, vector and scalar alike. The AVX2 clone is x86-64-v3 (AVX2 + FMA): a clone for
-// "avx2" alone has no FMA and ran the AVX2-only CPUs' products at half rate (docs/benchmarks.md).
+// "avx2" alone has no FMA, twice the micro-ops where adds share the FMA ports (no faster on the
+// AMD EPYC measured in docs/benchmarks.md, whose adds have pipes of their own).
 #include "kernels/cpu/small_matmul.h"
 
 #include <algorithm>

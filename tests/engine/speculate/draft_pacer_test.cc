@@ -1,6 +1,7 @@
 // DraftPacer (engine/speculate/draft_pacer.h): the length that maximises the expected tokens per
 // unit of cost, the acceptance estimate it rests on (per outcome of the last draft), pauses
-// (doubling, capped, reset) when no draft pays, and the probe after each pause.
+// (doubling, capped, reset) when no draft pays, and the probes after each pause (one token, then,
+// if it was kept, the best length at the estimate).
 #include "engine/speculate/draft_pacer.h"
 
 #include <vector>
@@ -94,7 +95,7 @@ TEST(DraftPacer, DraftsOnlyWhileTheExpectedGainBeatsTheCost) {
   const std::vector<double> dear = {1, 1.4, 1.9, 2.35};
   EXPECT_EQ(p.Next(8, std::vector<double>{1, 1.3, 1.9, 2.35}), 1);
   EXPECT_EQ(p.Next(8, dear), 0);
-  EXPECT_EQ(p.Next(8, dear), 8);  // the probe: the longest, to measure what long drafts cost
+  EXPECT_EQ(p.Next(8, dear), 1);  // the probe: one token, the cheapest look at the text
   // Free verification drafts whatever the estimate (--nopace_drafts): the longest.
   for (int i = 0; i < 100; ++i) p.Feedback(2, 0);
   EXPECT_EQ(p.Next(8, std::vector<double>(9, 1.0)), 8);
@@ -113,7 +114,7 @@ TEST(DraftPacer, PausesDoubleToKMaxPauseWithAProbeAfterEachAndResetWhenDraftsPay
       ++run;
       continue;
     }
-    EXPECT_EQ(k, 8);  // a probe is the longest draft
+    EXPECT_EQ(k, 1);  // a probe is one token
     pauses.push_back(run);
     run = 0;
     p.Feedback(k, 0);
@@ -135,6 +136,45 @@ TEST(DraftPacer, PausesDoubleToKMaxPauseWithAProbeAfterEachAndResetWhenDraftsPay
   }
   for (int i = 0; i < 50 && p.Next(8, cost) > 0; ++i) p.Feedback(8, 0);
   EXPECT_GT(p.Next(8, cost), 0);  // a pause of one step, then the probe
+}
+
+TEST(DraftPacer, AOneTokenProbeThatIsKeptIsFollowedAtOnceByTheBestLength) {
+  DraftPacer p(8);
+  for (int i = 0; i < 50; ++i) p.Feedback(2, 0);
+  const std::vector<double> cost = Linear(0.9);  // rows so dear that no draft pays here
+  int k = 0;
+  while ((k = p.Next(8, cost)) == 0) {
+  }
+  ASSERT_EQ(k, 1);  // the first probe after a pause
+  // Kept: a second probe at once, as long as pays best at the acceptance after kept drafts (the
+  // prior 0.7 there, as only refused drafts were fed): 1.7 / 1.9 beats 2.19 / 2.8 ... at 0.9 a row.
+  p.Feedback(1, 1);
+  EXPECT_EQ(p.Next(8, cost), 1);
+  p.Feedback(1, 1);  // kept again, but no draft pays at these costs: a pause, then one token
+  EXPECT_EQ(p.Next(8, cost), 0);
+  while ((k = p.Next(8, cost)) == 0) {
+  }
+  EXPECT_EQ(k, 1);
+  p.Feedback(1, 0);  // refused: a pause, then one token again
+  EXPECT_EQ(p.Next(8, cost), 0);
+  while ((k = p.Next(8, cost)) == 0) {
+  }
+  EXPECT_EQ(k, 1);
+
+  // Where drafts kept whole have been followed by kept ones (p ~ 1 after them: 9 / 8.2 = 1.098,
+  // just short of kMinGain, so the pacer still pauses), the follow-up probe is the longest.
+  DraftPacer q(8);
+  for (int i = 0; i < 30; ++i) q.Feedback(8, 8);
+  while ((k = q.Next(8, cost)) == 0) {
+  }
+  ASSERT_EQ(k, 1);
+  q.Feedback(1, 1);
+  EXPECT_EQ(q.Next(8, cost), 8);
+  q.Feedback(8, 8);  // kept whole too, still short of kMinGain: a pause, then one token
+  EXPECT_EQ(q.Next(8, cost), 0);
+  while ((k = q.Next(8, cost)) == 0) {
+  }
+  EXPECT_EQ(k, 1);
 }
 
 TEST(DraftPacer, TextWhereDraftsFailCostsAFewProbes) {
