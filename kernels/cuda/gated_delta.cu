@@ -23,8 +23,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <cstdlib>
-#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/context.h"
@@ -277,17 +275,14 @@ void GatedDeltaRule<Device::kCuda>(const GatedDeltaBatch& b, const Parallel& /*p
   const int tiles = (b.value_dim + cuda::kCols - 1) / cuda::kCols;
   const int warps = (b.key_dim + cuda::kRows - 1) / cuda::kRows;
   // FLATSTATE_CUDA_DELTA_PREFILL=recurrent (read once): prefill token by token, as before the
-  // chunked kernel (kept for benchmarks against it).
-  static const bool force_recurrent = [] {
-    const char* e = std::getenv("FLATSTATE_CUDA_DELTA_PREFILL");
-    return e != nullptr && std::string_view(e) == "recurrent";
-  }();
-  // The chunked kernel's chunk: the engine's, halved while its tile does not fit (or over 64).
-  const auto floats = [&](int c) { return cuda::ChunkSharedFloats(b.key_dim, c); };
-  int C = b.num_prefill > 0 && !force_recurrent ? cuda::FitChunk(b.chunk, 64, floats) : 0;
-  const size_t chunk_bytes = C > 0 ? floats(C) * sizeof(float) : 0;
+  // chunked kernel (kept for benchmarks against it). Otherwise the engine's chunk, halved while its
+  // tile does not fit (or over 64).
+  static const bool forced = cuda::EnvSaysRecurrent("FLATSTATE_CUDA_DELTA_PREFILL");
   static size_t limit = 0;
-  if (C > 0 && !cuda::AllowSharedBytes(cuda::GatedDeltaChunkKernel, chunk_bytes, &limit)) C = 0;
+  size_t chunk_bytes = 0;
+  const int C = cuda::PrefillChunk(
+      cuda::GatedDeltaChunkKernel, b.num_prefill, forced, b.chunk,
+      [&](int c) { return cuda::ChunkSharedFloats(b.key_dim, c); }, &limit, &chunk_bytes);
   // The recurrent kernel takes the decode sequences, and the prefill ones too when the chunked
   // tile does not fit (its block index runs over decode, then prefill).
   const int recurrent = C > 0 ? b.num_decode : seqs;

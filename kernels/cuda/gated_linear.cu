@@ -21,8 +21,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <cstdlib>
-#include <string_view>
 
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/shared_tile.h"
@@ -222,16 +220,14 @@ void GatedLinear<Device::kCuda>(const GatedLinearBatch& b, const Parallel& /*par
   const int seqs = b.num_decode + b.num_prefill;
   if (seqs == 0 || b.value_heads == 0) return;
   // FLATSTATE_CUDA_LINEAR_PREFILL=recurrent (read once): prefill token by token, as before the
-  // chunked kernel (kept for benchmarks against it).
-  static const bool force_recurrent = [] {
-    const char* e = std::getenv("FLATSTATE_CUDA_LINEAR_PREFILL");
-    return e != nullptr && std::string_view(e) == "recurrent";
-  }();
-  const auto floats = [&](int c) { return cuda::ChunkSharedFloats(b.key_dim, c); };
-  int C = b.num_prefill > 0 && !force_recurrent ? cuda::FitChunk(b.chunk, 64, floats) : 0;
-  const size_t chunk_bytes = C > 0 ? floats(C) * sizeof(float) : 0;
+  // chunked kernel (kept for benchmarks against it). Otherwise the engine's chunk, halved while its
+  // tile does not fit (or over 64).
+  static const bool forced = cuda::EnvSaysRecurrent("FLATSTATE_CUDA_LINEAR_PREFILL");
   static size_t limit = 0;
-  if (C > 0 && !cuda::AllowSharedBytes(cuda::GatedLinearChunkKernel, chunk_bytes, &limit)) C = 0;
+  size_t chunk_bytes = 0;
+  const int C = cuda::PrefillChunk(
+      cuda::GatedLinearChunkKernel, b.num_prefill, forced, b.chunk,
+      [&](int c) { return cuda::ChunkSharedFloats(b.key_dim, c); }, &limit, &chunk_bytes);
   // The recurrent kernel takes the decode sequences, and the prefill ones too when no chunked
   // tile fits (its block index runs over decode, then prefill).
   const int recurrent = C > 0 ? b.num_decode : seqs;

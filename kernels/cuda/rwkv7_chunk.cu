@@ -19,8 +19,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <cstdlib>
-#include <string_view>
 
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/rwkv7_chunk.h"
@@ -197,18 +195,13 @@ __global__ void __launch_bounds__(kThreads) Rwkv7ChunkKernel(Rwkv7Batch b, int t
 }  // namespace
 
 bool LaunchRwkv7Chunk(const Rwkv7Batch& b) {
-  static const bool force_recurrent = [] {
-    const char* e = std::getenv("FLATSTATE_CUDA_RWKV7_PREFILL");
-    return e != nullptr && std::string_view(e) == "recurrent";
-  }();
-  if (b.num_prefill == 0 || force_recurrent) return false;
-  const int N = b.key_dim;
-  const auto floats = [&](int c) { return ChunkFloats(N, c); };
-  const int C = FitChunk(b.chunk, 64, floats);
-  if (C == 0) return false;
-  const size_t bytes = floats(C) * sizeof(float);
+  static const bool forced = EnvSaysRecurrent("FLATSTATE_CUDA_RWKV7_PREFILL");
   static size_t limit = 0;
-  if (!AllowSharedBytes(Rwkv7ChunkKernel, bytes, &limit)) return false;
+  size_t bytes = 0;
+  const int N = b.key_dim;
+  const int C = PrefillChunk(Rwkv7ChunkKernel, b.num_prefill, forced, b.chunk,
+                             [&](int c) { return ChunkFloats(N, c); }, &limit, &bytes);
+  if (C == 0) return false;
   const int tiles = (N + kCols - 1) / kCols;
   Rwkv7ChunkKernel<<<static_cast<unsigned>(b.num_prefill * b.value_heads * tiles), kThreads, bytes,
                      Stream()>>>(b, tiles, C);

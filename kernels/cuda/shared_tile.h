@@ -8,6 +8,8 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdlib>
+#include <string_view>
 
 namespace flatstate::cuda {
 
@@ -51,6 +53,28 @@ bool AllowSharedBytes(Kernel kernel, size_t bytes, size_t* limit) {
   }
   *limit = bytes;
   return true;
+}
+
+// Whether the environment variable `var` is "recurrent" (the chunked kernels' switch back to the
+// token-by-token form, for benchmarks against it). Read at each call: callers keep it in a static.
+inline bool EnvSaysRecurrent(const char* var) {
+  const char* e = std::getenv(var);
+  return e != nullptr && std::string_view(e) == "recurrent";
+}
+
+// The chunk `kernel` runs for a batch's prefill sequences, or 0 for the recurrent form: 0 without
+// prefill sequences or when `forced` (EnvSaysRecurrent), else FitChunk(chunk, 64, floats) once
+// `kernel` may take that tile (AllowSharedBytes; `limit` is the kernel's own). *bytes gets the
+// tile's size (0 with the recurrent form).
+template <typename Kernel, typename FloatsFn>
+int PrefillChunk(Kernel kernel, int num_prefill, bool forced, int chunk, FloatsFn floats,
+                 size_t* limit, size_t* bytes) {
+  *bytes = 0;
+  if (num_prefill == 0 || forced) return 0;
+  const int c = FitChunk(chunk, 64, floats);
+  if (c == 0 || !AllowSharedBytes(kernel, floats(c) * sizeof(float), limit)) return 0;
+  *bytes = floats(c) * sizeof(float);
+  return c;
 }
 
 }  // namespace flatstate::cuda
