@@ -72,8 +72,10 @@ int PrefillChunk(Kernel kernel, int num_prefill, bool forced, int chunk, FloatsF
   *bytes = 0;
   if (num_prefill == 0 || forced) return 0;
   const int c = FitChunk(chunk, 64, floats);
-  if (c == 0 || !AllowSharedBytes(kernel, floats(c) * sizeof(float), limit)) return 0;
-  *bytes = floats(c) * sizeof(float);
+  if (c == 0) return 0;
+  const size_t tile = floats(c) * sizeof(float);
+  if (!AllowSharedBytes(kernel, tile, limit)) return 0;
+  *bytes = tile;
   return c;
 }
 
