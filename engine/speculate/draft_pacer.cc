@@ -1,6 +1,7 @@
 #include "engine/speculate/draft_pacer.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace flatstate {
 
@@ -38,8 +39,11 @@ int DraftPacer::Next(int limit, std::span<const double> cost) {
     probing_ = true;
     return follow_up_ ? best : 1;
   }
-  // This step is the pause's first.
-  pause_ = next_pause_ - 1;
+  // This step is the pause's first. It lasts long enough that a refused one-token probe after it
+  // costs at most kProbeBudget of the steps it ends.
+  const double probe_cost = cost.size() > 1 ? cost[1] : 1 + kPriorRowCost;
+  const int floor = static_cast<int>(std::ceil((probe_cost - 1) / kProbeBudget));
+  pause_ = std::min(std::max(next_pause_, floor), kMaxPause) - 1;
   next_pause_ = std::min(next_pause_ * 2, kMaxPause);
   probe_ = true;
   return 0;

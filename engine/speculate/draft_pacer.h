@@ -17,16 +17,18 @@
 // Next proposes the k (<= limit, max_draft) that maximises E(k) / cost[k] (the longest of equals:
 // with cost[k] = 1 for every k, always the longest). When even that is below kMinGain (no draft
 // pays clearly at the estimated acceptance) and costs something, drafting pauses for a number of
-// steps that doubles with each such decision in a row (1, 2, 4, ... up to kMaxPause), after which
-// a probe draft runs to refresh the estimate; the doubling resets once a draft is expected to pay
-// again. A probe is one token; if it is kept, a second probe follows at once with the length that
-// maximises E(k) / cost[k] at the acceptance estimated after kept drafts, even below kMinGain
-// (long where kept drafts have been followed by kept ones: text that repeats in bursts; short
-// where they have not). A draft is verified only up to its first refused token, so where drafts
-// fail a long probe tells little more than a short one and costs its whole length (on a small
-// model whose first verified row costs 1.85 plain steps, a 5-token probe cost 2.85). So text where
-// drafts fail costs a one-token probe now and then, text where they are kept drafts as long as
-// verifying still pays on this machine.
+// steps that doubles with each such decision in a row (1, 2, 4, ... up to kMaxPause), but is never
+// shorter than (cost[1] - 1) / kProbeBudget (so a refused probe adds at most kProbeBudget to the
+// steps of its pause and itself: 15 steps where a verified row costs 0.44 of a step, 29 where it
+// costs 0.85), after which a probe draft runs to refresh the estimate; the doubling resets once a
+// draft is expected to pay again. A probe is one token; if it is kept, a second probe follows at
+// once with the length that maximises E(k) / cost[k] at the acceptance estimated after kept drafts,
+// even below kMinGain (long where kept drafts have been followed by kept ones: text that repeats in
+// bursts; short where they have not). A draft is verified only up to its first refused token, so
+// where drafts fail a long probe tells little more than a short one and costs its whole length (on
+// a small model whose first verified row costs 1.85 plain steps, a 5-token probe cost 2.85). So
+// text where drafts fail costs a one-token probe now and then, text where they are kept drafts as
+// long as verifying still pays on this machine.
 //
 // Value type; not thread-safe; never fails.
 #ifndef FLATSTATE_ENGINE_SPECULATE_DRAFT_PACER_H_
@@ -44,6 +46,9 @@ class DraftPacer {
   // The expected gain a draft must reach: 10 % above break-even, for the estimate's noise (p over
   // a few drafts) and the bookkeeping outside the measured step.
   static constexpr double kMinGain = 1.1;
+  // What refused probes may add to a stream's time where drafts fail: a pause lasts at least
+  // (cost[1] - 1) / kProbeBudget steps (at most kMaxPause).
+  static constexpr double kProbeBudget = 0.03;
 
   explicit DraftPacer(int max_draft);  // max_draft is clamped to >= 1
 

@@ -1,7 +1,7 @@
 // DraftPacer (engine/speculate/draft_pacer.h): the length that maximises the expected tokens per
 // unit of cost, the acceptance estimate it rests on (per outcome of the last draft), pauses
-// (doubling, capped, reset) when no draft pays, and the probes after each pause (one token, then,
-// if it was kept, the best length at the estimate).
+// (doubling, capped, reset, never shorter than the probe budget allows) when no draft pays, and the
+// probes after each pause (one token, then, if it was kept, the best length at the estimate).
 #include "engine/speculate/draft_pacer.h"
 
 #include <vector>
@@ -75,7 +75,8 @@ TEST(DraftPacer, AcceptanceIsEstimatedPerOutcomeOfTheLastDraft) {
   }
   // After a refused draft: the rate of drafts that followed refused ones (mostly refused).
   EXPECT_LT(p.acceptance(), 0.5);
-  EXPECT_EQ(p.Next(8, Linear(0.6)), 0);
+  DraftPacer after_refused = p;  // a copy, so its pause does not hold up p below
+  EXPECT_EQ(after_refused.Next(8, Linear(0.6)), 0);
   p.Feedback(4, 4);
   // After one kept whole: the rate of drafts that followed whole ones (mostly kept), so drafting
   // pays even where a verified row costs 0.6 of a step. One rate for every draft would be about
@@ -94,22 +95,22 @@ TEST(DraftPacer, DraftsOnlyWhileTheExpectedGainBeatsTheCost) {
   // then a probe.
   const std::vector<double> dear = {1, 1.4, 1.9, 2.35};
   EXPECT_EQ(p.Next(8, std::vector<double>{1, 1.3, 1.9, 2.35}), 1);
-  EXPECT_EQ(p.Next(8, dear), 0);
-  EXPECT_EQ(p.Next(8, dear), 1);  // the probe: one token, the cheapest look at the text
+  // A pause of ceil(0.4 / kProbeBudget) = 14 steps, then the probe: one token, the cheapest look
+  // at the text.
+  for (int i = 0; i < 14; ++i) EXPECT_EQ(p.Next(8, dear), 0) << i;
+  EXPECT_EQ(p.Next(8, dear), 1);
   // Free verification drafts whatever the estimate (--nopace_drafts): the longest.
   for (int i = 0; i < 100; ++i) p.Feedback(2, 0);
   EXPECT_EQ(p.Next(8, std::vector<double>(9, 1.0)), 8);
 }
 
-TEST(DraftPacer, PausesDoubleToKMaxPauseWithAProbeAfterEachAndResetWhenDraftsPay) {
-  DraftPacer p(8);
-  for (int i = 0; i < 50; ++i) p.Feedback(2, 0);
-  const std::vector<double> cost = Linear(0.4);
-  // No draft pays: pauses of 1, 2, 4, ... steps, each followed by one probe.
+// The lengths of the pauses (steps without a draft) before each of the first `n` probes, every
+// draft refused.
+std::vector<int> PausesWhileAllRefused(DraftPacer* p, const std::vector<double>& cost, int n) {
   std::vector<int> pauses;
   int run = 0;
-  for (int i = 0; i < 400; ++i) {
-    const int k = p.Next(8, cost);
+  for (int i = 0; i < 100000 && std::ssize(pauses) < n; ++i) {
+    const int k = p->Next(8, cost);
     if (k == 0) {
       ++run;
       continue;
@@ -117,11 +118,19 @@ TEST(DraftPacer, PausesDoubleToKMaxPauseWithAProbeAfterEachAndResetWhenDraftsPay
     EXPECT_EQ(k, 1);  // a probe is one token
     pauses.push_back(run);
     run = 0;
-    p.Feedback(k, 0);
+    p->Feedback(k, 0);
   }
-  ASSERT_GE(pauses.size(), 8u);
-  EXPECT_EQ(std::vector<int>(pauses.begin(), pauses.begin() + 8),
-            (std::vector<int>{1, 2, 4, 8, 16, 32, 64, 64}));
+  return pauses;
+}
+
+TEST(DraftPacer, PausesDoubleToKMaxPauseWithAProbeAfterEachAndResetWhenDraftsPay) {
+  DraftPacer p(8);
+  for (int i = 0; i < 50; ++i) p.Feedback(2, 0);
+  // Rows so cheap that a refused probe costs under kProbeBudget of one step, and yet no draft
+  // pays at this acceptance: pauses of 1, 2, 4, ... steps, each followed by one probe.
+  const std::vector<double> cheap = Linear(0.02);
+  EXPECT_EQ(PausesWhileAllRefused(&p, cheap, 8), (std::vector<int>{1, 2, 4, 8, 16, 32, 64, 64}));
+  const std::vector<double> cost = Linear(0.4);
   // Probes that are kept raise the estimate until drafting pays again: then every step drafts,
   // and the next pause after a change of luck is one step again.
   int guard = 0;
@@ -134,8 +143,8 @@ TEST(DraftPacer, PausesDoubleToKMaxPauseWithAProbeAfterEachAndResetWhenDraftsPay
     ASSERT_GT(k, 0) << i;
     p.Feedback(k, k);
   }
-  for (int i = 0; i < 50 && p.Next(8, cost) > 0; ++i) p.Feedback(8, 0);
-  EXPECT_GT(p.Next(8, cost), 0);  // a pause of one step, then the probe
+  for (int i = 0; i < 50 && p.Next(8, cheap) > 0; ++i) p.Feedback(8, 0);
+  EXPECT_GT(p.Next(8, cheap), 0);  // a pause of one step, then the probe
 }
 
 TEST(DraftPacer, AOneTokenProbeThatIsKeptIsFollowedAtOnceByTheBestLength) {
@@ -175,6 +184,23 @@ TEST(DraftPacer, AOneTokenProbeThatIsKeptIsFollowedAtOnceByTheBestLength) {
   while ((k = q.Next(8, cost)) == 0) {
   }
   EXPECT_EQ(k, 1);
+}
+
+TEST(DraftPacer, APauseIsLongEnoughThatARefusedProbeCostsAtMostTheBudget) {
+  // A row of 0.4 steps: a pause of at least ceil(0.4 / 0.03) = 14 steps, then the doubling.
+  DraftPacer p(8);
+  for (int i = 0; i < 50; ++i) p.Feedback(2, 0);
+  const std::vector<int> pauses = PausesWhileAllRefused(&p, Linear(0.4), 8);
+  EXPECT_EQ(pauses, (std::vector<int>{14, 14, 14, 14, 16, 32, 64, 64}));
+  for (int pause : pauses) EXPECT_LE(0.4 / (pause + 1), DraftPacer::kProbeBudget);
+  // A row dearer than kMaxPause x kProbeBudget steps: kMaxPause from the first pause.
+  DraftPacer q(8);
+  for (int i = 0; i < 50; ++i) q.Feedback(2, 0);
+  EXPECT_EQ(PausesWhileAllRefused(&q, Linear(3), 3), (std::vector<int>{64, 64, 64}));
+  // Unmeasured (no cost vector): the prior row cost, ceil(0.35 / 0.03) = 12.
+  DraftPacer r(8);
+  for (int i = 0; i < 50; ++i) r.Feedback(2, 0);
+  EXPECT_EQ(PausesWhileAllRefused(&r, {}, 2), (std::vector<int>{12, 12}));
 }
 
 TEST(DraftPacer, TextWhereDraftsFailCostsAFewProbes) {
