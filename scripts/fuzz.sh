@@ -1,22 +1,21 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets with clang + ASan + UBSan into build-fuzz/ and runs each one for
-# FUZZ_SECONDS (default 60) from its seed corpus in tests/fuzz/corpus/<name>. Fails on any crash,
-# leak or sanitizer report. request_fuzzer and http_body_fuzzer need the server (gRPC ON).
+# Builds the libFuzzer targets in build-asan/ (scripts/asan_configure.sh: clang + ASan + UBSan,
+# the build scripts/sanitize.sh runs the tests in, so after it only the fuzzers' own files
+# compile) and runs each one for FUZZ_SECONDS (default 60) from its seed corpus in
+# tests/fuzz/corpus/<name>. Fails on any crash, leak or sanitizer report. request_fuzzer,
+# redis_record_fuzzer and http_body_fuzzer need the server (gRPC ON).
 #   FUZZ_SECONDS=600 bash scripts/fuzz.sh   for a longer run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_EACH="${FUZZ_SECONDS:-60}"
-CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
-  -DFLATSTATE_BUILD_FUZZERS=ON -DFLATSTATE_SANITIZE=address,undefined \
-  -DFLATSTATE_BUILD_TESTS=OFF -DFLATSTATE_BUILD_BENCH=OFF -DFLATSTATE_WITH_CUDA=OFF \
-  -DFLATSTATE_WITH_GRPC=ON \
-  ${FLATSTATE_FUZZ_CMAKE_ARGS:-} > build-fuzz.configure.log
+source scripts/asan_configure.sh
+asan_configure
+B="$ASAN_DIR"
 targets=(safetensors_fuzzer config_fuzzer weight_index_fuzzer checkpoint_fuzzer detokenizer_fuzzer
   rwkv_vocab_fuzzer
   tokenizer_json_fuzzer template_fuzzer grammar_fuzzer)
-[[ -f tests/fuzz/request_fuzzer.cc ]] && grep -q "FLATSTATE_WITH_GRPC:BOOL=ON" build-fuzz/CMakeCache.txt && targets+=(request_fuzzer redis_record_fuzzer http_body_fuzzer)
-cmake --build build-fuzz -j "$(nproc)" --target "${targets[@]}"
+[[ -f tests/fuzz/request_fuzzer.cc ]] && grep -q "FLATSTATE_WITH_GRPC:BOOL=ON" "$B/CMakeCache.txt" && targets+=(request_fuzzer redis_record_fuzzer http_body_fuzzer)
+cmake --build "$B" -j "${FLATSTATE_JOBS:-$(nproc)}" --target "${targets[@]}"
 status=0
 for t in "${targets[@]}"; do
   name="${t%_fuzzer}"
@@ -24,12 +23,12 @@ for t in "${targets[@]}"; do
   cp -r "tests/fuzz/corpus/$name/." "$work/" 2>/dev/null || true
   echo "== $t: ${SECONDS_EACH}s =="
   if ! ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-      "build-fuzz/tests/fuzz/$t" -max_total_time="$SECONDS_EACH" -rss_limit_mb=2048 \
-      -timeout=10 -print_final_stats=1 -artifact_prefix="build-fuzz/$t-" "$work" \
-      > "build-fuzz/$t.log" 2>&1; then
-    echo "FAIL: $t (log build-fuzz/$t.log)"; tail -40 "build-fuzz/$t.log"; status=1
+      "$B/tests/fuzz/$t" -max_total_time="$SECONDS_EACH" -rss_limit_mb=2048 \
+      -timeout=10 -print_final_stats=1 -artifact_prefix="$B/$t-" "$work" \
+      > "$B/$t.log" 2>&1; then
+    echo "FAIL: $t (log $B/$t.log)"; tail -40 "$B/$t.log"; status=1
   else
-    grep -E "stat::number_of_executed_units|stat::peak_rss_mb" "build-fuzz/$t.log" || true
+    grep -E "stat::number_of_executed_units|stat::peak_rss_mb" "$B/$t.log" || true
   fi
   rm -rf "$work"
 done

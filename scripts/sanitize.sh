@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# Builds the project and its tests with sanitizers (no CUDA, no benchmarks) into
-# build-<sanitizers>/ and runs tests under them (docs/reliability.md):
-#   bash scripts/sanitize.sh            # AddressSanitizer + UndefinedBehaviorSanitizer (CI):
-#                                       # every ctest test but label soak
-#   SANITIZER=thread bash scripts/sanitize.sh   # ThreadSanitizer, the code whose threads TSan
-#       # sees whole (std::mutex): tests whose names contain ThreadPool (ThreadPoolTest), Engine
-#       # (EngineTest, EngineDevice, EngineErrors, EngineState: the batched forward on the thread
-#       # pool), Scheduler or SessionTable (the server's scheduler and session table units,
-#       # tests/server/scheduler_test.cc, session_table_test.cc); not the Server* tests and not
-#       # EngineState.LinearStateBytesFlatFrom10To100kTokens (100k tokens; the regular and ASan runs cover it)
+# Builds the project and its tests with sanitizers (no CUDA, no benchmarks) and runs tests under
+# them (docs/reliability.md):
+#   bash scripts/sanitize.sh            # AddressSanitizer + UndefinedBehaviorSanitizer (CI), in
+#       # build-asan/ (scripts/asan_configure.sh: clang, shared with the fuzzers of
+#       # scripts/fuzz.sh): every ctest test but label soak
+#   SANITIZER=thread bash scripts/sanitize.sh   # ThreadSanitizer (GCC, build-thread/), the code
+#       # whose threads TSan sees whole (std::mutex): tests whose names contain ThreadPool
+#       # (ThreadPoolTest), Engine (EngineTest, EngineDevice, EngineErrors, EngineState: the batched
+#       # forward on the thread pool), Scheduler or SessionTable (the server's scheduler and session
+#       # table units, tests/server/scheduler_test.cc, session_table_test.cc); not the Server* tests
+#       # and not EngineState.LinearStateBytesFlatFrom10To100kTokens (100k tokens; the regular and
+#       # ASan runs cover it)
 #   SANITIZER=thread TSAN_SERVER=1 bash scripts/sanitize.sh   # + the tests labelled server or
 #       # reliability: server, restart, fault, limits, security (noisy, see docs)
 # A filter that matches no test fails the run (--no-tests=error).
@@ -17,12 +19,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SAN="${SANITIZER:-address,undefined}"
-DIR="build-${SAN//,/-}"
-# -O1 -g1: what ASan recommends; line tables are all a report needs; half the compile time of -O2 -g.
-cmake -S . -B "$DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLATSTATE_SANITIZE="$SAN" \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
-  -DFLATSTATE_BUILD_BENCH=OFF -DFLATSTATE_WITH_CUDA=OFF -DFLATSTATE_WITH_GRPC=ON \
-  ${FLATSTATE_SAN_CMAKE_ARGS:-} > "$DIR.configure.log"
+if [[ "$SAN" == address,undefined ]]; then
+  source scripts/asan_configure.sh
+  asan_configure
+  DIR="$ASAN_DIR"
+else
+  DIR="build-${SAN//,/-}"
+  # -O1 -g1: what the sanitizers recommend; half the compile time of -O2 -g.
+  cmake -S . -B "$DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLATSTATE_SANITIZE="$SAN" \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
+    -DFLATSTATE_BUILD_BENCH=OFF -DFLATSTATE_WITH_CUDA=OFF -DFLATSTATE_WITH_GRPC=ON \
+    ${FLATSTATE_SAN_CMAKE_ARGS:-} > "$DIR.configure.log"
+fi
 cmake --build "$DIR" -j "${FLATSTATE_JOBS:-$(nproc)}"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp"

@@ -11,16 +11,10 @@
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/sequence_heads.h"
 #include "kernels/cpu/small_matmul.h"
+#include "kernels/cpu/target_clones.h"
 
-// The loops below vectorise to the widest registers the CPU has: GCC / clang target clones,
-// picked once at load by the CPU's features (the same clone on every call, so batch invariance
-// and the forms' bit-exact splits hold on any one machine).
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-#define FLATSTATE_VECTOR_CLONES \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define FLATSTATE_VECTOR_CLONES
-#endif
+// The loops below vectorise to the widest registers the CPU has (FLATSTATE_TARGET_CLONES,
+// kernels/cpu/target_clones.h).
 
 namespace flatstate {
 namespace {
@@ -37,7 +31,7 @@ inline void Axpy(float a, const float* x, int n, float* y) {
 // small matrix products (kernels/cpu/small_matmul.h): O = Q S_0, rows scaled by e^{B_t};
 // A = Q K^T, masked and weighed by e^{B_t - B_s}; O += A V; S = e^{B_L} S + K^T (f V) with
 // f_s = e^{B_L - B_s}. `w` holds Kd x L (K^T) + L x L (A) + L x Vd (f V) floats.
-FLATSTATE_VECTOR_CLONES void ScalarDecayChunk(int Kd, int Vd, const float* Q, const float* B,
+FLATSTATE_TARGET_CLONES void ScalarDecayChunk(int Kd, int Vd, const float* Q, const float* B,
                                               const float* k, int64_t k_stride, const float* v,
                                               int64_t v_stride, int64_t L, float* S, float* O,
                                               float* w) {
@@ -86,10 +80,12 @@ size_t GatedLinearScratch(int key_dim, int value_dim, int64_t T, int chunk) {
                              key_dim * L + L * L + L * value_dim);
 }
 
-FLATSTATE_VECTOR_CLONES void GatedLinearCpu(int Kd, int Vd, float scale, bool per_key, const float* q, const float* k,
-                    int64_t qk_stride, const float* v, int64_t v_stride, const float* g,
-                    int64_t g_stride, int64_t T, int64_t pos0, int chunk, float* S, float* out,
-                    int64_t out_stride, float* scratch) {
+FLATSTATE_TARGET_CLONES void GatedLinearCpu(int Kd, int Vd, float scale, bool per_key,
+                                            const float* q, const float* k, int64_t qk_stride,
+                                            const float* v, int64_t v_stride, const float* g,
+                                            int64_t g_stride, int64_t T, int64_t pos0, int chunk,
+                                            float* S, float* out, int64_t out_stride,
+                                            float* scratch) {
   // The decay of key i at row r (log).
   auto log_decay = [&](int64_t r, int i) -> float {
     if (g == nullptr) return 0.f;

@@ -26,17 +26,11 @@
 #include <cstring>
 
 #include "kernels/cpu/small_matmul.h"
+#include "kernels/cpu/target_clones.h"
 #include "kernels/rwkv7.h"
 
-// The packing and substitution loops vectorise to the widest registers the CPU has (target
-// clones picked once at load, as kernels/cpu/gated_linear.cc's: one machine always runs the same
-// clone, so the batch and split invariances hold on it).
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-#define FLATSTATE_RWKV7_CLONES \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define FLATSTATE_RWKV7_CLONES
-#endif
+// The packing and substitution loops vectorise to the widest registers the CPU has
+// (FLATSTATE_TARGET_CLONES, kernels/cpu/target_clones.h).
 
 namespace flatstate {
 namespace {
@@ -98,8 +92,8 @@ inline __attribute__((always_inline)) void ForwardSubstitute(int N, int64_t L, c
 
 // Tokens [t0, t0 + L) as one piece, L >= 2, from the state S [N][N]. E holds e^{gamma_t} for the
 // piece's rows (gamma relative to t0). `w` is the scratch after E.
-FLATSTATE_RWKV7_CLONES void Piece(int N, const Rows& x, int64_t t0, int64_t L, const float* E,
-                                  float* S, float* w) {
+FLATSTATE_TARGET_CLONES void Piece(int N, const Rows& x, int64_t t0, int64_t L, const float* E,
+                                   float* S, float* w) {
   float* KKd = w;              // [L][N]
   float* Rd = KKd + L * N;     // [L][N]
   float* KT = Rd + L * N;      // [N][2L]: Ki^T, then -KAi^T
@@ -156,8 +150,8 @@ FLATSTATE_RWKV7_CLONES void Piece(int N, const Rows& x, int64_t t0, int64_t L, c
 // How many of tokens [t0, t0 + most) one piece takes (>= 1): the longest prefix whose cumulative
 // log decay stays >= -kMaxLogSpan on every channel. Fills E [len][N] with e^{gamma_t} (rows of a
 // one-token piece are not needed). `g` holds N floats.
-FLATSTATE_RWKV7_CLONES int64_t PieceLength(int N, const Rows& x, int64_t t0, int64_t most, float* E,
-                                           float* g) {
+FLATSTATE_TARGET_CLONES int64_t PieceLength(int N, const Rows& x, int64_t t0, int64_t most,
+                                            float* E, float* g) {
   std::fill(g, g + N, 0.f);
   for (int64_t t = 0; t < most; ++t) {
     const float* lw = x.lw(t0 + t);

@@ -10,12 +10,7 @@
 #include <algorithm>
 #include <cstring>
 
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-#define FLATSTATE_MATMUL_CLONES \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define FLATSTATE_MATMUL_CLONES
-#endif
+#include "kernels/cpu/target_clones.h"
 
 namespace flatstate::cpu {
 namespace {
@@ -76,7 +71,7 @@ inline __attribute__((always_inline)) void RowTile(int64_t i0, int64_t Ncols, in
 
 }  // namespace
 
-FLATSTATE_MATMUL_CLONES void SmallMatMul(int64_t M, int64_t Ncols, int64_t P, const MatView& A,
+FLATSTATE_TARGET_CLONES void SmallMatMul(int64_t M, int64_t Ncols, int64_t P, const MatView& A,
                                          const float* B, int64_t ldb, float* C, int64_t ldc,
                                          bool accumulate, MatMulPart part) {
   int64_t i = 0;
