@@ -32,6 +32,7 @@ int DraftPacer::Next(int limit, std::span<const double> cost) {
     next_pause_ = 1;
     probe_ = false;
     follow_up_ = false;
+    refused_probe_ = false;
     return best;
   }
   if (probe_) {  // the pause is over (one token), or that token was kept (the best length at
@@ -39,10 +40,14 @@ int DraftPacer::Next(int limit, std::span<const double> cost) {
     probing_ = true;
     return follow_up_ ? best : 1;
   }
-  // This step is the pause's first. It lasts long enough that a refused one-token probe after it
-  // costs at most kProbeBudget of the steps it ends.
-  const double probe_cost = cost.size() > 1 ? cost[1] : 1 + kPriorRowCost;
-  const int floor = static_cast<int>(std::ceil((probe_cost - 1) / kProbeBudget));
+  // This step is the pause's first. After a refused probe it lasts long enough that the next
+  // probe, if refused too, costs at most kProbeBudget of the steps it ends.
+  int floor = 1;
+  if (refused_probe_) {
+    const double probe_cost = cost.size() > 1 ? cost[1] : 1 + kPriorRowCost;
+    // Less a hair, so that 1.6 - 1 = 0.6000000000000001 over 0.03 is 20 steps, not 21.
+    floor = static_cast<int>(std::ceil((probe_cost - 1) / kProbeBudget - 1e-9));
+  }
   pause_ = std::min(std::max(next_pause_, floor), kMaxPause) - 1;
   next_pause_ = std::min(next_pause_ * 2, kMaxPause);
   probe_ = true;
@@ -57,6 +62,7 @@ void DraftPacer::Feedback(int drafted, int accepted) {
   whole_ = accepted >= drafted ? 1 : 0;
   if (probing_) {  // a one-token probe kept whole is followed at once by a second probe
     probing_ = false;
+    refused_probe_ = whole_ == 0;
     probe_ = whole_ == 1 && !follow_up_;
     follow_up_ = probe_;
   }

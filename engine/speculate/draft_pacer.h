@@ -17,11 +17,14 @@
 // Next proposes the k (<= limit, max_draft) that maximises E(k) / cost[k] (the longest of equals:
 // with cost[k] = 1 for every k, always the longest). When even that is below kMinGain (no draft
 // pays clearly at the estimated acceptance) and costs something, drafting pauses for a number of
-// steps that doubles with each such decision in a row (1, 2, 4, ... up to kMaxPause), but is never
-// shorter than (cost[1] - 1) / kProbeBudget (so a refused probe adds at most kProbeBudget to the
-// steps of its pause and itself: 15 steps where a verified row costs 0.44 of a step, 29 where it
-// costs 0.85), after which a probe draft runs to refresh the estimate; the doubling resets once a
-// draft is expected to pay again. A probe is one token; if it is kept, a second probe follows at
+// steps that doubles with each such decision in a row (1, 2, 4, ... up to kMaxPause), after which
+// a probe draft runs to refresh the estimate; the doubling resets once a draft is expected to pay
+// again. A pause after a refused probe is never shorter than (cost[1] - 1) / kProbeBudget steps
+// (15 where a verified row costs 0.44 of a step, 29 where it costs 0.85), so where drafts keep
+// failing each refused probe adds at most kProbeBudget to the steps it ends; the first pause after
+// drafting stops is not held to it, so text that repeats again after one refused draft is found
+// after one step, as before (a floor on every pause took linear-elu's repeated text from 1.8x to
+// 1.47x: docs/benchmarks.md). A probe is one token; if it is kept, a second probe follows at
 // once with the length that maximises E(k) / cost[k] at the acceptance estimated after kept drafts,
 // even below kMinGain (long where kept drafts have been followed by kept ones: text that repeats in
 // bursts; short where they have not). A draft is verified only up to its first refused token, so
@@ -46,8 +49,8 @@ class DraftPacer {
   // The expected gain a draft must reach: 10 % above break-even, for the estimate's noise (p over
   // a few drafts) and the bookkeeping outside the measured step.
   static constexpr double kMinGain = 1.1;
-  // What refused probes may add to a stream's time where drafts fail: a pause lasts at least
-  // (cost[1] - 1) / kProbeBudget steps (at most kMaxPause).
+  // What refused probes may add to a stream's time where drafts fail: a pause after a refused
+  // probe lasts at least (cost[1] - 1) / kProbeBudget steps (at most kMaxPause).
   static constexpr double kProbeBudget = 0.03;
 
   explicit DraftPacer(int max_draft);  // max_draft is clamped to >= 1
@@ -75,6 +78,7 @@ class DraftPacer {
   bool probe_ = false;      // the next drafting step probes, whatever the estimate
   bool probing_ = false;    // the last draft was a probe (Feedback reads it)
   bool follow_up_ = false;  // the next probe follows a one-token probe that was kept
+  bool refused_probe_ = false;  // the last probe was refused (its pause takes kProbeBudget's floor)
 };
 
 }  // namespace flatstate

@@ -95,8 +95,10 @@ TEST(DraftPacer, DraftsOnlyWhileTheExpectedGainBeatsTheCost) {
   // then a probe.
   const std::vector<double> dear = {1, 1.4, 1.9, 2.35};
   EXPECT_EQ(p.Next(8, std::vector<double>{1, 1.3, 1.9, 2.35}), 1);
-  // A pause of ceil(0.4 / kProbeBudget) = 14 steps, then the probe: one token, the cheapest look
-  // at the text.
+  EXPECT_EQ(p.Next(8, dear), 0);
+  EXPECT_EQ(p.Next(8, dear), 1);  // the probe: one token, the cheapest look at the text
+  // Refused: the next pause lasts ceil(0.4 / kProbeBudget) = 14 steps (not 2).
+  p.Feedback(1, 0);
   for (int i = 0; i < 14; ++i) EXPECT_EQ(p.Next(8, dear), 0) << i;
   EXPECT_EQ(p.Next(8, dear), 1);
   // Free verification drafts whatever the estimate (--nopace_drafts): the longest.
@@ -186,21 +188,41 @@ TEST(DraftPacer, AOneTokenProbeThatIsKeptIsFollowedAtOnceByTheBestLength) {
   EXPECT_EQ(k, 1);
 }
 
-TEST(DraftPacer, APauseIsLongEnoughThatARefusedProbeCostsAtMostTheBudget) {
-  // A row of 0.4 steps: a pause of at least ceil(0.4 / 0.03) = 14 steps, then the doubling.
+TEST(DraftPacer, APauseAfterARefusedProbeIsLongEnoughThatTheNextCostsAtMostTheBudget) {
+  // A row of 0.4 steps: the first pause (after refused drafts, no probe yet) is one step; after
+  // each refused probe at least ceil(0.4 / 0.03) = 14 steps, then the doubling.
   DraftPacer p(8);
   for (int i = 0; i < 50; ++i) p.Feedback(2, 0);
   const std::vector<int> pauses = PausesWhileAllRefused(&p, Linear(0.4), 8);
-  EXPECT_EQ(pauses, (std::vector<int>{14, 14, 14, 14, 16, 32, 64, 64}));
-  for (int pause : pauses) EXPECT_LE(0.4 / (pause + 1), DraftPacer::kProbeBudget);
-  // A row dearer than kMaxPause x kProbeBudget steps: kMaxPause from the first pause.
+  EXPECT_EQ(pauses, (std::vector<int>{1, 14, 14, 14, 16, 32, 64, 64}));
+  for (size_t i = 1; i < pauses.size(); ++i) {
+    EXPECT_LE(0.4 / (pauses[i] + 1), DraftPacer::kProbeBudget) << i;
+  }
+  // A row dearer than kMaxPause x kProbeBudget steps: kMaxPause after the first probe.
   DraftPacer q(8);
   for (int i = 0; i < 50; ++i) q.Feedback(2, 0);
-  EXPECT_EQ(PausesWhileAllRefused(&q, Linear(3), 3), (std::vector<int>{64, 64, 64}));
+  EXPECT_EQ(PausesWhileAllRefused(&q, Linear(3), 3), (std::vector<int>{1, 64, 64}));
   // Unmeasured (no cost vector): the prior row cost, ceil(0.35 / 0.03) = 12.
   DraftPacer r(8);
   for (int i = 0; i < 50; ++i) r.Feedback(2, 0);
-  EXPECT_EQ(PausesWhileAllRefused(&r, {}, 2), (std::vector<int>{12, 12}));
+  EXPECT_EQ(PausesWhileAllRefused(&r, {}, 3), (std::vector<int>{1, 12, 12}));
+  // Kept probes lift the floor. Rows of 0.6: pauses of 1 and 0.6 / 0.03 = 20 steps (two refused
+  // probes), a third pause (20 steps again; the doubling is at 8 after it), then a probe and its
+  // follow-up kept, but no draft pays yet (p = 0.62 after kept drafts: E(1) / cost[1] = 1.62 /
+  // 1.6): the next pause is the doubling's 8 steps, not 20.
+  const std::vector<double> dear = Linear(0.6);
+  DraftPacer s(8);
+  for (int i = 0; i < 50; ++i) s.Feedback(2, 0);
+  EXPECT_EQ(PausesWhileAllRefused(&s, dear, 2), (std::vector<int>{1, 20}));
+  int k = 0;
+  while ((k = s.Next(8, dear)) == 0) {
+  }
+  ASSERT_EQ(k, 1);
+  s.Feedback(k, k);
+  k = s.Next(8, dear);  // the follow-up
+  ASSERT_GT(k, 0);
+  s.Feedback(k, k);
+  EXPECT_EQ(PausesWhileAllRefused(&s, dear, 1), std::vector<int>{8});
 }
 
 TEST(DraftPacer, TextWhereDraftsFailCostsAFewProbes) {
