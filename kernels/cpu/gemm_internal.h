@@ -83,14 +83,22 @@ __attribute__((target("avx512f"))) inline void StoreZmm(const __m512 (&acc)[MR][
   Store<MR>(buf, y, ldy, cols, accumulate);
 }
 
+// A GEMM of fewer multiply-adds (m * n * k) than this runs on the calling thread. It was 1e6 (about
+// 25 us of compute) until 2026-11-27, which kept every layer GEMM of a hidden-512 model's decode
+// step (a 512 x 1536 f32 GEMV streams 3 MB) on one thread while the other spun: at 5e4, 2-thread
+// batch-1 decode of a 44.6 M Qwen3.5-layout hybrid went from 141-152 to 172-185 tok/s (f32) on a
+// 2-vCPU AMD EPYC, the shipped byte-level models' batch 8 from 18-21k to 22-26k tok/s, 1.5e4 was no
+// better than 5e4 (docs/benchmarks.md, "Decode GEMMs split from 5e4 multiply-adds"). The pool's
+// workers spin between calls (engine/util/thread_pool.h), so a split costs microseconds.
+inline constexpr double kSplitMinWork = 5e4;
+
 // block(r0, r1, p0, p1) for every row tile [r0, r1) (kTileRows rows, the last one shorter) and a
 // range of panels [p0, p1), covering the m-row GEMM over `panels` panels once: on the calling
-// thread when the work (m * n * k multiply-adds) is under ~25 us, where waking the pool costs
-// more; else, when there are at least as many panels as threads, each thread takes an equal run
-// of panels (to one panel) and all the row tiles against it, row tile by row tile (so every thread
-// has the same number of rows: a split of (row tile, panel) tiles in row-tile order gave a
-// 512-row prefill's short last row tile to one thread, 288 rows against 224); with fewer panels
-// than threads, contiguous ranges of (row tile, panel) tiles.
+// thread when the work is under kSplitMinWork; else, when there are at least as many panels as
+// threads, each thread takes an equal run of panels (to one panel) and all the row tiles against
+// it, row tile by row tile (so every thread has the same number of rows: a split of (row tile,
+// panel) tiles in row-tile order gave a 512-row prefill's short last row tile to one thread, 288
+// rows against 224); with fewer panels than threads, contiguous ranges of (row tile, panel) tiles.
 template <typename Block>
 void ForTileBlocks(int64_t m, int64_t panels, double work, const Parallel& par,
                    const Block& block) {
@@ -100,7 +108,7 @@ void ForTileBlocks(int64_t m, int64_t panels, double work, const Parallel& par,
     block(r0, std::min(m, r0 + kTileRows), p0, p1);
   };
   const int threads = par.num_threads();
-  if (threads == 1 || work < 1e6) {
+  if (threads == 1 || work < kSplitMinWork) {
     for (int64_t rt = 0; rt < row_tiles; ++rt) row_tile(rt, 0, panels);
   } else if (panels >= threads) {
     par.For(threads, [&](int64_t b, int64_t e) {
