@@ -7,4 +7,4 @@ QARGS="--vocab_size 33799 --hidden_size 512 --intermediate_size 1536 --num_hidde
 --dtype bfloat16 --seed 1"
 SAME_CHECKPOINT=1 SAME_WRITER=hf_qwen35.py SAME_HF_ARGS="$QARGS" CKPT_DIR=/tmp/fs-qwen35-small \
   CKPT_NAME=qwen35-small TYPES="f32" REFERENCE=0 DEPTHS="16384 65536" REPS=1 \
-  bash bench/compare_llamacpp.sh /work/llamacpp/llama.cpp/build /tmp/cmp-q35-64k
+  bash bench/compare_llamacpp.sh /work/llamacpp/llama.cpp/build "${OUT:-/tmp/cmp-q35-64k}"
