@@ -19,17 +19,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SAN="${SANITIZER:-address,undefined}"
+source scripts/asan_configure.sh
 if [[ "$SAN" == address,undefined ]]; then
-  source scripts/asan_configure.sh
   asan_configure
   DIR="$ASAN_DIR"
 else
   DIR="build-${SAN//,/-}"
-  # -O1 -g1: what the sanitizers recommend; half the compile time of -O2 -g.
-  cmake -S . -B "$DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLATSTATE_SANITIZE="$SAN" \
-    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
-    -DFLATSTATE_BUILD_BENCH=OFF -DFLATSTATE_WITH_CUDA=OFF -DFLATSTATE_WITH_GRPC=ON \
-    ${FLATSTATE_SAN_CMAKE_ARGS:-} > "$DIR.configure.log"
+  sanitizer_configure "$DIR" "$SAN"
 fi
 cmake --build "$DIR" -j "${FLATSTATE_JOBS:-$(nproc)}"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
