@@ -156,9 +156,9 @@ class Soak {
     return Record("get", stub_->GetSession(&ctx, req, out));
   }
 
-  // After a cancelled or expired call the server stops the stream before its next step; a
-  // client waits for that (GetSession: generating == false) before using the session again.
-  // Returns the session's context length.
+  // After a cancelled or expired call the server stops the stream before its next step (or at
+  // the session's next turn); a client waits for that (GetSession: generating == false) before
+  // using the session again. Returns the session's context length.
   uint64_t WaitIdle(const std::string& id) {
     const absl::Time give_up = absl::Now() + absl::Seconds(30);
     pb::Session s;

@@ -152,9 +152,15 @@ class EngineLoop {
   // The session of a turn (Generate, Checkpoint, Delete), resident and current. Shared store: takes
   // its lease into `lease` first (Aborted naming the holder when another replica has it; counted),
   // loads it when this replica does not hold it, reloads it when another replica advanced it.
-  // FailedPrecondition `busy` when it is generating here. On error `lease` holds nothing.
+  // FailedPrecondition `busy` when it is generating here, unless that stream's client has
+  // cancelled it: then the stream ends now (EndCancelledTurn) instead of before the next step, so
+  // a client that cancels and at once starts its next turn is not refused. On error `lease` holds
+  // nothing.
   absl::StatusOr<Session*> FindForTurn(const std::string& id, TurnLease* lease,
                                        absl::string_view busy);
+  // Ends (CANCELLED) the stream generating on `session` if its sink says the client cancelled it;
+  // true if it did. Runs between steps (loop thread), like everything Posted.
+  bool EndCancelledTurn(Session* session);
   // Ends (ABORTED) the streams whose lease keeper_ could not renew. Nothing without a shared
   // store. (A stream's lease is tracked by keeper_ from admission to FinishStream.)
   void EndStreamsThatLostTheirLease();

@@ -13,7 +13,8 @@ absl::StatusOr<Session*> EngineLoop::FindForTurn(const std::string& id, TurnLeas
   auto busy_error = [&] {
     return absl::FailedPreconditionError(absl::StrCat("session ", id, " ", busy));
   };
-  if (Session* local = sessions_.InMemory(id); local != nullptr && local->generating) {
+  if (Session* local = sessions_.InMemory(id);
+      local != nullptr && local->generating && !EndCancelledTurn(local)) {
     return busy_error();
   }
   if (sessions_.shared()) {
@@ -33,7 +34,7 @@ absl::StatusOr<Session*> EngineLoop::FindForTurn(const std::string& id, TurnLeas
   const bool held = sessions_.InMemory(id) != nullptr;
   absl::StatusOr<Session*> s = sessions_.Find(id);
   absl::Status st = s.status();
-  if (st.ok() && (*s)->generating) st = busy_error();
+  if (st.ok() && (*s)->generating && !EndCancelledTurn(*s)) st = busy_error();
   if (st.ok() && held) st = sessions_.Refresh(*s);
   if (st.ok()) st = sessions_.EnsureResident(*s);
   if (!st.ok()) {
@@ -41,6 +42,16 @@ absl::StatusOr<Session*> EngineLoop::FindForTurn(const std::string& id, TurnLeas
     return st;
   }
   return s;
+}
+
+bool EngineLoop::EndCancelledTurn(Session* session) {
+  for (auto& st : streams_) {
+    if (st->done || st->session != session) continue;
+    if (!st->sink->Cancelled()) return false;
+    FinishStream(st.get(), FinishReason::kCancelled, absl::CancelledError("cancelled"));
+    return true;
+  }
+  return false;
 }
 
 void EngineLoop::EndStreamsThatLostTheirLease() {

@@ -42,11 +42,6 @@ run_soak() {
     --models soak-linear-elu,soak-softmax --deadline 120s \
     --wait_for_server 30s --progress=false --csv_dir "$FS_WORK/out"
 }
-# On a shared 2-core CI box one short soak has failed once in four local runs (cause not yet
-# found; docs/reliability.md). Retry once, loudly, so the log keeps the first failure.
-if ! run_soak; then
-  echo "soak: FIRST ATTEMPT FAILED (report above); retrying once" >&2
-  run_soak
-fi
+run_soak
 kill -0 "$FS_SERVER_PID" || { echo "error: the server died" >&2; exit 1; }
 echo "soak: PASS (RSS samples in $FS_WORK/out/soak_rss.csv)"

@@ -1,7 +1,8 @@
 // EngineLoop tests without gRPC: a recording TokenSink receives each stream's output. A stream
 // that cannot get KV blocks ends alone (RESOURCE_EXHAUSTED, KV_POOL_FULL) while the streams that
 // share its steps produce exactly their solo tokens; shutdown, cancellation and rejection each
-// have their own finish reason.
+// have their own finish reason; a turn that finds its session's stream cancelled by its client
+// ends that stream and goes on.
 #include "server/loop/engine_loop.h"
 
 #include <filesystem>
@@ -302,6 +303,51 @@ TEST(EngineLoopTest, ShutdownCancelAndRejectionHaveTheirOwnReasons) {
   EXPECT_EQ(running->status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(running->summary().reason, FinishReason::kShutdown);
   EXPECT_EQ(running->finishes(), 1);
+}
+
+// A client cancels its Generate and at once starts the session's next turn: the loop may not have
+// stepped since (the cancelled stream is still on the session), and the next turn must not be
+// refused as "already generating". The loop is held (a GetStats callback blocks it) while the
+// first turn, the cancellation (in a callback on the loop thread, after that turn's admission) and
+// the second turn are queued, so all three run in one batch with no step between them.
+TEST(EngineLoopTest, ATurnAfterACancelledOneIsNotRefused) {
+  Metrics metrics;
+  auto loop = MakeLoop(64, &metrics);
+  loop->Start();
+  const std::string id = CreateSession(loop.get());
+  ASSERT_FALSE(id.empty());
+  absl::Notification hold, release;
+  loop->GetStats([&](absl::StatusOr<StatsInfo>) {
+    hold.Notify();
+    release.WaitForNotification();
+  });
+  ASSERT_TRUE(hold.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  auto first = std::make_shared<RecordingSink>(), second = std::make_shared<RecordingSink>();
+  GenerateJob a = Job(3, 1, 60000), b = Job(3, 2, 4);
+  a.session_id = id;
+  b.session_id = id;
+  loop->Generate(a, first);
+  loop->GetStats([&](absl::StatusOr<StatsInfo>) { first->Cancel(); });
+  loop->Generate(b, second);
+  release.Notify();
+  ASSERT_TRUE(first->WaitFinished());
+  ASSERT_TRUE(second->WaitFinished());
+  EXPECT_EQ(first->status().code(), absl::StatusCode::kCancelled) << first->status();
+  EXPECT_EQ(first->summary().reason, FinishReason::kCancelled);
+  EXPECT_TRUE(second->status().ok()) << second->status();
+  EXPECT_EQ(second->tokens().size(), 4u);
+  // A stream that was not cancelled still makes the next turn wait.
+  auto running = std::make_shared<RecordingSink>(), refused = std::make_shared<RecordingSink>();
+  GenerateJob c = Job(3, 3, 60000), d = Job(3, 4, 4);
+  c.session_id = id;
+  d.session_id = id;
+  loop->Generate(c, running);
+  loop->Generate(d, refused);
+  ASSERT_TRUE(refused->WaitFinished());
+  EXPECT_EQ(refused->status().code(), absl::StatusCode::kFailedPrecondition) << refused->status();
+  running->Cancel();
+  ASSERT_TRUE(running->WaitFinished());
+  EXPECT_EQ(running->summary().reason, FinishReason::kCancelled);
 }
 
 }  // namespace
