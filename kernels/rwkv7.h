@@ -54,15 +54,21 @@ void Rwkv7Keys(float* k, const float* a, const float* k_k, const float* k_a, int
 //   S <- diag(exp(logw)) S - (kk * a) (kk^T S) + k v^T;   o = S^T r
 // (the generalized delta rule; the kk term reads the state before the decay).
 //
-// Two forms, as the gated delta rule (kernels/gated_delta.h). Recurrent (T == 1, decode): the
-// step above. Chunked (T > 1, prefill): chunks of `chunk` tokens aligned to absolute positions
-// (multiples of `chunk`), each as small matrix products in the WY / UT form (the derivation and
-// the cut of a chunk whose decays compound past e^-48 are in cpu/rwkv7_chunk.cc). Both compute the
-// same function and agree to fp32 rounding (tests/kernels/rwkv7_test.cc states the tolerance).
-// Each (sequence, head) is computed alone in a fixed order, so a sequence's outputs and state are
-// bitwise independent of the batch and the thread, and splitting a run at multiples of `chunk`
-// changes no float. The CUDA body runs decode in the recurrent form and prefill in the chunked
-// form (cuda/rwkv7_chunk.h; within the tolerance of the CPU's, not bit for bit).
+// Two forms, as the gated delta rule (kernels/gated_delta.h). Recurrent: the step above, token by
+// token (cpu/rwkv7_step.cc: one pass over the state per token). Chunked: chunks of `chunk` tokens
+// aligned to absolute positions (multiples of `chunk`), each as small matrix products in the WY /
+// UT form (the derivation and the cut of a chunk whose decays compound past e^-48 are in
+// cpu/rwkv7_chunk.cc). Both compute the same function and agree to fp32 rounding
+// (tests/kernels/rwkv7_test.cc states the tolerance). The CPU body runs the recurrent form for
+// every T, prefill included: at RWKV-7's head_dim 64 it does fewer multiply-adds than the chunked
+// form (5 N^2 per token against about 8 N^2 at chunk 64) on a state that stays in L1, and measured
+// 1.8x faster than Rwkv7ChunkCpu at chunk 64 on an AVX2 EPYC (docs/benchmarks.md, 2026-11-27). So
+// on the CPU a run split anywhere gives the same floats as the run whole, and prefill the same
+// floats as decode. Each (sequence, head) is computed alone in a fixed order, so a sequence's
+// outputs and state are bitwise independent of the batch and the thread. The CUDA body runs decode
+// in the recurrent form and prefill in the chunked form (cuda/rwkv7_chunk.h; within the tolerance
+// of the CPU's, not bit for bit); Rwkv7ChunkCpu is that form's CPU statement, tested against the
+// recurrent one, and `chunk` is its grid (the CPU body does not use it).
 struct Rwkv7Batch : GroupedHeadBatch {
   const float* logw = nullptr;
   const float* kk = nullptr;
@@ -92,14 +98,15 @@ struct Rwkv7HeadRows {
   int64_t out_stride = 0;
 };
 
-// Floats of scratch Rwkv7StepCpu / Rwkv7ChunkCpu need for T tokens (T == 1: the step's 3 N).
+// Floats of scratch Rwkv7StepCpu / Rwkv7ChunkCpu need for T tokens (T == 1: the step's 4 N).
 size_t Rwkv7Scratch(int head_dim, int64_t T, int chunk);
 
-// The recurrent form, token by token over T tokens, updating S [N][N]; scratch: 3 N floats.
+// The recurrent form, token by token over T tokens, updating S [N][N]; scratch: 4 N floats.
 void Rwkv7StepCpu(int N, const Rwkv7HeadRows& rows, int64_t T, float* S, float* scratch);
 
 // The chunked form over T tokens at positions pos0 .. pos0 + T - 1 (the chunk grid), updating S;
-// scratch: Rwkv7Scratch(N, T, chunk) floats. Thread-compatible across (sequence, head) pairs.
+// scratch: Rwkv7Scratch(N, T, chunk) floats. Thread-compatible across (sequence, head) pairs. The
+// CUDA prefill's math on the CPU (see Rwkv7Recurrence); only tests call it.
 void Rwkv7ChunkCpu(int N, const Rwkv7HeadRows& rows, int64_t T, int64_t pos0, int chunk,
                    float* S, float* scratch);
 

@@ -92,43 +92,12 @@ absl::Status CheckRwkv7Shape<Device::kCpu>(int heads, int head_dim) {
   return absl::OkStatus();
 }
 
-void Rwkv7StepCpu(int N, const Rwkv7HeadRows& x, int64_t T, float* S, float* scratch) {
-  float* u = scratch;  // [N]: kk^T S
-  float* w = u + N;    // [N]: exp(logw)
-  float* ka = w + N;   // [N]: kk * a
-  for (int64_t t = 0; t < T; ++t) {
-    const float* q = x.r + t * x.qk_stride;
-    const float* k = x.k + t * x.qk_stride;
-    const float* v = x.v + t * x.v_stride;
-    const float* kk = x.kk + t * x.wka_stride;
-    const float* a = x.a + t * x.wka_stride;
-    const float* lw = x.logw + t * x.wka_stride;
-    for (int i = 0; i < N; ++i) {
-      w[i] = std::exp(lw[i]);
-      ka[i] = kk[i] * a[i];
-    }
-    std::fill(u, u + N, 0.f);
-    for (int i = 0; i < N; ++i) {
-      const float* Si = S + int64_t{i} * N;
-      for (int j = 0; j < N; ++j) u[j] += kk[i] * Si[j];
-    }
-    float* o = x.out + t * x.out_stride;
-    std::fill(o, o + N, 0.f);
-    for (int i = 0; i < N; ++i) {
-      float* Si = S + int64_t{i} * N;
-      for (int j = 0; j < N; ++j) Si[j] = w[i] * Si[j] - ka[i] * u[j] + k[i] * v[j];
-      for (int j = 0; j < N; ++j) o[j] += q[i] * Si[j];
-    }
-  }
-}
-
 template <>
 void Rwkv7Recurrence<Device::kCpu>(const Rwkv7Batch& b, const Parallel& par) {
   const int N = b.key_dim;
   const int64_t state = int64_t{N} * N;
   cpu::ForEachSequenceHead(
-      b, b.value_heads, par,
-      [&](const LinearSeq& sq) { return Rwkv7Scratch(N, sq.T, b.chunk); },
+      b, b.value_heads, par, [&](const LinearSeq&) { return Rwkv7Scratch(N, 1, b.chunk); },
       [&](const LinearSeq& sq, int h, float* base, float* scratch) {
         const int64_t hn = int64_t{h} * N;
         Rwkv7HeadRows x;
@@ -144,11 +113,8 @@ void Rwkv7Recurrence<Device::kCpu>(const Rwkv7Batch& b, const Parallel& par) {
         x.wka_stride = b.wka_stride;
         x.out_stride = b.out_stride;
         float* S = base + b.s_off + h * state;
-        if (sq.T == 1) {
-          Rwkv7StepCpu(N, x, 1, S, scratch);
-        } else {
-          Rwkv7ChunkCpu(N, x, sq.T, sq.pos0, b.chunk, S, scratch);
-        }
+        // The recurrent form for every T (prefill too): see kernels/rwkv7.h.
+        Rwkv7StepCpu(N, x, sq.T, S, scratch);
         cpu::RecordStep(sq, S, state);
       });
 }

@@ -171,11 +171,11 @@ FLATSTATE_TARGET_CLONES int64_t PieceLength(int N, const Rows& x, int64_t t0, in
 
 size_t Rwkv7Scratch(int head_dim, int64_t T, int chunk) {
   const int64_t N = head_dim;
-  if (T <= 1) return static_cast<size_t>(3 * N);
+  if (T <= 1) return static_cast<size_t>(4 * N);
   const int64_t L = std::min<int64_t>(T, chunk);
   // g (N); E (L x N); the piece's KKd, Rd, KS, P (4 L x N), KT (2 L x N), four L x L, ki and kai
-  // (2 N); at least the step's 3 N after g.
-  return static_cast<size_t>(N + 7 * L * N + 4 * L * L + 3 * N);
+  // (2 N); at least the step's 4 N after g.
+  return static_cast<size_t>(N + 7 * L * N + 4 * L * L + 4 * N);
 }
 
 void Rwkv7ChunkCpu(int N, const Rwkv7HeadRows& rows, int64_t T, int64_t pos0, int chunk, float* S,

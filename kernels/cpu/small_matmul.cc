@@ -1,7 +1,7 @@
 // The body of kernels/cpu/small_matmul.h: GCC vector-extension tiles of kMatMulRows rows by 16
-// floats (one zmm, two ymm or four xmm per row, whatever the clone's ISA), the broadcast of
-// A(i, p) times B's row p accumulated in registers; columns past the last whole group one by one.
-// Built with -ffp-contract=fast (kernels/CMakeLists.txt): the clones with FMA fuse every
+// floats (two 8-float vectors per row: two ymm, or four xmm in the baseline clone), the broadcast
+// of A(i, p) times B's row p accumulated in registers; columns past the last whole group one by
+// one. Built with -ffp-contract=fast (kernels/CMakeLists.txt): the clones with FMA fuse every
 // multiply-add, vector and scalar alike. The AVX2 clone is x86-64-v3 (AVX2 + FMA): a clone for
 // "avx2" alone has no FMA, twice the micro-ops where adds share the FMA ports (no faster on the
 // AMD EPYC measured in docs/benchmarks.md, whose adds have pipes of their own).
@@ -15,26 +15,37 @@
 namespace flatstate::cpu {
 namespace {
 
-typedef float V16 __attribute__((vector_size(64)));
+// Eight floats (one ymm, or two xmm in the baseline clone) at any float's alignment; a tile row is
+// kV of them. (Tiles of 16-float vectors, loaded through memcpy, were lowered by GCC 12 on AVX2
+// through the stack: 1,563 stack moves against 90 FMAs in the x86-64-v3 clone, 2026-11-27.)
+typedef float V8 __attribute__((vector_size(32), aligned(4)));
+constexpr int kV = kMatMulCols / 8;
+
+inline __attribute__((always_inline)) const V8* At(const float* p) {
+  return reinterpret_cast<const V8*>(p);
+}
+inline __attribute__((always_inline)) V8* At(float* p) { return reinterpret_cast<V8*>(p); }
 
 // Rows [i0, i0 + R) by the 16 columns at j0, p < P.
 template <int R>
 inline __attribute__((always_inline)) void Tile(int64_t i0, int64_t j0, int64_t P, const MatView& A,
                                                 const float* B, int64_t ldb, float* C, int64_t ldc,
                                                 bool accumulate) {
-  V16 c[R];
+  V8 c[R][kV];
   for (int r = 0; r < R; ++r) {
-    c[r] = V16{};
-    if (accumulate) std::memcpy(&c[r], C + (i0 + r) * ldc + j0, sizeof(V16));
+    for (int v = 0; v < kV; ++v) c[r][v] = accumulate ? At(C + (i0 + r) * ldc + j0)[v] : V8{};
   }
   const float* a0 = A.data + i0 * A.row_stride;
   for (int64_t p = 0; p < P; ++p) {
-    V16 b;
-    std::memcpy(&b, B + p * ldb + j0, sizeof(V16));
+    const V8* b = At(B + p * ldb + j0);
     const float* ap = a0 + p * A.col_stride;
-    for (int r = 0; r < R; ++r) c[r] += ap[r * A.row_stride] * b;
+    for (int r = 0; r < R; ++r) {
+      for (int v = 0; v < kV; ++v) c[r][v] += ap[r * A.row_stride] * b[v];
+    }
   }
-  for (int r = 0; r < R; ++r) std::memcpy(C + (i0 + r) * ldc + j0, &c[r], sizeof(V16));
+  for (int r = 0; r < R; ++r) {
+    for (int v = 0; v < kV; ++v) At(C + (i0 + r) * ldc + j0)[v] = c[r][v];
+  }
 }
 
 // The same for columns [j0, j1) (fewer than 16), one float at a time.

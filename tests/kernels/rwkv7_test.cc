@@ -1,7 +1,8 @@
-// RWKV-7's generalized delta rule on the CPU (kernels/rwkv7.h): the recurrent and the chunked
-// forms against a float64 token-by-token reference written from the definition, and against each
-// other, across chunk boundaries and lengths off the grid, with RWKV-7's decays and with extreme
-// ones (near 0 and near 1, and single tokens that cut a chunk); the chunk grid; batch and thread
+// RWKV-7's generalized delta rule on the CPU (kernels/rwkv7.h): the op (the recurrent form) and
+// the chunked form (Rwkv7ChunkCpu, the CUDA prefill's math) against a float64 token-by-token
+// reference written from the definition, and against each other, across chunk boundaries and
+// lengths off the grid, with RWKV-7's decays and with extreme ones (near 0 and near 1, and single
+// tokens that cut a chunk); the op's runs split anywhere and the chunk grid; batch and thread
 // invariance.
 #include "kernels/rwkv7.h"
 
@@ -138,6 +139,35 @@ OpRun RunOp(const Inputs& in, int64_t run, int chunk, const Parallel& par, int c
   return r;
 }
 
+// Rwkv7ChunkCpu (the chunked form; the op runs the recurrent one) over each head, the tokens in
+// runs of `run` on the grid of `chunk`.
+OpRun RunChunked(const Inputs& in, int64_t run, int chunk) {
+  const int64_t D = int64_t{in.H} * in.N;
+  OpRun r;
+  r.out.assign(in.T * D, 0.f);
+  r.state.assign(D * in.N, 0.f);
+  std::vector<float> scratch(Rwkv7Scratch(in.N, std::min(run, in.T), chunk));
+  for (int h = 0; h < in.H; ++h) {
+    for (int64_t t0 = 0; t0 < in.T; t0 += run) {
+      const int64_t T = std::min(run, in.T - t0), off = t0 * D + int64_t{h} * in.N;
+      const Rwkv7HeadRows x{in.r.data() + off,
+                            in.k.data() + off,
+                            in.v.data() + off,
+                            in.lw.data() + off,
+                            in.kk.data() + off,
+                            in.a.data() + off,
+                            r.out.data() + off,
+                            D,
+                            D,
+                            D,
+                            D};
+      Rwkv7ChunkCpu(in.N, x, T, t0, chunk, r.state.data() + int64_t{h} * in.N * in.N,
+                    scratch.data());
+    }
+  }
+  return r;
+}
+
 // max |a - b| / max(1, max |b|); infinity when a holds a NaN or an infinity.
 template <typename T>
 double RelErr(const std::vector<float>& a, const std::vector<T>& b) {
@@ -167,9 +197,14 @@ TEST(Rwkv7, BothFormsMatchTheFloat64Definition) {
       // fp32 against float64 over up to 200 tokens of a contracting recurrence.
       EXPECT_LT(RelErr(steps.out, out), 1e-5) << "recurrent, " << what;
       EXPECT_LT(RelErr(steps.state, S), 1e-5) << "recurrent state, " << what;
-      // Whole runs (chunks 16 / 64 / 256) and runs off the grid (37: 37 tokens then 27 + 10 ...).
+      // The op (the recurrent form) over whole runs: the same bits as token by token.
+      const OpRun whole = RunOp(in, T, 64, serial);
+      EXPECT_TRUE(SameBits(whole.out, steps.out.data())) << what;
+      EXPECT_TRUE(SameBits(whole.state, steps.state.data())) << what;
+      // The chunked form: whole runs (chunks 16 / 64 / 256) and runs off the grid (37: 37 tokens
+      // then 27 + 10 ...).
       for (auto [run, chunk] : {std::pair<int64_t, int>{T, 64}, {T, 16}, {T, 256}, {37, 64}}) {
-        const OpRun r = RunOp(in, run, chunk, serial);
+        const OpRun r = RunChunked(in, run, chunk);
         EXPECT_LT(RelErr(r.out, out), 1e-5) << "chunked " << run << "/" << chunk << ", " << what;
         EXPECT_LT(RelErr(r.state, S), 1e-5)
             << "chunked state " << run << "/" << chunk << ", " << what;
@@ -189,22 +224,37 @@ TEST(Rwkv7, StrongDecaysOnEveryChannelCutChunksAndStayExact) {
     std::fill(in.lw.begin(), in.lw.end(), lw);
     std::vector<double> S, out;
     Reference(in, &S, &out);
-    const OpRun r = RunOp(in, 100, 64, serial);
-    EXPECT_LT(RelErr(r.out, out), 1e-5) << lw;
-    EXPECT_LT(RelErr(r.state, S), 1e-5) << lw;
-    for (float x : r.out) ASSERT_TRUE(std::isfinite(x)) << lw;
+    for (const OpRun& r : {RunChunked(in, 100, 64), RunOp(in, 100, 64, serial)}) {
+      EXPECT_LT(RelErr(r.out, out), 1e-5) << lw;
+      EXPECT_LT(RelErr(r.state, S), 1e-5) << lw;
+      for (float x : r.out) ASSERT_TRUE(std::isfinite(x)) << lw;
+    }
   }
 }
 
 TEST(Rwkv7, SplittingAtChunkMultiplesChangesNoBit) {
-  SerialParallel serial;
   for (Decays decays : {Decays::kRwkv7, Decays::kExtreme}) {
     const Inputs in = MakeInputs(2, 32, 128, decays, 3);
-    const OpRun whole = RunOp(in, 128, 32, serial);
+    const OpRun whole = RunChunked(in, 128, 32);
     for (int64_t run : {32, 64}) {
-      const OpRun split = RunOp(in, run, 32, serial);
+      const OpRun split = RunChunked(in, run, 32);
       EXPECT_TRUE(SameBits(whole.out, split.out.data())) << run;
       EXPECT_TRUE(SameBits(whole.state, split.state.data())) << run;
+    }
+  }
+}
+
+// The op runs the recurrent form: a run split anywhere (head_dim 48: 16-float columns, and 40:
+// two of them and 8 columns one at a time) gives the run's floats.
+TEST(Rwkv7, TheOpSplitAnywhereChangesNoBit) {
+  SerialParallel serial;
+  for (int N : {48, 40}) {
+    const Inputs in = MakeInputs(2, N, 100, Decays::kRwkv7, 4);
+    const OpRun whole = RunOp(in, 100, 64, serial);
+    for (int64_t run : {1, 7, 37}) {
+      const OpRun split = RunOp(in, run, 64, serial);
+      EXPECT_TRUE(SameBits(whole.out, split.out.data())) << N << " " << run;
+      EXPECT_TRUE(SameBits(whole.state, split.state.data())) << N << " " << run;
     }
   }
 }
