@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/gated_delta.h"
 #include "kernels/rwkv7.h"
 
 namespace flatstate {
@@ -66,6 +67,36 @@ void Rwkv7Form(benchmark::State& state) {
 }
 
 BENCHMARK(Rwkv7Form)->ArgName("chunk")->Arg(0)->Arg(16)->Arg(32)->Arg(64);
+
+void GatedDelta(benchmark::State& state) {
+  constexpr int kKd = 128, kVd = 128, kChunk = 64;
+  const int64_t T = state.range(0);
+  uint32_t seed = 11;
+  auto next = [&seed] {  // uniform in [-1, 1)
+    seed = seed * 1664525u + 1013904223u;
+    return static_cast<float>(seed >> 8) / 8388608.f - 1.f;
+  };
+  std::vector<float> q(T * kKd), k(T * kKd), v(T * kVd), g(T), beta(T), out(T * kVd);
+  for (auto* x : {&q, &k, &v}) {
+    for (float& y : *x) y = next();
+  }
+  for (int64_t t = 0; t < T; ++t) {
+    g[t] = -0.1f * (1.f + next());  // log decays in (-0.2, 0]
+    beta[t] = 0.5f + 0.4f * next();
+  }
+  std::vector<float> S0(kKd * kVd), S, scratch(GatedDeltaScratch(kKd, kVd, T, kChunk));
+  for (float& y : S0) y = 0.1f * next();
+  for (auto _ : state) {
+    S = S0;
+    GatedDeltaRuleCpu(kKd, kVd, 0.088f, true, q.data(), k.data(), kKd, v.data(), kVd, g.data(),
+                      beta.data(), 1, T, 0, kChunk, S.data(), out.data(), kVd, scratch.data());
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * T);
+}
+
+BENCHMARK(GatedDelta)->ArgName("T")->Arg(1)->Arg(512);
 
 }  // namespace
 }  // namespace flatstate

@@ -1,6 +1,9 @@
 // The CPU body of the gated delta rule (kernels/gated_delta.h): plain loops over contiguous
 // value rows (the compiler vectorises them; no reassociation, so the order of every sum is the
-// source's) and cpu::Dot for dot products.
+// source's) and cpu::Dot for dot products. GatedDeltaRuleCpu is compiled per ISA
+// (FLATSTATE_TARGET_CLONES) with its helpers inlined, and this file with -ffp-contract=off
+// (kernels/CMakeLists.txt): every clone does the same separate multiplies and adds, so the AVX2
+// and AVX-512 clones give the bits of the baseline one, only wider.
 #include "kernels/gated_delta.h"
 
 #include <algorithm>
@@ -10,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/sequence_heads.h"
+#include "kernels/cpu/target_clones.h"
 
 namespace flatstate {
 namespace {
@@ -17,21 +21,23 @@ namespace {
 using cpu::Dot;
 
 // dst = src * scale / sqrt(sum src^2 + 1e-6) (l2norm), or src * scale.
-void Normalise(const float* src, int n, bool l2norm, float scale, float* dst) {
+inline __attribute__((always_inline)) void Normalise(const float* src, int n, bool l2norm,
+                                                     float scale, float* dst) {
   float f = scale;
   if (l2norm) f = scale / std::sqrt(Dot(src, src, n) + 1e-6f);
   for (int i = 0; i < n; ++i) dst[i] = src[i] * f;
 }
 
 // y[j] += a * x[j], j < n.
-inline void Axpy(float a, const float* x, int n, float* y) {
+inline __attribute__((always_inline)) void Axpy(float a, const float* x, int n, float* y) {
   for (int j = 0; j < n; ++j) y[j] += a * x[j];
 }
 
 // One token: S <- exp(g) S; u = beta (v - S^T k); S <- S + k u^T; o = S^T q. `tmp` holds 2 * Kd
 // + Vd floats.
-void Step(int Kd, int Vd, float decay, float beta, const float* q, const float* k, const float* v,
-          float* S, float* o, float* tmp) {
+inline __attribute__((always_inline)) void Step(int Kd, int Vd, float decay, float beta,
+                                                const float* q, const float* k, const float* v,
+                                                float* S, float* o, float* tmp) {
   float* u = tmp;  // Vd: first S^T k, then the update
   std::fill(u, u + Vd, 0.f);
   for (int i = 0; i < Kd; ++i) {
@@ -57,10 +63,12 @@ size_t GatedDeltaScratch(int key_dim, int value_dim, int64_t T, int chunk) {
                              2 * key_dim);
 }
 
-void GatedDeltaRuleCpu(int Kd, int Vd, float scale, bool l2norm_qk, const float* q, const float* k,
-                       int64_t qk_stride, const float* v, int64_t v_stride, const float* g,
-                       const float* beta, int64_t gb_stride, int64_t T, int64_t pos0, int chunk,
-                       float* S, float* out, int64_t out_stride, float* scratch) {
+FLATSTATE_TARGET_CLONES void GatedDeltaRuleCpu(int Kd, int Vd, float scale, bool l2norm_qk,
+                                               const float* q, const float* k, int64_t qk_stride,
+                                               const float* v, int64_t v_stride, const float* g,
+                                               const float* beta, int64_t gb_stride, int64_t T,
+                                               int64_t pos0, int chunk, float* S, float* out,
+                                               int64_t out_stride, float* scratch) {
   if (T == 1) {
     float* qn = scratch;
     float* kn = qn + Kd;

@@ -1,5 +1,6 @@
-// Small dense matrix products for the chunked recurrences' CPU bodies (RWKV-7's chunked
-// generalized delta rule, kernels/cpu/rwkv7_chunk.cc): a chunk's [L x N] by [N x N] and
+// Small dense matrix products for the chunked recurrences' CPU bodies (the one-decay chunk of
+// kernels/cpu/gated_linear.cc; RWKV-7's chunked generalized delta rule, kernels/cpu/rwkv7_chunk.cc,
+// which only tests run on the CPU): a chunk's [L x N] by [N x N] and
 // [L x L] by [L x N] products, L and N up to a few hundred, register-blocked. No state;
 // thread-compatible (callers own A, B and C).
 //
