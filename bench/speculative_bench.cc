@@ -1,6 +1,7 @@
 // Speculative decoding's speed (docs/speculative.md, docs/benchmarks.md): one session decodes
 // `tokens` tokens after a prompt, greedy, on the CPU engine, five ways (six with a draft model),
-// each timed (wall, median of `reps`; the prompt's prefill and first token are not timed), and
+// each timed (wall, median of `reps` rounds, each round every way once, interleaved; the prompt's
+// prefill and first token are not timed), and
 // every speculative run's tokens are checked against the plain run's (the program fails if one
 // differs):
 //   plain         one token per step, no drafts;
@@ -197,33 +198,41 @@ int main(int argc, char** argv) {
   std::vector<Mode> modes = {Mode::kPlain, Mode::kLookup, Mode::kOracleRight, Mode::kOracleHalf,
                              Mode::kOracleWrong};
   if (draft_engine) modes.push_back(Mode::kDraftModel);
-  for (Mode mode : modes) {
-    std::vector<double> secs;
-    RunResult last;
-    for (int r = 0; r < reps; ++r) {
-      last = Decode(engine->get(), *prompt, n, mode, max_draft, plain.tokens, draft_engine.get());
-      if (last.tokens != plain.tokens) {
+  // Interleaved: each round runs every mode once, so a slow minute on a shared machine hits every
+  // mode alike (the modes one after another, `reps` each, put the plain runs and the lookup runs
+  // minutes apart: their ratio moved by several per cent between runs of the same binary).
+  std::vector<std::vector<double>> secs(modes.size());
+  std::vector<RunResult> last(modes.size());
+  for (int r = 0; r < reps; ++r) {
+    for (size_t m = 0; m < modes.size(); ++m) {
+      last[m] =
+          Decode(engine->get(), *prompt, n, modes[m], max_draft, plain.tokens, draft_engine.get());
+      if (last[m].tokens != plain.tokens) {
         std::fprintf(stderr, "%s: the tokens differ from the plain run's\n",
-                     kModeNames[static_cast<int>(mode)]);
+                     kModeNames[static_cast<int>(modes[m])]);
         return 1;
       }
-      secs.push_back(last.seconds);
+      secs[m].push_back(last[m].seconds);
     }
-    std::sort(secs.begin(), secs.end());
-    const double tps = static_cast<double>(n - 1) / secs[secs.size() / 2];  // timed tokens
+  }
+  for (size_t m = 0; m < modes.size(); ++m) {
+    const Mode mode = modes[m];
+    std::sort(secs[m].begin(), secs[m].end());
+    const double tps = static_cast<double>(n - 1) / secs[m][secs[m].size() / 2];  // timed tokens
     if (mode == Mode::kPlain) plain_tps = tps;
-    std::printf("%-13s %9.1f tok/s  %5.2fx  steps %5lld  drafted %6lld  accepted %6lld (%.0f%%)  "
-                "same tokens: yes\n",
-                kModeNames[static_cast<int>(mode)], tps, tps / plain_tps,
-                static_cast<long long>(last.steps), static_cast<long long>(last.drafted),
-                static_cast<long long>(last.accepted),
-                last.drafted > 0 ? 100.0 * static_cast<double>(last.accepted) /
-                                       static_cast<double>(last.drafted)
-                                 : 0.0);
-    if (!last.costs.empty()) {  // what the pacer saw at the end of the last rep
+    std::printf(
+        "%-13s %9.1f tok/s  %5.2fx  steps %5lld  drafted %6lld  accepted %6lld (%.0f%%)  "
+        "same tokens: yes\n",
+        kModeNames[static_cast<int>(mode)], tps, tps / plain_tps,
+        static_cast<long long>(last[m].steps), static_cast<long long>(last[m].drafted),
+        static_cast<long long>(last[m].accepted),
+        last[m].drafted > 0
+            ? 100.0 * static_cast<double>(last[m].accepted) / static_cast<double>(last[m].drafted)
+            : 0.0);
+    if (!last[m].costs.empty()) {  // what the pacer saw at the end of the last rep
       std::printf("%-13s measured cost of a step verifying k = 1..%d drafted, in plain steps:", "",
                   max_draft);
-      for (size_t k = 1; k < last.costs.size(); ++k) std::printf(" %.2f", last.costs[k]);
+      for (size_t k = 1; k < last[m].costs.size(); ++k) std::printf(" %.2f", last[m].costs[k]);
       std::printf("\n");
     }
   }
