@@ -5,14 +5,14 @@
 //   S[i][j] = w[i] S[i][j] - ka[i] u[j] + k[i] v[j],   o[j] = sum_i r[i] S[i][j],
 // and the next token's u[j] = sum_i kk_{t+1}[i] S[i][j] is summed in the same pass, from the new
 // row while it is in registers. Every sum runs over i ascending, one multiply-add per term, in
-// columns of 16 floats (GCC vector extensions: one zmm, two ymm or four xmm, by the clone; a
+// strips of 16 columns (two 8-float GCC vectors: two ymm, or four xmm in the baseline clone; a
 // head_dim that is not a multiple of 16 does its last columns one at a time): so u computed in a
 // pass of its own (a run's first token) and u computed in the previous token's pass have the same
 // bits, and a run split anywhere gives the same floats as the run whole. Built with
 // -ffp-contract=fast (kernels/CMakeLists.txt): the FMA clones fuse each multiply-add.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
+#include <utility>
 
 #include "kernels/cpu/target_clones.h"
 #include "kernels/rwkv7.h"

@@ -8,7 +8,6 @@
 #include "kernels/cpu/small_matmul.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "kernels/cpu/target_clones.h"
 
