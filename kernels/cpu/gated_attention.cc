@@ -1,5 +1,10 @@
 // CPU body of kernels/gated_attention.h. The math is tools/flatstate_ref/gated.py's (recurrent
-// step and `gated_chunked`), as specified in docs/kinds.md.
+// step and `gated_chunked`), as specified in docs/kinds.md. GatedAttentionCpu is compiled per ISA
+// (FLATSTATE_TARGET_CLONES) with its helpers inlined, and this file with -ffp-contract=off
+// (kernels/CMakeLists.txt): every clone does the baseline's separate multiplies and adds in the
+// same order, so the clones give the baseline's bits, only wider.
+#include "kernels/gated_attention.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -8,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/sequence_heads.h"
-#include "kernels/gated_attention.h"
+#include "kernels/cpu/target_clones.h"
 
 namespace flatstate {
 namespace {
@@ -26,7 +31,8 @@ inline float Sigmoid(float a) {
 inline float LogSigmoid(float x) { return std::min(x, 0.f) - std::log1p(std::exp(-std::abs(x))); }
 
 // RFA's features of one vector: phi = sqrt(1/R) [sin u, cos u], u = scale * W (x / |x|).
-void RfaFeatures(const LinearHead& h, const float* x, float* phi) {
+inline __attribute__((always_inline)) void RfaFeatures(const LinearHead& h, const float* x,
+                                                       float* phi) {
   const int hd = h.head_dim, R = h.feature_dim / 2;
   const float norm = std::max(std::sqrt(Dot(x, x, hd)), kGatedNormFloor);
   float xn[kMaxHeadDim];  // CheckGatedAttentionShape bounds hd
@@ -40,7 +46,8 @@ void RfaFeatures(const LinearHead& h, const float* x, float* phi) {
 }
 
 // num[d] = sum_f fq[f] S[f][d].
-void ReadState(const float* fq, const float* S, int F, int hd, float* num) {
+inline __attribute__((always_inline)) void ReadState(const float* fq, const float* S, int F, int hd,
+                                                     float* num) {
   std::fill(num, num + hd, 0.f);
   for (int f = 0; f < F; ++f) {
     const float* Sf = S + static_cast<int64_t>(f) * hd;
@@ -58,10 +65,11 @@ size_t GatedAttentionScratch(int head_dim, int feature_dim, int64_t T, int chunk
   return T * (2 * F + 6) + L * L + hd;
 }
 
-void GatedAttentionCpu(const LinearHead& h, const float* q, const float* k, const float* v,
-                       const float* gate, int64_t in_stride, int64_t T, int64_t pos0, int chunk,
-                       float* S, float* z, float* n, float* out, int64_t out_stride,
-                       float* scratch) {
+FLATSTATE_TARGET_CLONES void GatedAttentionCpu(const LinearHead& h, const float* q, const float* k,
+                                               const float* v, const float* gate, int64_t in_stride,
+                                               int64_t T, int64_t pos0, int chunk, float* S,
+                                               float* z, float* n, float* out, int64_t out_stride,
+                                               float* scratch) {
   const int F = h.feature_dim, hd = h.head_dim;
   const int64_t L = std::min<int64_t>(T, chunk);
   float* fq = scratch;

@@ -1,3 +1,9 @@
+// CPU body of kernels/linear_attention.h. LinearAttentionCpu is compiled per ISA
+// (FLATSTATE_TARGET_CLONES) with its helpers inlined, and this file with -ffp-contract=off
+// (kernels/CMakeLists.txt): every clone does the baseline's separate multiplies and adds in the
+// same order, so the clones give the baseline's bits, only wider.
+#include "kernels/linear_attention.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -7,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/sequence_heads.h"
-#include "kernels/linear_attention.h"
+#include "kernels/cpu/target_clones.h"
 
 namespace flatstate {
 namespace {
@@ -20,8 +26,9 @@ inline float DecayExp(float a, float b) { return a == kNegInf ? 0.f : std::exp(a
 using cpu::Dot;
 
 // Feature maps for one token: fq, fk (F floats), m (key log-stabiliser), vv (hd floats).
-void Features(const LinearHead& h, const float* q, const float* k, const float* v, int64_t pos,
-              float* fq, float* fk, float* m, float* vv) {
+inline __attribute__((always_inline)) void Features(const LinearHead& h, const float* q,
+                                                    const float* k, const float* v, int64_t pos,
+                                                    float* fq, float* fk, float* m, float* vv) {
   const int hd = h.head_dim, F = h.feature_dim;
   std::memcpy(vv, v, sizeof(float) * hd);
   *m = 0.f;
@@ -77,8 +84,10 @@ void Features(const LinearHead& h, const float* q, const float* k, const float* 
 
 // The recurrent step for one token's features; also used for every 1-token chunk, so a token
 // gives the same floats whether it ran alone or inside a longer call.
-void RecurrentStep(const LinearHead& h, const float* fq, const float* fk, float m, const float* vv,
-                   float* S, float* z, float* M, float* num, float* out) {
+inline __attribute__((always_inline)) void RecurrentStep(const LinearHead& h, const float* fq,
+                                                         const float* fk, float m, const float* vv,
+                                                         float* S, float* z, float* M, float* num,
+                                                         float* out) {
   const int F = h.feature_dim, hd = h.head_dim;
   const bool favor = h.map == FeatureMap::kFavor;
   const float M_new = favor ? std::max(*M, m) : *M;
@@ -117,9 +126,11 @@ size_t LinearAttentionScratch(const LinearHead& h, int64_t T, int chunk) {
   return T * (2 * F + 2 + hd) + L * L + hd + F;
 }
 
-void LinearAttentionCpu(const LinearHead& h, const float* q, const float* k, const float* v,
-                        int64_t in_stride, int64_t T, int64_t pos0, int chunk, float* S, float* z,
-                        float* M, float* out, int64_t out_stride, float* scratch) {
+FLATSTATE_TARGET_CLONES void LinearAttentionCpu(const LinearHead& h, const float* q, const float* k,
+                                                const float* v, int64_t in_stride, int64_t T,
+                                                int64_t pos0, int chunk, float* S, float* z,
+                                                float* M, float* out, int64_t out_stride,
+                                                float* scratch) {
   const int F = h.feature_dim, hd = h.head_dim;
   const bool favor = h.map == FeatureMap::kFavor;
   float* fq = scratch;
