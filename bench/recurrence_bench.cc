@@ -18,14 +18,20 @@ namespace {
 constexpr int kN = 64;
 constexpr int64_t kT = 512;
 
+// A fixed-seed linear congruential stream of floats uniform in [-1, 1) (the inputs' values only
+// set the work's shape here, not its cost).
+struct Uniform {
+  uint32_t seed;
+  float operator()() {
+    seed = seed * 1664525u + 1013904223u;
+    return static_cast<float>(seed >> 8) / 8388608.f - 1.f;
+  }
+};
+
 struct Rwkv7Rows {
   std::vector<float> r, k, v, lw, kk, a, out;
   Rwkv7Rows() {
-    uint32_t seed = 7;
-    auto next = [&seed] {  // uniform in [-1, 1)
-      seed = seed * 1664525u + 1013904223u;
-      return static_cast<float>(seed >> 8) / 8388608.f - 1.f;
-    };
+    Uniform next{7};
     for (auto* x : {&r, &k, &v, &lw, &kk, &a, &out}) x->resize(kT * kN);
     for (int64_t i = 0; i < kT * kN; ++i) {
       r[i] = next();
@@ -71,11 +77,7 @@ BENCHMARK(Rwkv7Form)->ArgName("chunk")->Arg(0)->Arg(16)->Arg(32)->Arg(64);
 void GatedDelta(benchmark::State& state) {
   constexpr int kKd = 128, kVd = 128, kChunk = 64;
   const int64_t T = state.range(0);
-  uint32_t seed = 11;
-  auto next = [&seed] {  // uniform in [-1, 1)
-    seed = seed * 1664525u + 1013904223u;
-    return static_cast<float>(seed >> 8) / 8388608.f - 1.f;
-  };
+  Uniform next{11};
   std::vector<float> q(T * kKd), k(T * kKd), v(T * kVd), g(T), beta(T), out(T * kVd);
   for (auto* x : {&q, &k, &v}) {
     for (float& y : *x) y = next();

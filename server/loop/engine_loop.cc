@@ -231,10 +231,7 @@ void EngineLoop::StepModel(LoadedModel* model) {
   std::vector<StreamDemand> demand;
   for (auto& st : streams_) {
     if (st->done || st->session->model != model) continue;
-    if (st->sink->Cancelled()) {
-      FinishStream(st.get(), FinishReason::kCancelled, absl::CancelledError("cancelled"));
-      continue;
-    }
+    if (FinishIfCancelled(st.get())) continue;
     const SessionState& s = st->session->state;
     active.push_back(st.get());
     demand.push_back(StreamDemand{s.position, static_cast<int64_t>(s.pending.size()),
@@ -380,6 +377,12 @@ void EngineLoop::FinishStream(Stream* st, FinishReason reason, const absl::Statu
     for (const auto& sink : st->choices->sinks) sink->OnFinish(none, status);
     st->choices.reset();
   }
+}
+
+bool EngineLoop::FinishIfCancelled(Stream* st) {
+  if (!st->sink->Cancelled()) return false;
+  FinishStream(st, FinishReason::kCancelled, absl::CancelledError("cancelled"));
+  return true;
 }
 
 void EngineLoop::ReapFinished() {

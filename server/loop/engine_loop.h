@@ -161,6 +161,9 @@ class EngineLoop {
   // Ends (CANCELLED) the stream generating on `session` if its sink says the client cancelled it;
   // true if it did. Runs between steps (loop thread), like everything Posted.
   bool EndCancelledTurn(Session* session);
+  // Ends `st` (CANCELLED) if its client cancelled it; true if it did. What StepModel does to each
+  // stream before planning a step, and EndCancelledTurn to a session's stream between steps.
+  bool FinishIfCancelled(Stream* st);
   // Ends (ABORTED) the streams whose lease keeper_ could not renew. Nothing without a shared
   // store. (A stream's lease is tracked by keeper_ from admission to FinishStream.)
   void EndStreamsThatLostTheirLease();

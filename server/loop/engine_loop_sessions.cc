@@ -46,10 +46,7 @@ absl::StatusOr<Session*> EngineLoop::FindForTurn(const std::string& id, TurnLeas
 
 bool EngineLoop::EndCancelledTurn(Session* session) {
   for (auto& st : streams_) {
-    if (st->done || st->session != session) continue;
-    if (!st->sink->Cancelled()) return false;
-    FinishStream(st.get(), FinishReason::kCancelled, absl::CancelledError("cancelled"));
-    return true;
+    if (!st->done && st->session == session) return FinishIfCancelled(st.get());
   }
   return false;
 }
