@@ -5,9 +5,9 @@
 // Work is cut into tiles of (up to 96 rows) x (one 64-column panel) (cpu/gemm_internal.h).
 // Inside a tile the body walks row blocks of MR rows, keeping MR x 64 accumulators in registers
 // while it streams the panel (k x 64 floats) from cache: AVX-512 uses MR = 6 (24 zmm
-// accumulators), AVX2 MR = 6 on each 16-column strip (12 ymm) and single rows over the whole
-// panel (8 ymm). Up to cpu::kStreamMaxRows rows (decode) both stream 4 panels at once in 4-row
-// chunks with prefetch instead (cpu/gemm_stream.cc).
+// accumulators); the AVX2 body (cpu/gemm_f32_avx2.cc) walks 16-column strips in L1-sized k blocks
+// with up to 6 rows x 2 ymm. Up to cpu::kStreamMaxRows rows (decode) both stream 4 panels at once
+// in 4-row chunks with prefetch instead (cpu/gemm_stream.cc).
 #include "kernels/gemm.h"
 
 #include <immintrin.h>
@@ -71,55 +71,6 @@ __attribute__((target("avx512f"))) void BlockAvx512(const float* x, int64_t ldx,
   cpu::StoreZmm<MR>(acc, y, ldy, cols, accumulate);
 }
 
-// ---- AVX2 + FMA bodies. ----
-// Six rows: the panel as four 16-column strips, 6 x 2 ymm accumulators per strip (12 of the 16
-// registers), so each weight vector loaded feeds 6 FMAs and a strip's weights are read from cache
-// once per 6 rows (the 2-row halves read them once per 2 rows: at prefill sizes that cache
-// traffic, not the FMA ports, was the limit). Each output element is the same in-order fma chain.
-__attribute__((target("avx2,fma"))) void Block6Avx2(const float* x, int64_t ldx, const float* p,
-                                                    int64_t k, float* y, int64_t ldy, int64_t cols,
-                                                    bool accumulate) {
-  constexpr int MR = 6;
-  alignas(64) float buf[MR * kP];
-  for (int strip = 0; strip * 16 < cols; ++strip) {
-    __m256 acc[MR][2];
-    for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
-    const float* ps = p + strip * 16;
-    for (int64_t kk = 0; kk < k; ++kk) {
-      const __m256 w0 = _mm256_load_ps(ps + kk * kP), w1 = _mm256_load_ps(ps + kk * kP + 8);
-      for (int i = 0; i < MR; ++i) {
-        const __m256 xb = _mm256_broadcast_ss(x + i * ldx + kk);
-        acc[i][0] = _mm256_fmadd_ps(xb, w0, acc[i][0]);
-        acc[i][1] = _mm256_fmadd_ps(xb, w1, acc[i][1]);
-      }
-    }
-    for (int i = 0; i < MR; ++i) {
-      _mm256_store_ps(buf + i * kP + strip * 16, acc[i][0]);
-      _mm256_store_ps(buf + i * kP + strip * 16 + 8, acc[i][1]);
-    }
-  }
-  Store<MR>(buf, y, ldy, cols, accumulate);
-}
-
-// One row (batch-1 decode, and the rows a block of 6 leaves): the whole 64-column panel in one
-// pass with 8 ymm chains, so the panel streams from memory front to back once (a body over
-// 32-column halves walks it twice, the second time from cache). Each output element is the same
-// fma chain as in every other body.
-__attribute__((target("avx2,fma"))) void RowAvx2(const float* x, int64_t /*ldx*/, const float* p,
-                                                 int64_t k, float* y, int64_t ldy, int64_t cols,
-                                                 bool accumulate) {
-  __m256 acc[8];
-  for (int v = 0; v < 8; ++v) acc[v] = _mm256_setzero_ps();
-  for (int64_t kk = 0; kk < k; ++kk) {
-    const float* wk = p + kk * kP;
-    const __m256 xb = _mm256_broadcast_ss(x + kk);
-    for (int v = 0; v < 8; ++v) acc[v] = _mm256_fmadd_ps(xb, _mm256_load_ps(wk + 8 * v), acc[v]);
-  }
-  alignas(64) float buf[kP];
-  for (int v = 0; v < 8; ++v) _mm256_store_ps(buf + 8 * v, acc[v]);
-  Store<1>(buf, y, ldy, cols, accumulate);
-}
-
 // Rows [r0, r1) of one panel, in blocks of kMr rows (the tail one row at a time).
 using BlockFn = void (*)(const float*, int64_t, const float*, int64_t, float*, int64_t, int64_t,
                          bool);
@@ -142,7 +93,7 @@ RowsFn RowsFor(GemmIsa isa) {
     case GemmIsa::kAvx512:
       return &RunRows<6, &BlockAvx512<6>, &BlockAvx512<1>>;
     case GemmIsa::kAvx2:
-      return &RunRows<6, &Block6Avx2, &RowAvx2>;
+      return &cpu::F32RowsAvx2;
     case GemmIsa::kScalar:
       break;
   }
@@ -150,10 +101,6 @@ RowsFn RowsFor(GemmIsa isa) {
 }
 
 }  // namespace
-
-namespace cpu {
-F32RowsFn F32RowsFor(GemmIsa isa) { return RowsFor(isa); }
-}  // namespace cpu
 
 namespace {
 

@@ -8,7 +8,8 @@
 // two cheap integer ops per 16 weights. AVX-512: the fp32 bodies' register tiling (cpu/gemm.cc),
 // MR = 6 rows x 64 columns, widening in the loop. AVX2, where the widening ops would share the
 // two FMA ports: each tile's panel is widened once into an f32 panel (WidenPanelAvx2) and the
-// fp32 AVX2 rows run on it. Up to kStreamMaxRows rows both stream instead (cpu/gemm_stream.cc).
+// fp32 AVX2 rows (F32RowsAvx2Cached) run on it. Up to kStreamMaxRows rows both stream instead
+// (cpu/gemm_stream.cc).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -190,13 +191,12 @@ void GemmBf16(const float* x, int64_t m, const PackedWeight& w, float* y, bool a
     return GemmStreamBf16(x, m, w, y, accumulate, par, isa);
   }
   if (isa == GemmIsa::kAvx2) {
-    const F32RowsFn rows = F32RowsFor(isa);
     ForTiles(m, w.panels(), static_cast<double>(m) * n * k, par,
              [&](int64_t r0, int64_t r1, int64_t p) {
                const int64_t c0 = p * kP;
                float* wide = WidePanelBuffer(k);
                WidenPanelAvx2(reinterpret_cast<const uint16_t*>(w.panel_data(p)), k, wide);
-               rows(x, k, r0, r1, wide, y + c0, n, std::min(kP, n - c0), accumulate);
+               F32RowsAvx2Cached(x, k, r0, r1, wide, y + c0, n, std::min(kP, n - c0), accumulate);
              });
     return;
   }

@@ -207,12 +207,15 @@ void GemmStreamBf16(const float* x, int64_t m, const PackedWeight& w, float* y, 
 // 6 rows per panel (cpu/gemm.cc, cpu/gemm_bf16.cc). The same bits either way.
 inline constexpr int64_t kStreamMaxRows = 5;
 
-// Rows [r0, r1) of x [., k] against one f32 panel by cpu/gemm.cc's tiled body for `isa` (6-row
-// register blocks, the tail a row at a time) into y (row stride ldy), columns [0, cols). The bf16
-// GEMM runs it on a panel widened once per tile (cpu/gemm_bf16.cc).
-using F32RowsFn = void (*)(const float* x, int64_t k, int64_t r0, int64_t r1, const float* panel,
-                           float* y, int64_t ldy, int64_t cols, bool accumulate);
-F32RowsFn F32RowsFor(GemmIsa isa);
+// Rows [r0, r1) (at most kTileRows) of x [., k] against one f32 panel by the tiled AVX2 body
+// (cpu/gemm_f32_avx2.cc) into y (row stride ldy), columns [0, cols). F32RowsAvx2 reads a panel of
+// a PackedWeight from memory and prefetches as it goes (past its end: the next panel);
+// F32RowsAvx2Cached runs on a panel already in cache (the bf16 GEMM's, widened once per tile:
+// cpu/gemm_bf16.cc).
+void F32RowsAvx2(const float* x, int64_t k, int64_t r0, int64_t r1, const float* panel, float* y,
+                 int64_t ldy, int64_t cols, bool accumulate);
+void F32RowsAvx2Cached(const float* x, int64_t k, int64_t r0, int64_t r1, const float* panel,
+                       float* y, int64_t ldy, int64_t cols, bool accumulate);
 
 // The calling thread's QuantRows, reused across calls, so it keeps the largest call's size
 // (about m * k * 1.1 bytes: 4.5 MB for a 512-row step at k = 3072). Pool workers only read the
