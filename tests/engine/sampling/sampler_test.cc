@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "engine/sampling/sampler_exp.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -31,8 +32,9 @@ std::vector<float> RandomLogits(int vocab, uint64_t seed) {
   return v;
 }
 
-// The sampler as first written: every token sorted by (logit desc, id asc), every weight exp'd.
-// SampleToken must give the same token and leave the rng in the same state on every input.
+// The sampler as first written: every token sorted by (logit desc, id asc), every weight exp'd
+// (by SamplerExp, the sampler's own exp, since it replaced the C library's). SampleToken must give
+// the same token and leave the rng in the same state on every input.
 int32_t FullSortReference(const float* logits, int vocab, const SamplingParams& params, Rng* rng) {
   if (vocab <= 0) return 0;
   if (!(params.temperature > 0.f)) return SampleToken(logits, vocab, params, rng, nullptr);
@@ -58,7 +60,7 @@ int32_t FullSortReference(const float* logits, int vocab, const SamplingParams& 
   const double inv_t = 1.0 / static_cast<double>(params.temperature);
   double total = 0;
   for (size_t i = 0; i < kept; ++i) {
-    w[i] = std::exp((static_cast<double>(c[i].first) - max_logit) * inv_t);
+    w[i] = SamplerExp((static_cast<double>(c[i].first) - max_logit) * inv_t);
     total += w[i];
   }
   if (params.top_p < 1.f) {
@@ -145,8 +147,8 @@ TEST(SamplerTest, TokensBelowTheCutChangeNoBitOfTheSum) {
     std::sort(gaps.begin(), gaps.end(), std::greater<double>());
     double all = 0, kept = 0;
     for (double g : gaps) {
-      all += std::exp(g);
-      if (g >= cut) kept += std::exp(g);
+      all += SamplerExp(g);
+      if (g >= cut) kept += SamplerExp(g);
     }
     return std::pair<double, double>{all, kept};
   };

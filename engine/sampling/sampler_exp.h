@@ -1,0 +1,38 @@
+// The exponential SampleToken weighs its candidates with (sampler.h), written here so that a
+// draw is the same on every machine: the C library's exp is not the same function in every
+// library version, and one ulp of one weight can move the draw across a token boundary.
+//
+// SamplerExp(x) for x <= 0 (the scaled gap (logit - max) / temperature):
+//   x < -708 (and -inf): 0. Otherwise k = the integer nearest x / ln 2 (ties: even), r = x - k ln 2
+//   (two fma steps, ln 2 split in a high part with 32 zero low bits and a low part), p = the
+//   degree-12 Taylor polynomial of e^r by Horner's rule in fma from 1/12! down to 1, and the
+//   result p * 2^k (exact). |r| <= 0.35, so the truncation is below 2e-16 relative: within 2 ulp
+//   of e^x (tests/engine/sampling/sampler_exp_test.cc checks 4 ulp against std::exp).
+// Every step is one IEEE operation, so the scalar definition and the AVX2 body below give the
+// same bits.
+//
+// Stateless, thread-safe, never fails.
+#ifndef FLATSTATE_ENGINE_SAMPLING_SAMPLER_EXP_H_
+#define FLATSTATE_ENGINE_SAMPLING_SAMPLER_EXP_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace flatstate {
+
+// The definition above, one value (x <= 0 or -inf; larger x are not its domain).
+double SamplerExp(double x);
+
+// out[i] = SamplerExp((double(v_i) - max_logit) * inv_t) for the n sort keys of SampleToken
+// (key = order << 32 | token id, the order being the float v_i's bits mapped so that ascending
+// keys are descending floats: sampler.cc's DescendingKey). The key holds v_i itself, so the
+// logits are not read again. AVX2 + FMA when the CPU has them, the scalar definition otherwise:
+// the same bits either way. v_i must not be NaN (SampleToken maps NaN to -inf).
+void SamplerExpWeights(const uint64_t* keys, size_t n, double max_logit, double inv_t, double* out);
+
+// The float a sort key orders by (the inverse of sampler.cc's DescendingKey: -0 came in as +0).
+float KeyValue(uint64_t key);
+
+}  // namespace flatstate
+
+#endif  // FLATSTATE_ENGINE_SAMPLING_SAMPLER_EXP_H_
