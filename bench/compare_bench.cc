@@ -11,6 +11,8 @@
 //       the weights: softmax the K and V rows of the context in the cache's element type
 //       (FLATSTATE_BENCH_KV_DTYPE, default f32); linear kinds the recurrent state (the same at
 //       every N).
+// FLATSTATE_BENCH_HEAD_DTYPE: the output head's type (EngineOptions::head_dtype): "same" = the
+// row's weight type (what llama.cpp's F32 / BF16 / Q8_0 files do with the head), or a type name.
 //
 // Two row sets (CompareRows): the GPT-2-small-shaped models (gpt2-small-linear_elu,
 // gpt2-small-softmax; prefill 512 and 4096, depth 0 / 1k / 16k at 1 and 2 threads), and model
@@ -134,6 +136,18 @@ class Held {
     o.kv_blocks = spec.kv_blocks;
     o.weight_dtype = spec.dtype;
     o.kv_dtype = spec.kv_dtype;
+    // FLATSTATE_BENCH_HEAD_DTYPE=same: the output head at the row's weight type, as llama.cpp's
+    // F32 / BF16 / Q8_0 files hold it; or a type name (EngineOptions::head_dtype). Unset: the
+    // engine's default.
+    if (const char* h = std::getenv("FLATSTATE_BENCH_HEAD_DTYPE"); h != nullptr && *h != 0) {
+      if (std::string(h) == "same") {
+        o.head_dtype = spec.dtype;
+      } else {
+        auto head = ParseWeightDtypeOption(h, "FLATSTATE_BENCH_HEAD_DTYPE");
+        if (!head.ok()) Die(spec.dir, head.status());
+        o.head_dtype = *head;
+      }
+    }
     auto e = Engine::Create(std::move(*model), o);
     if (!e.ok()) Die(spec.dir, e.status());
     engine_ = std::move(*e);

@@ -61,6 +61,8 @@
 # INTERLEAVE (default 1), FLATSTATE_ISA (passed to flatstate-bench),
 # FLATSTATE_BENCH_KV_DTYPE (f32 default, or bf16: flatstate's softmax K/V cache; llama.cpp's is
 # f16 at its defaults).
+# FLATSTATE_BENCH_HEAD_DTYPE (unset: the engine's default head; same: the head at each row's
+# weight type, as llama.cpp's files hold it; bench/compare_bench.cc).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -106,6 +108,7 @@ load() { log "uptime: $(uptime)"; }
   echo "flatstate: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (dirty)')"
   echo "llama-bench: $("$LLAMA_BIN/llama-bench" --version 2>&1 | head -1 || true)"
   echo "flatstate K/V cache: ${FLATSTATE_BENCH_KV_DTYPE:-f32}"
+  echo "flatstate output head: ${FLATSTATE_BENCH_HEAD_DTYPE:-(unset: the engine's default)}"
   if [[ "$SAME_CHECKPOINT" == 1 ]]; then
     echo "same checkpoint: $CKPT_DIR/$CKPT_NAME (tools/$SAME_WRITER $SAME_HF_ARGS)"
   fi

@@ -55,6 +55,11 @@ ABSL_FLAG(std::string, weight_dtype, kDefaults.weight_dtype,
           "auto | f32 | bf16 | int8 | int4: the type the models' layer GEMM weights run as, "
           "prepared at load from the file (auto: the file's own type, f32 or bf16; int8/int4: one "
           "scale per 32 weights, like Q8_0/Q4_0; docs/model-format.md; CUDA: docs/gpu.md)");
+ABSL_FLAG(std::string, head_dtype, kDefaults.head_dtype,
+          "auto | f32 | bf16 | int8 | int4: the type the models' output head (vocab x hidden) runs "
+          "as, prepared at load (auto: f32, or bf16 when the layers run narrower than f32 and the "
+          "file's head is bf16; int8: as llama.cpp's Q8_0 files hold it, a third of a decode "
+          "step's bytes on a 248k vocabulary; docs/model-format.md)");
 ABSL_FLAG(std::string, kv_dtype, kDefaults.kv_dtype,
           "f32 | bf16: element type of the softmax models' K/V cache (bf16 halves its bytes; "
           "CPU; --device=cuda: f32)");
@@ -168,6 +173,7 @@ int main(int argc, char** argv) {
   o.batch_invariant = absl::GetFlag(FLAGS_batch_invariant);
   o.prefix_cache_bytes = absl::GetFlag(FLAGS_prefix_cache_bytes);
   o.weight_dtype = absl::GetFlag(FLAGS_weight_dtype);
+  o.head_dtype = absl::GetFlag(FLAGS_head_dtype);
   o.kv_dtype = absl::GetFlag(FLAGS_kv_dtype);
   o.step_token_budget = absl::GetFlag(FLAGS_step_token_budget);
   o.speculative = absl::GetFlag(FLAGS_speculative);

@@ -54,6 +54,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
   eo.batch_invariant = options.batch_invariant;
   eo.prefix_cache_bytes = options.prefix_cache_bytes;
   ASSIGN_OR_RETURN(eo.weight_dtype, ParseWeightDtypeOption(options.weight_dtype));
+  ASSIGN_OR_RETURN(eo.head_dtype, ParseWeightDtypeOption(options.head_dtype, "head_dtype"));
   ASSIGN_OR_RETURN(eo.kv_dtype, ParseKvDtype(options.kv_dtype));
   ASSIGN_OR_RETURN(ModelRegistry models,
                    ModelRegistry::Load(options.models_dir, eo, options.default_model));

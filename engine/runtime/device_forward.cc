@@ -30,7 +30,7 @@ DeviceForward<D>::DeviceForward(const Model* model, KvBlockPool* kv, const Paral
 template <Device D>
 absl::StatusOr<std::unique_ptr<DeviceForward<D>>> DeviceForward<D>::Create(
     const Model* model, KvBlockPool* kv, const Parallel* par, int chunk_size,
-    const GemmWeightOptions& gemm) {
+    const GemmWeightOptions& gemm, std::optional<WeightDtype> head_dtype) {
   const ModelConfig& c = model->config();
   const StateLayout layout = MakeStateLayout(c);
   for (const LayerStateLayout& l : layout.layers) {
@@ -57,6 +57,7 @@ absl::StatusOr<std::unique_ptr<DeviceForward<D>>> DeviceForward<D>::Create(
   }
   if (c.has_kv()) RETURN_IF_ERROR(CheckPagedAttentionShape<D>(c.head_dim, kv->dtype()));
   auto f = std::unique_ptr<DeviceForward>(new DeviceForward(model, kv, par, chunk_size, gemm));
+  f->head_dtype_ = head_dtype;
   RETURN_IF_ERROR(f->Bind(kv));
   RETURN_IF_ERROR(Synchronize<D>());  // the weight copies are complete
   f->head_bits_ = {};                 // the bf16 head's source bits, copied by now
@@ -84,12 +85,13 @@ absl::Status DeviceForward<D>::Bind(KvBlockPool* kv) {
   ASSIGN_OR_RETURN(embed_, weights_.Place(w.embed, V * hidden));
   ASSIGN_OR_RETURN(norm_, weights_.Place(w.norm, hidden));
   ASSIGN_OR_RETURN(norm_bias_, weights_.Place(w.norm_bias, hidden));
-  // The output head: bf16 when the layers run narrower than f32 and every head value is exactly
-  // a bf16 (a BF16 file's head, widened exactly: the same logits in half the bytes), else f32
-  // whatever the layers' type (see device_forward.h). An f32 engine keeps its f32 head.
+  // The output head: the type EngineOptions::head_dtype names, from the head's f32 values; unset,
+  // bf16 when the layers run narrower than f32 and every head value is exactly a bf16 (a BF16
+  // file's head, widened exactly: the same logits in half the bytes), else f32 whatever the
+  // layers' type (see device_forward.h). An f32 engine keeps its f32 head.
   const bool invariant = weights_.gemm().batch_invariant;
   const int64_t head = V * hidden;
-  bool head_bf16 = weights_.gemm().dtype != WeightDtype::kF32;
+  bool head_bf16 = !head_dtype_.has_value() && weights_.gemm().dtype != WeightDtype::kF32;
   for (int64_t i = 0; head_bf16 && i < head; ++i) {
     uint32_t u;
     std::memcpy(&u, &w.lm_head[i], sizeof(u));
@@ -106,7 +108,8 @@ absl::Status DeviceForward<D>::Bind(KvBlockPool* kv) {
                                                         {WeightDtype::kBf16, invariant}));
   } else {
     ASSIGN_OR_RETURN(lm_head_,
-                     PrepareGemmWeight<D>(w.lm_head, V, hidden, {WeightDtype::kF32, invariant}));
+                     PrepareGemmWeight<D>(w.lm_head, V, hidden,
+                                          {head_dtype_.value_or(WeightDtype::kF32), invariant}));
   }
   layers_.resize(w.layers.size());
   for (size_t l = 0; l < w.layers.size(); ++l) {
@@ -210,17 +213,15 @@ template class DeviceForward<Device::kCpu>;
 template class DeviceForward<Device::kCuda>;
 #endif
 
-absl::StatusOr<std::unique_ptr<ForwardPass>> CreateDeviceForward(Device d, const Model* model,
-                                                                 KvBlockPool* kv,
-                                                                 const Parallel* par,
-                                                                 int chunk_size,
-                                                                 const GemmWeightOptions& gemm) {
+absl::StatusOr<std::unique_ptr<ForwardPass>> CreateDeviceForward(
+    Device d, const Model* model, KvBlockPool* kv, const Parallel* par, int chunk_size,
+    const GemmWeightOptions& gemm, std::optional<WeightDtype> head_dtype) {
   RETURN_IF_ERROR(CheckDevice(d));
   if (d == Device::kCpu) {
-    return DeviceForward<Device::kCpu>::Create(model, kv, par, chunk_size, gemm);
+    return DeviceForward<Device::kCpu>::Create(model, kv, par, chunk_size, gemm, head_dtype);
   }
 #ifdef FLATSTATE_HAVE_CUDA
-  return DeviceForward<Device::kCuda>::Create(model, kv, par, chunk_size, gemm);
+  return DeviceForward<Device::kCuda>::Create(model, kv, par, chunk_size, gemm, head_dtype);
 #else
   return absl::FailedPreconditionError("device cuda: this build has no CUDA backend");
 #endif

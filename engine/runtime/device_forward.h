@@ -10,14 +10,14 @@
 // model says (ModelConfig::norm_kind).
 //
 // Weights are prepared for D once at Create (DeviceWeights<D>: GEMM weights as
-// GemmWeightOptions::dtype asks, the output head as f32 (vocab x hidden: the logits stay
-// closest to the f32 model's) except when the layers run narrower than f32 (bf16, int8, int4)
-// and the head's values are all exactly bf16 (a BF16 file's head: the same logits from half the
-// bytes), other tensors as f32, in place where D's memory is host memory, else copied to the
-// device). Sessions' memory: fixed-size states in a DeviceStatePool<D> (in
-// place on the host; device slots otherwise), softmax K/V in a DeviceKvMirror<D> of the engine's
-// KvBlockPool. A step's descriptors are a DeviceStep<D>; the mixers' and MLP's scratch is one
-// buffer, sized by the largest ScratchFloats.
+// GemmWeightOptions::dtype asks, the output head as EngineOptions::head_dtype asks or, unset, as
+// f32 (vocab x hidden: the logits stay closest to the f32 model's) except when the layers run
+// narrower than f32 (bf16, int8, int4) and the head's values are all exactly bf16 (a BF16 file's
+// head: the same logits from half the bytes), other tensors as f32, in place where D's memory is
+// host memory, else copied to the device). Sessions' memory: fixed-size states in a
+// DeviceStatePool<D> (in place on the host; device slots otherwise), softmax K/V in a
+// DeviceKvMirror<D> of the engine's KvBlockPool. A step's descriptors are a DeviceStep<D>; the
+// mixers' and MLP's scratch is one buffer, sized by the largest ScratchFloats.
 //
 // Owns its weights' device copies, mixers, state pool, KV mirror and workspace; not thread-safe
 // (the engine loop owns it). Failures are statuses: shape limits of D's kernels (InvalidArgument)
@@ -31,6 +31,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -56,18 +57,16 @@ namespace flatstate {
 // DeviceForward<d> for a runtime device: FailedPrecondition / Unavailable when `d` is not
 // compiled in or not usable (CheckDevice). `kv` (null without softmax layers) and `par` must
 // outlive the result.
-absl::StatusOr<std::unique_ptr<ForwardPass>> CreateDeviceForward(Device d, const Model* model,
-                                                                 KvBlockPool* kv,
-                                                                 const Parallel* par,
-                                                                 int chunk_size,
-                                                                 const GemmWeightOptions& gemm);
+absl::StatusOr<std::unique_ptr<ForwardPass>> CreateDeviceForward(
+    Device d, const Model* model, KvBlockPool* kv, const Parallel* par, int chunk_size,
+    const GemmWeightOptions& gemm, std::optional<WeightDtype> head_dtype);
 
 template <Device D>
 class DeviceForward final : public ForwardPass {
  public:
-  static absl::StatusOr<std::unique_ptr<DeviceForward>> Create(const Model* model, KvBlockPool* kv,
-                                                               const Parallel* par, int chunk_size,
-                                                               const GemmWeightOptions& gemm);
+  static absl::StatusOr<std::unique_ptr<DeviceForward>> Create(
+      const Model* model, KvBlockPool* kv, const Parallel* par, int chunk_size,
+      const GemmWeightOptions& gemm, std::optional<WeightDtype> head_dtype);
 
   absl::Status SyncKvToHost(std::span<const int32_t> blocks) override {
     return kv_.SyncToHost(blocks);
@@ -118,6 +117,7 @@ class DeviceForward final : public ForwardPass {
   const float* embed_ = nullptr;
   const float* norm_ = nullptr;
   const float* norm_bias_ = nullptr;
+  std::optional<WeightDtype> head_dtype_;  // EngineOptions::head_dtype (unset: the rule above)
   GemmWeight<D> lm_head_;
   std::vector<uint16_t> head_bits_;  // during Create only: a bf16 head's bits
   std::vector<Layer> layers_;

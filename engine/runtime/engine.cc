@@ -12,12 +12,13 @@
 
 namespace flatstate {
 
-absl::StatusOr<std::optional<WeightDtype>> ParseWeightDtypeOption(absl::string_view name) {
+absl::StatusOr<std::optional<WeightDtype>> ParseWeightDtypeOption(absl::string_view name,
+                                                                  absl::string_view field) {
   if (name.empty() || absl::AsciiStrToLower(name) == "auto") return std::nullopt;
   absl::StatusOr<WeightDtype> d = ParseWeightDtype(name);
   if (!d.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("weight_dtype: unknown type '", name,
+        absl::StrCat(field, ": unknown type '", name,
                      "' (expected auto, the model file's own type, or f32, bf16, int8 or int4)"));
   }
   return *d;
@@ -74,10 +75,14 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<Model> mo
   }
   ASSIGN_OR_RETURN(e->forward_, ForwardPass::Create(e->model_.get(), options.device, e->kv_.get(),
                                                     e->parallel_.get(), options.chunk_size,
-                                                    {e->weight_dtype_, options.batch_invariant}));
+                                                    {e->weight_dtype_, options.batch_invariant},
+                                                    options.head_dtype));
   std::string fingerprint = e->model_->fingerprint();
   if (e->weight_dtype_ != WeightDtype::kF32) {
     absl::StrAppend(&fingerprint, "-", WeightDtypeName(e->weight_dtype_));
+  }
+  if (options.head_dtype.has_value()) {
+    absl::StrAppend(&fingerprint, "-head-", WeightDtypeName(*options.head_dtype));
   }
   if (!c.is_linear() && options.kv_dtype != KvDtype::kF32) {
     absl::StrAppend(&fingerprint, "-kv-", KvDtypeName(options.kv_dtype));

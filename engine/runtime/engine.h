@@ -93,6 +93,12 @@ struct EngineOptions {
   // (the bits of its F32 original at that type), f32 and bf16 start from the dequantised values
   // float(q) * scale, and the other integer type is refused (Engine::Create: InvalidArgument).
   std::optional<WeightDtype> weight_dtype;
+  // The output head's type (vocab x hidden), prepared from its f32 values at load. Unset: f32, or
+  // bf16 when the layers run narrower than f32 and the head is exactly bf16 (a BF16 file's).
+  // int8 is what llama.cpp's Q8_0 files do with the head; on a large vocabulary it is a third of
+  // the bytes a decode step reads (docs/model-format.md). Sessions continue only on an engine with
+  // the same head type (fingerprint).
+  std::optional<WeightDtype> head_dtype;
   // Softmax only: the K/V cache's element type (kernels/paged_attention.h). bf16 halves the KV
   // bytes per token (and what a decode step reads); CUDA: f32 only so far (Unimplemented).
   KvDtype kv_dtype = KvDtype::kF32;
@@ -102,9 +108,11 @@ struct EngineOptions {
 // bfloat16: bf16, int8: int8, int4: int4).
 WeightDtype StoredWeightDtype(TorchDtype torch_dtype);
 
-// --weight_dtype: "auto" (or empty): unset, the file's own type; else ParseWeightDtype's names.
-// InvalidArgument naming the accepted values otherwise.
-absl::StatusOr<std::optional<WeightDtype>> ParseWeightDtypeOption(absl::string_view name);
+// --weight_dtype (and --head_dtype: `field` names the option in the error): "auto" (or empty):
+// unset, the file's own type (the head: the default rule); else ParseWeightDtype's names.
+// InvalidArgument naming the field and the accepted values otherwise.
+absl::StatusOr<std::optional<WeightDtype>> ParseWeightDtypeOption(
+    absl::string_view name, absl::string_view field = "weight_dtype");
 
 // The vocabulary constrained decoding masks for `model`: every token's bytes (its tokenizer's
 // TokenBytes) in a byte trie without the tokenizer's special ids, and the model's EOS ids (allowed
@@ -199,8 +207,9 @@ class Engine {
   }
   // What this engine computes with: Model::fingerprint() (over the file bytes, so an F32 model and
   // its BF16 export differ), followed by "-bf16", "-int8" or "-int4" when weight_dtype() is not
-  // f32 and, for softmax, "-kv-bf16" with a bf16 K/V cache. Checkpoints carry it, so a session
-  // continues only on an engine of the same model file, weight type and cache type (Restore:
+  // f32, "-head-<type>" when EngineOptions::head_dtype is set and, for softmax, "-kv-bf16" with a
+  // bf16 K/V cache. Checkpoints carry it, so a session continues only on an engine of the same
+  // model file, weight type, head type and cache type (Restore:
   // FailedPrecondition), even where two would compute the same bits (a BF16 file run as f32 or as
   // bf16 on the CPU; an F32 file run as bf16 and its BF16 export).
   const std::string& fingerprint() const { return ckpt_model_.fingerprint; }

@@ -12,11 +12,9 @@ ForwardPass::ForwardPass(const Model* model, KvBlockPool* kv, int chunk_size)
       chunk_size_(chunk_size),
       state_floats_(model->config().state_floats()) {}
 
-absl::StatusOr<std::unique_ptr<ForwardPass>> ForwardPass::Create(const Model* model, Device device,
-                                                                 KvBlockPool* kv,
-                                                                 const Parallel* par,
-                                                                 int chunk_size,
-                                                                 const GemmWeightOptions& gemm) {
+absl::StatusOr<std::unique_ptr<ForwardPass>> ForwardPass::Create(
+    const Model* model, Device device, KvBlockPool* kv, const Parallel* par, int chunk_size,
+    const GemmWeightOptions& gemm, std::optional<WeightDtype> head_dtype) {
   const ModelConfig& c = model->config();
   if (c.has_kv() && kv == nullptr) {
     return absl::InvalidArgumentError("a model with softmax layers needs a KV block pool");
@@ -26,7 +24,8 @@ absl::StatusOr<std::unique_ptr<ForwardPass>> ForwardPass::Create(const Model* mo
     return absl::InvalidArgumentError("KV block pool shape does not match the model");
   }
   if (chunk_size <= 0) chunk_size = c.chunk_size;
-  return CreateDeviceForward(device, model, c.has_kv() ? kv : nullptr, par, chunk_size, gemm);
+  return CreateDeviceForward(device, model, c.has_kv() ? kv : nullptr, par, chunk_size, gemm,
+                             head_dtype);
 }
 
 absl::Status ForwardPass::Run(std::span<const SequenceRun> batch, std::vector<float>* logits) {

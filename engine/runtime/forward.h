@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -63,11 +64,11 @@ class ForwardPass {
 
   // `kv` is required for models with softmax layers and ignored otherwise; `par` must outlive
   // this object. `gemm`: the GEMM weights' type and (CUDA) kernel (kernels/gemm.h; see
-  // device_forward.h for which weights take the type; every device has every type).
-  static absl::StatusOr<std::unique_ptr<ForwardPass>> Create(const Model* model, Device device,
-                                                             KvBlockPool* kv, const Parallel* par,
-                                                             int chunk_size,
-                                                             const GemmWeightOptions& gemm = {});
+  // device_forward.h for which weights take the type; every device has every type). `head_dtype`:
+  // the output head's type (EngineOptions::head_dtype); unset, device_forward.h's rule.
+  static absl::StatusOr<std::unique_ptr<ForwardPass>> Create(
+      const Model* model, Device device, KvBlockPool* kv, const Parallel* par, int chunk_size,
+      const GemmWeightOptions& gemm = {}, std::optional<WeightDtype> head_dtype = std::nullopt);
 
   // Runs every sequence's tokens, advances state->position and the recurrent state / KV cache.
   // `logits` receives, in batch order, vocab floats per returned row. On error nothing is changed.

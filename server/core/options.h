@@ -29,6 +29,9 @@ struct ServerOptions {
   size_t prefix_cache_bytes = size_t{256} << 20;
   // auto (each model file's own type) | f32 | bf16 | int8 | int4 (EngineOptions::weight_dtype)
   std::string weight_dtype = "auto";
+  // auto (f32, or a BF16 file's exact bf16 head) | f32 | bf16 | int8 | int4: the output head
+  // (EngineOptions::head_dtype)
+  std::string head_dtype = "auto";
   std::string kv_dtype = "f32";     // f32|bf16: softmax K/V cache (EngineOptions::kv_dtype)
   int64_t step_token_budget = 512;  // tokens per engine step per model (prefill + decode)
   // Speculative decoding (prompt lookup, or draft_model below) for requests that do not say

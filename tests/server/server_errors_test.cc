@@ -202,6 +202,14 @@ TEST(ServerOptionsTest, UnknownWeightDtypeIsRefusedAtCreate) {
   EXPECT_THAT(std::string(s.status().message()), ::testing::HasSubstr("weight_dtype"));
 }
 
+TEST(ServerOptionsTest, UnknownHeadDtypeIsRefusedAtCreate) {
+  server::ServerOptions o = TestOptions();
+  o.head_dtype = "fp8";
+  absl::StatusOr<std::unique_ptr<server::Server>> s = server::Server::Create(o);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.status().message()), ::testing::HasSubstr("head_dtype: unknown type"));
+}
+
 TEST(ServerLimits, MaxSessionsAndKvPool) {
   server::ServerOptions o = TestOptions();
   o.max_sessions = 2;
