@@ -2,15 +2,16 @@
 // tile: cpu/gemm_bf16.cc), for calls of more than kStreamMaxRows rows. Each output element is the
 // one in-order fma chain of kernels/gemm.h, so the same bits as every other body.
 //
-// The panel is walked as four 16-column strips. Per strip, k is cut into blocks of kKBlock rows
-// (16 KiB of the strip, held in L1), and each block is applied to every row of the tile, up to 6
-// rows at a time with 6 x 2 ymm accumulators (12 of the 16 registers: each weight vector loaded
-// feeds up to 6 FMAs). The accumulators go to a per-tile buffer between blocks: a stored fp32
-// accumulator reloaded is the same chain. Why the blocks: a strip over the whole k (48 KiB at
-// k = 768, 192 KiB at 3,072) does not fit L1, and reading it from L2 once per 6 rows held the
-// body to about 60 GFLOP/s on one Zen 3 core (docs/benchmarks.md, "The tiled AVX2 f32 body").
-// A tile's rows go in blocks as equal as possible (32 rows: 5, 5, 5, 5, 6, 6), so no block of
-// one or two rows is left to run on a few latency-bound chains.
+// k is cut into blocks of kKBlock rows; for each block, each of the panel's four 16-column strips
+// (8 KiB of the block, held in L1) is applied to every row of the tile, up to 6 rows at a time
+// with 6 x 2 ymm accumulators (12 of the 16 registers: each weight vector loaded feeds up to 6
+// FMAs). The accumulators live in a per-tile buffer (rows x 64 floats) between blocks: a stored
+// fp32 accumulator reloaded is the same chain. Why the blocks: a strip over the whole k (48 KiB
+// at k = 768, 192 KiB at 3,072) does not fit L1, so the former body read it from L2 once per 6
+// rows. A tile's rows go in blocks as equal as possible (32 rows: 5, 5, 5, 5, 6, 6), so no block
+// of one or two rows is left to run on a few latency-bound chains. A panel streamed from memory
+// (F32RowsAvx2) has each strip's first row block prefetch that strip's lines of the next k
+// block. Measured: docs/benchmarks.md, "The tiled AVX2 f32 GEMM body in L1-sized k blocks".
 #include <immintrin.h>
 
 #include <algorithm>
