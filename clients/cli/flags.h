@@ -25,6 +25,7 @@ ABSL_DECLARE_FLAG(std::vector<std::string>, stop);
 ABSL_DECLARE_FLAG(int, threads);
 ABSL_DECLARE_FLAG(std::string, device);
 ABSL_DECLARE_FLAG(std::string, weight_dtype);
+ABSL_DECLARE_FLAG(std::string, head_dtype);
 ABSL_DECLARE_FLAG(std::string, kv_dtype);
 ABSL_DECLARE_FLAG(bool, stats);
 ABSL_DECLARE_FLAG(std::string, server);

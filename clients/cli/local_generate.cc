@@ -25,6 +25,8 @@ int LocalGenerate() {
   if (!device.ok()) return Fail(device.status());
   auto weight_dtype = ParseWeightDtypeOption(absl::GetFlag(FLAGS_weight_dtype));
   if (!weight_dtype.ok()) return Fail(weight_dtype.status());
+  auto head_dtype = ParseWeightDtypeOption(absl::GetFlag(FLAGS_head_dtype), "head_dtype");
+  if (!head_dtype.ok()) return Fail(head_dtype.status());
   auto kv_dtype = ParseKvDtype(absl::GetFlag(FLAGS_kv_dtype));
   if (!kv_dtype.ok()) return Fail(kv_dtype.status());
   auto model = Model::Load(absl::GetFlag(FLAGS_local_model));
@@ -32,6 +34,7 @@ int LocalGenerate() {
   EngineOptions opts;
   opts.device = *device;
   opts.weight_dtype = *weight_dtype;
+  opts.head_dtype = *head_dtype;
   opts.kv_dtype = *kv_dtype;
   opts.threads = absl::GetFlag(FLAGS_threads);
   auto engine = Engine::Create(std::move(*model), opts);
