@@ -2,7 +2,6 @@
 // kind: an int8 head keeps a session's outputs bit-identical whatever shares its step, its logits
 // stay close to the default head's, and checkpoints cross only between engines with the same head
 // type; an explicit f32 head on an F32 file computes the default's bits; bad names name the field.
-#include <cmath>
 #include <string>
 #include <vector>
 
@@ -33,16 +32,7 @@ TEST_P(HeadDtypeTest, Int8HeadIsBatchInvariantAndCloseToTheDefault) {
   ASSERT_NE(e, nullptr);
   ASSERT_NE(base, nullptr);
   EXPECT_EQ(e->fingerprint(), base->fingerprint() + "-head-int8");
-  for (SamplingParams sp : {SamplingParams{0.f, 0, 1.f, 0}, SamplingParams{0.9f, 40, 0.95f, 11}}) {
-    SessionState alone = e->NewSession(sp);
-    const auto prompt = Tokens(37, 1);
-    const auto expect = GenerateAlone(e.get(), &alone, prompt, 30);
-    e->ReleaseSession(&alone);
-    SessionState s = e->NewSession(sp);
-    ASSERT_TRUE(e->Append(&s, prompt).ok());
-    EXPECT_EQ(GenerateInCrowd(e.get(), &s, 30, 12), expect) << "temperature " << sp.temperature;
-    e->ReleaseSession(&s);
-  }
+  ExpectSameAloneAndInCrowd(e.get());
   // Every logit of a 48-token prompt against the default (f32) head: relative L2 error.
   const auto prompt = Tokens(48, 8);
   SessionState a = e->NewSession({}), b = base->NewSession({});
@@ -50,15 +40,8 @@ TEST_P(HeadDtypeTest, Int8HeadIsBatchInvariantAndCloseToTheDefault) {
   auto want = base->Score(&b, prompt);
   ASSERT_TRUE(got.ok() && want.ok());
   ASSERT_EQ(got->size(), want->size());
-  double err = 0, norm = 0;
-  bool differ = false;
-  for (size_t i = 0; i < got->size(); ++i) {
-    err += ((*got)[i] - (*want)[i]) * ((*got)[i] - (*want)[i]);
-    norm += (*want)[i] * (*want)[i];
-    differ = differ || (*got)[i] != (*want)[i];
-  }
-  EXPECT_TRUE(differ) << "the int8 head computed the f32 head's logits";
-  EXPECT_LE(std::sqrt(err / norm), 0.02) << AttentionKindName(GetParam());
+  EXPECT_NE(*got, *want) << "the int8 head computed the f32 head's logits";
+  EXPECT_LE(RelativeL2Error(*got, *want), 0.02) << AttentionKindName(GetParam());
   e->ReleaseSession(&a);
   base->ReleaseSession(&b);
 }

@@ -2,6 +2,7 @@
 #ifndef FLATSTATE_TESTS_ENGINE_RUNTIME_ENGINE_TEST_UTIL_H_
 #define FLATSTATE_TESTS_ENGINE_RUNTIME_ENGINE_TEST_UTIL_H_
 
+#include <cmath>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -138,6 +139,31 @@ inline std::vector<int32_t> GenerateInCrowd(Engine* e, SessionState* s, int n, i
   }
   for (auto& o : others) e->ReleaseSession(&o);
   return got;
+}
+
+// A 37-token prompt's next 30 tokens, greedy and at temperature 0.9 (top-k 40, top-p 0.95), are
+// the same alone and amid a crowd of 12 (GenerateInCrowd): e's outputs do not depend on its batch.
+inline void ExpectSameAloneAndInCrowd(Engine* e) {
+  for (SamplingParams sp : {SamplingParams{0.f, 0, 1.f, 0}, SamplingParams{0.9f, 40, 0.95f, 11}}) {
+    SessionState alone = e->NewSession(sp);
+    const auto prompt = Tokens(37, 1);
+    const auto expect = GenerateAlone(e, &alone, prompt, 30);
+    e->ReleaseSession(&alone);
+    SessionState s = e->NewSession(sp);
+    EXPECT_TRUE(e->Append(&s, prompt).ok());
+    EXPECT_EQ(GenerateInCrowd(e, &s, 30, 12), expect) << "temperature " << sp.temperature;
+    e->ReleaseSession(&s);
+  }
+}
+
+// Relative L2 distance of `got` from `want` (1e9 when their sizes differ).
+inline double RelativeL2Error(const std::vector<float>& got, const std::vector<float>& want) {
+  double err = 0, norm = 0;
+  for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
+    err += (got[i] - want[i]) * (got[i] - want[i]);
+    norm += want[i] * want[i];
+  }
+  return got.size() == want.size() ? std::sqrt(err / norm) : 1e9;
 }
 
 inline const std::vector<AttentionKind>& AllKinds() {

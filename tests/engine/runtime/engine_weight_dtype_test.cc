@@ -17,16 +17,6 @@
 namespace flatstate::testing {
 namespace {
 
-// Relative L2 distance of `got` from `want`.
-double RelativeError(const std::vector<float>& got, const std::vector<float>& want) {
-  double err = 0, norm = 0;
-  for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
-    err += (got[i] - want[i]) * (got[i] - want[i]);
-    norm += want[i] * want[i];
-  }
-  return got.size() == want.size() ? std::sqrt(err / norm) : 1e9;
-}
-
 class WeightDtypeTest : public ::testing::TestWithParam<std::tuple<AttentionKind, WeightDtype>> {
  protected:
   void SetUp() override {
@@ -44,16 +34,7 @@ class WeightDtypeTest : public ::testing::TestWithParam<std::tuple<AttentionKind
 TEST_P(WeightDtypeTest, BatchInvariance) {
   auto e = Make();
   ASSERT_EQ(e->weight_dtype(), dtype_);
-  for (SamplingParams sp : {SamplingParams{0.f, 0, 1.f, 0}, SamplingParams{0.9f, 40, 0.95f, 11}}) {
-    SessionState alone = e->NewSession(sp);
-    const auto prompt = Tokens(37, 1);
-    const auto expect = GenerateAlone(e.get(), &alone, prompt, 30);
-    e->ReleaseSession(&alone);
-    SessionState s = e->NewSession(sp);
-    ASSERT_TRUE(e->Append(&s, prompt).ok());
-    EXPECT_EQ(GenerateInCrowd(e.get(), &s, 30, 12), expect) << "temperature " << sp.temperature;
-    e->ReleaseSession(&s);
-  }
+  ExpectSameAloneAndInCrowd(e.get());
 }
 
 TEST_P(WeightDtypeTest, CheckpointRestoreContinuesExactlyOnTheSameTypeOnly) {
@@ -94,7 +75,7 @@ TEST_P(WeightDtypeTest, LogitsCloseToF32) {
   auto want = f32->Score(&b, prompt);
   ASSERT_TRUE(got.ok() && want.ok());
   ASSERT_EQ(got->size(), want->size());
-  const double rel = RelativeError(*got, *want);
+  const double rel = RelativeL2Error(*got, *want);
   const double bound = dtype_ == WeightDtype::kBf16   ? 0.01
                        : dtype_ == WeightDtype::kInt8 ? 0.04
                                                       : 0.5;
@@ -135,7 +116,7 @@ TEST(WeightDtypeCuda, CudaRunsEveryWeightType) {
     SessionState a = e->NewSession({});
     auto got = e->Score(&a, prompt);
     ASSERT_TRUE(got.ok()) << got.status();
-    EXPECT_LE(RelativeError(*got, *want), dtype == WeightDtype::kBf16   ? 0.02
+    EXPECT_LE(RelativeL2Error(*got, *want), dtype == WeightDtype::kBf16   ? 0.02
                                           : dtype == WeightDtype::kInt8 ? 0.04
                                                                         : 0.5)
         << WeightDtypeName(dtype);
@@ -217,7 +198,7 @@ TEST_P(StoredBf16Test, OtherTypesStartFromTheWidenedValues) {
   if (GetParam() != AttentionKind::kGated) {
     EXPECT_EQ(ScoreLogits(f32.get()), ScoreLogits(bf16.get()));
   } else {
-    EXPECT_LE(RelativeError(ScoreLogits(f32.get()), ScoreLogits(bf16.get())), 1e-3);
+    EXPECT_LE(RelativeL2Error(ScoreLogits(f32.get()), ScoreLogits(bf16.get())), 1e-3);
   }
   const std::string wide = Bf16ModelDir(GetParam(), /*widened_f32=*/true);
   for (WeightDtype dtype : {WeightDtype::kInt8, WeightDtype::kInt4}) {
