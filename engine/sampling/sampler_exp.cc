@@ -51,10 +51,11 @@ float KeyValue(uint64_t key) {
 
 namespace {
 
-// Four keys at a time: the same operations as KeyValue and SamplerExp, lane by lane.
-__attribute__((target("avx2,fma"))) void ExpWeightsAvx2(const uint64_t* keys, size_t n,
-                                                        double max_logit, double inv_t,
-                                                        double* out) {
+// Four keys at a time: the same operations as KeyValue and SamplerExp, lane by lane. Returns how
+// many it wrote (n rounded down to a multiple of 4); the caller does the rest.
+__attribute__((target("avx2,fma"))) size_t ExpWeightsAvx2(const uint64_t* keys, size_t n,
+                                                          double max_logit, double inv_t,
+                                                          double* out) {
   const __m256i high_words = _mm256_setr_epi32(1, 3, 5, 7, 1, 3, 5, 7);
   const __m128i low31 = _mm_set1_epi32(0x7FFFFFFF), ones = _mm_set1_epi32(-1);
   const __m256d max = _mm256_set1_pd(max_logit), scale = _mm256_set1_pd(inv_t);
@@ -84,9 +85,7 @@ __attribute__((target("avx2,fma"))) void ExpWeightsAvx2(const uint64_t* keys, si
     const __m256d keep = _mm256_cmp_pd(x, underflow, _CMP_GE_OQ);  // false for -inf
     _mm256_storeu_pd(out + i, _mm256_and_pd(_mm256_mul_pd(p, two_k), keep));
   }
-  for (; i < n; ++i) {
-    out[i] = SamplerExp((static_cast<double>(KeyValue(keys[i])) - max_logit) * inv_t);
-  }
+  return i;
 }
 
 }  // namespace
@@ -94,8 +93,7 @@ __attribute__((target("avx2,fma"))) void ExpWeightsAvx2(const uint64_t* keys, si
 void SamplerExpWeights(const uint64_t* keys, size_t n, double max_logit, double inv_t,
                        double* out) {
   static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  if (avx2) return ExpWeightsAvx2(keys, n, max_logit, inv_t, out);
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = avx2 ? ExpWeightsAvx2(keys, n, max_logit, inv_t, out) : 0; i < n; ++i) {
     out[i] = SamplerExp((static_cast<double>(KeyValue(keys[i])) - max_logit) * inv_t);
   }
 }

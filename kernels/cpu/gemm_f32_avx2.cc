@@ -71,10 +71,6 @@ constexpr StripBlockFn kStripBlocks[kMaxRows + 1] = {nullptr,
                                                      &StripBlock<5, kPrefetch>,
                                                      &StripBlock<6, kPrefetch>};
 
-}  // namespace
-
-namespace {
-
 // kStream: the panel comes from memory, so each strip's first row block prefetches the strip's
 // lines of the next k block (past the last, the next panel's first: panels are adjacent).
 template <bool kStream>
