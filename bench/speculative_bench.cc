@@ -6,7 +6,9 @@
 // differs):
 //   plain         one token per step, no drafts;
 //   lookup        PromptLookupDrafter over the prompt and the output, paced by a StepCostModel
-//                 of the run's own steps (what the server does);
+//                 of the steps of this mode's runs so far (what the server does: it keeps one per
+//                 model across requests, so only the first round starts unmeasured; that round's
+//                 ratio is printed apart as "cold");
 //   oracle-right  the draft is the plain run's next tokens (every draft accepted: the ceiling);
 //   oracle-half   the first half of every draft (rounded up) right, the rest wrong: every step
 //                 keeps part of its draft and rolls the rest back;
@@ -50,9 +52,11 @@ struct RunResult {
   std::vector<double> costs;
 };
 
-// `draft_engine`: the draft model's engine (kDraftModel only).
+// `draft_engine`: the draft model's engine (kDraftModel only). `step_cost`: the mode's cost
+// model, kept across its runs.
 RunResult Decode(fs::Engine* e, const std::vector<int32_t>& prompt, size_t n, Mode mode,
-                 int max_draft, const std::vector<int32_t>& plain, fs::Engine* draft_engine) {
+                 int max_draft, const std::vector<int32_t>& plain, fs::Engine* draft_engine,
+                 fs::StepCostModel* step_cost) {
   RunResult out;
   fs::SessionState s = e->NewSession(fs::SamplingParams{});
   std::unique_ptr<fs::Drafter> drafter;
@@ -73,8 +77,7 @@ RunResult Decode(fs::Engine* e, const std::vector<int32_t>& prompt, size_t n, Mo
     if (res[0].sampled) out.tokens.push_back(res[0].token);
   }
   drafter->Append(out.tokens);
-  // What the server does: the drafters are paced by the measured cost of this run's steps.
-  fs::StepCostModel step_cost;
+  // What the server does: the drafters are paced by the measured cost of the model's steps.
   auto seconds_since = [](std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   };
@@ -87,9 +90,9 @@ RunResult Decode(fs::Engine* e, const std::vector<int32_t>& prompt, size_t n, Mo
     if (limit > 0) {
       if (mode == Mode::kLookup || mode == Mode::kDraftModel) {
         const auto td = std::chrono::steady_clock::now();
-        draft = drafter->Draft(limit, step_cost.Costs(1, 1, max_draft));
+        draft = drafter->Draft(limit, step_cost->Costs(1, 1, max_draft));
         if (!draft.empty())
-          step_cost.ObserveDraft(static_cast<int>(draft.size()), seconds_since(td));
+          step_cost->ObserveDraft(static_cast<int>(draft.size()), seconds_since(td));
       }
       for (size_t j = have; mode >= Mode::kOracleRight && mode <= Mode::kOracleWrong &&
                             j < plain.size() &&
@@ -107,7 +110,8 @@ RunResult Decode(fs::Engine* e, const std::vector<int32_t>& prompt, size_t n, Mo
       std::fprintf(stderr, "step: %s\n", std::string(st.message()).c_str());
       std::exit(1);
     }
-    step_cost.ObserveStep(1 + res[0].drafted, seconds_since(ts));
+    step_cost->ObserveStep(1 + res[0].drafted, seconds_since(ts));
+    if (getenv("SPEC_TRACE") && mode == Mode::kLookup) fprintf(stderr, "T %d %.1f\n", 1 + res[0].drafted, 1e6 * seconds_since(ts));
     ++out.steps;
     if (!res[0].sampled) continue;
     out.drafted += res[0].drafted;
@@ -122,7 +126,7 @@ RunResult Decode(fs::Engine* e, const std::vector<int32_t>& prompt, size_t n, Mo
   }
   out.seconds = seconds_since(t0);
   if (mode == Mode::kLookup || mode == Mode::kDraftModel)
-    out.costs = step_cost.Costs(1, 1, max_draft);
+    out.costs = step_cost->Costs(1, 1, max_draft);
   out.tokens.resize(std::min(out.tokens.size(), n));
   e->ReleaseSession(&s);
   return out;
@@ -193,7 +197,9 @@ int main(int argc, char** argv) {
       "model %s, prompt %zu tokens, %zu generated, max_draft %d, %d thread(s), %d reps%s%s\n",
       argv[1], prompt->size(), n, max_draft, threads, reps, draft_engine ? ", draft model " : "",
       draft_engine ? argv[8] : "");
-  const RunResult plain = Decode(engine->get(), *prompt, n, Mode::kPlain, max_draft, {}, nullptr);
+  fs::StepCostModel warmup_cost;
+  const RunResult plain =
+      Decode(engine->get(), *prompt, n, Mode::kPlain, max_draft, {}, nullptr, &warmup_cost);
   double plain_tps = 0;
   std::vector<Mode> modes = {Mode::kPlain, Mode::kLookup, Mode::kOracleRight, Mode::kOracleHalf,
                              Mode::kOracleWrong};
@@ -203,16 +209,19 @@ int main(int argc, char** argv) {
   // minutes apart: their ratio moved by several per cent between runs of the same binary).
   std::vector<std::vector<double>> secs(modes.size());
   std::vector<RunResult> last(modes.size());
+  std::vector<fs::StepCostModel> step_costs(modes.size());  // per mode, across its rounds
+  std::vector<double> secs_cold(modes.size());              // round 1's seconds
   for (int r = 0; r < reps; ++r) {
     for (size_t m = 0; m < modes.size(); ++m) {
-      last[m] =
-          Decode(engine->get(), *prompt, n, modes[m], max_draft, plain.tokens, draft_engine.get());
+      last[m] = Decode(engine->get(), *prompt, n, modes[m], max_draft, plain.tokens,
+                       draft_engine.get(), &step_costs[m]);
       if (last[m].tokens != plain.tokens) {
         std::fprintf(stderr, "%s: the tokens differ from the plain run's\n",
                      kModeNames[static_cast<int>(modes[m])]);
         return 1;
       }
       secs[m].push_back(last[m].seconds);
+      if (r == 0) secs_cold[m] = last[m].seconds;
     }
   }
   for (size_t m = 0; m < modes.size(); ++m) {
@@ -229,6 +238,10 @@ int main(int argc, char** argv) {
         last[m].drafted > 0
             ? 100.0 * static_cast<double>(last[m].accepted) / static_cast<double>(last[m].drafted)
             : 0.0);
+    if (!last[m].costs.empty() && reps > 1) {  // round 1: the cost model started unmeasured
+      const double cold = secs_cold[m] > 0 ? secs_cold[0] / secs_cold[m] : 0;
+      std::printf("%-13s cold (round 1, its cost model unmeasured): %.2fx\n", "", cold);
+    }
     if (!last[m].costs.empty()) {  // what the pacer saw at the end of the last rep
       std::printf("%-13s measured cost of a step verifying k = 1..%d drafted, in plain steps:", "",
                   max_draft);

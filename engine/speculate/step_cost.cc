@@ -45,14 +45,21 @@ double StepCostModel::StepSeconds(int rows) const {
   auto T = [&](int n) { return median_[static_cast<size_t>(n)]; };
   const bool one = observed_[0] == 1;  // a plain batch-1 step has been seen
   if (rows == 1 && one) return T(1);
-  // Steps of several rows: the least-squares line through the medians of every count >= 2 seen
-  // (slope >= 0), so each count's few, noisy samples inform every length.
-  const auto first_multi = observed_.begin() + (one ? 1 : 0);
-  const auto multi = static_cast<double>(observed_.end() - first_multi);
+  // Steps of several rows: the least-squares line through the medians of the counts >= 2 seen
+  // (slope >= 0), so each count's few, noisy samples inform every length; through the settled
+  // ones only where there are any, so that a count seen once or twice (the first step of a new
+  // shape, which pays one-time costs) decides nothing until it has been tried again.
+  std::vector<int> fit;
+  for (const int n : observed_) {
+    if (n > 1 && recent_[static_cast<size_t>(n)].size() >= static_cast<size_t>(kSettled))
+      fit.push_back(n);
+  }
+  if (fit.empty()) fit.assign(observed_.begin() + (one ? 1 : 0), observed_.end());
+  const auto multi = static_cast<double>(fit.size());
   if (multi == 0) return one ? T(1) : 0;  // only plain steps seen: a draft looks free until run
   double sx = 0, sy = 0, sxx = 0, sxy = 0;
-  for (auto it = first_multi; it != observed_.end(); ++it) {
-    const double x = *it, y = T(*it);
+  for (const int n : fit) {
+    const double x = n, y = T(n);
     sx += x;
     sy += y;
     sxx += x * x;
@@ -62,8 +69,8 @@ double StepCostModel::StepSeconds(int rows) const {
   const double slope = var > 0 ? std::max(0.0, (sxy - sx * sy / multi) / var) : 0.0;
   const double mean_x = sx / multi, mean_y = sy / multi;
   double t = mean_y + slope * (rows - mean_x);
-  if (multi == 1 && rows < *first_multi) {  // below the one count seen: from T(1), or its share
-    const int c = *first_multi;
+  if (multi == 1 && rows < fit[0]) {  // below the one count fitted: from T(1), or its share
+    const int c = fit[0];
     t = one ? T(1) + (T(c) - T(1)) * (rows - 1) / (c - 1) : T(c) * rows / c;
   }
   // Below the smallest count seen, never less than in proportion to its rows (fewer rows do not

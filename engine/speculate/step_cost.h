@@ -8,9 +8,12 @@
 //
 // Estimates: each row count seen costs the median of its last kWindow observed steps (a median,
 // so one preempted step does not skew it). A plain step (1 row) costs its median. A step of
-// several rows costs the least-squares line through the medians of every count >= 2 seen (slope
+// several rows costs the least-squares line through the medians of the counts >= 2 seen (slope
 // >= 0): each count's few samples inform every length, and the lengths a pacer rarely tries are
-// not decided by one noisy sample. With one such count seen, rows below it lie on the line from the
+// not decided by one noisy sample. Once any such count is settled (kSettled observations), only
+// settled counts make the line: the first step of a new row count pays one-time costs (12-20x a
+// later one for 6 rows on a small model), and a count the pacer then stopped trying would keep
+// that price for good. With one count in the line, rows below it lie on the line from the
 // plain step to it, rows above cost what it does (optimistic on purpose: an unseen length looks
 // cheap, so it is tried and measured; the first extra row of a verification costs most and those
 // after it little, so a slope from the first would overstate long drafts for good). With only
@@ -31,6 +34,9 @@ class StepCostModel {
  public:
   static constexpr int kMaxRows = 512;  // steps of more rows are not recorded
   static constexpr int kWindow = 7;     // observations kept per row count (and of drafting)
+  // A row count is settled once observed this often; while any count of several rows is, only
+  // settled ones shape the line (a median of three outvotes one slow first step).
+  static constexpr int kSettled = 3;
 
   // A step that ran `rows` decoding rows took `seconds` (ignored unless 1 <= rows <= kMaxRows and
   // seconds > 0).

@@ -76,6 +76,24 @@ TEST(StepCostModel, TheLineKeepsOneNoisyCountFromDecidingLongDrafts) {
   EXPECT_GE(m.StepSeconds(6), 0.010);
 }
 
+TEST(StepCostModel, ASlowFirstStepOfACountDecidesNothingOnceAnotherIsSettled) {
+  StepCostModel m;
+  for (int i = 0; i < 5; ++i) m.ObserveStep(1, 0.010);
+  m.ObserveStep(6, 0.200);  // the first 6-row step pays one-time costs
+  // Seen alone, it decides (nothing else has been measured): k = 5 costs 20 plain steps.
+  EXPECT_NEAR(m.Costs(1, 1, 5)[5], 20.0, 1e-9);
+  for (int i = 0; i < StepCostModel::kSettled - 1; ++i) m.ObserveStep(2, 0.013);
+  EXPECT_GT(m.Costs(1, 1, 5)[5], 2.0);  // 2 rows not settled yet: still the line through both
+  m.ObserveStep(2, 0.013);
+  // 2 rows settled: the line is through them alone, and 6 rows cost what 2 do until they are
+  // tried again (so a pacer tries them)...
+  ExpectCosts(m.Costs(1, 1, 5), {1, 1.3, 1.3, 1.3, 1.3, 1.3});
+  // ...and once 6 rows are settled too, their median counts (the slow first step outvoted).
+  for (int i = 0; i < StepCostModel::kSettled - 1; ++i) m.ObserveStep(6, 0.018);
+  EXPECT_NEAR(m.StepSeconds(6), 0.018, 1e-12);
+  EXPECT_NEAR(m.Costs(1, 1, 5)[5], 1.8, 1e-9);
+}
+
 TEST(StepCostModel, BelowTheRangeNeverLessThanProportional) {
   StepCostModel m;
   m.ObserveStep(2, 0.012);
