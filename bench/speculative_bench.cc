@@ -18,6 +18,8 @@
 //                 paced as lookup's.
 //   flatstate-speculative-bench <model dir> <prompt file> [tokens=256] [max_draft=8] [threads=1]
 //       [reps=3] [weight dtype=auto: the file's own; f32 | bf16 | int8 | int4] [draft model dir]
+// FLATSTATE_SPEC_TRACE set: every timed step of the lookup runs to stderr ("step rows R us T"),
+// what the cost model is fed.
 // The prompt file's text is encoded with the model's tokenizer; a file named *.ids holds token ids
 // (whitespace-separated), for models whose tokenizer flatstate does not read.
 #include <algorithm>
@@ -81,6 +83,7 @@ RunResult Decode(fs::Engine* e, const std::vector<int32_t>& prompt, size_t n, Mo
   auto seconds_since = [](std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   };
+  const bool trace = std::getenv("FLATSTATE_SPEC_TRACE") != nullptr;
   const auto t0 = std::chrono::steady_clock::now();
   while (out.tokens.size() < n) {
     fs::StepRequest r{&s, 1 << 30, true};
@@ -111,7 +114,8 @@ RunResult Decode(fs::Engine* e, const std::vector<int32_t>& prompt, size_t n, Mo
       std::exit(1);
     }
     step_cost->ObserveStep(1 + res[0].drafted, seconds_since(ts));
-    if (getenv("SPEC_TRACE") && mode == Mode::kLookup) fprintf(stderr, "T %d %.1f\n", 1 + res[0].drafted, 1e6 * seconds_since(ts));
+    if (trace && mode == Mode::kLookup)
+      std::fprintf(stderr, "step rows %d us %.1f\n", 1 + res[0].drafted, 1e6 * seconds_since(ts));
     ++out.steps;
     if (!res[0].sampled) continue;
     out.drafted += res[0].drafted;
