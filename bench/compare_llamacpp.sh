@@ -108,7 +108,7 @@ load() { log "uptime: $(uptime)"; }
   echo "flatstate: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (dirty)')"
   echo "llama-bench: $("$LLAMA_BIN/llama-bench" --version 2>&1 | head -1 || true)"
   echo "flatstate K/V cache: ${FLATSTATE_BENCH_KV_DTYPE:-f32}"
-  echo "flatstate output head: ${FLATSTATE_BENCH_HEAD_DTYPE:-(unset: the engine's default)}"
+  echo "flatstate output head: ${FLATSTATE_BENCH_HEAD_DTYPE:-(unset: the engine default)}"
   if [[ "$SAME_CHECKPOINT" == 1 ]]; then
     echo "same checkpoint: $CKPT_DIR/$CKPT_NAME (tools/$SAME_WRITER $SAME_HF_ARGS)"
   fi
