@@ -37,3 +37,13 @@ if [[ "${PART:-all}" == all || "${PART}" == mamba ]]; then
     CKPT_NAME=mamba2-130m DEPTHS="" REPS=${REPS:-1} TYPES="${TYPES:-f32 bf16 int8}" REFERENCE=0 \
     bash bench/compare_llamacpp.sh "$LLAMA_BUILD" "$out/mamba2-130m"
 fi
+RWKV04="--vocab_size 65536 --hidden_size 1024 \
+--head_dim 64 --num_hidden_layers 24 --intermediate_size 4096 --decay_low_rank_dim 64 \
+--a_low_rank_dim 64 --v_low_rank_dim 32 --gate_low_rank_dim 128 --dtype bfloat16 --seed 1"
+if [[ "${PART:-all}" == all || "${PART}" == rwkv04 ]]; then
+  # The 0.4B shape (compare-rwkv7-04b-2026-11-27-recurrent's checkpoint), with 4096-token prefill.
+  SAME_CHECKPOINT=1 SAME_WRITER=hf_rwkv7.py SAME_HF_ARGS="$RWKV04" CKPT_DIR=/tmp/fs-rwkv7-04b \
+    CKPT_NAME=rwkv7-0.4b DEPTHS="" REPS=${REPS:-1} PP4096_THREADS=2 \
+    TYPES="${TYPES:-f32 bf16 int8}" REFERENCE=0 \
+    bash bench/compare_llamacpp.sh "$LLAMA_BUILD" "$out/rwkv7-0.4b"
+fi
