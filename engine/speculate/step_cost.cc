@@ -49,28 +49,29 @@ double StepCostModel::StepSeconds(int rows) const {
   // (slope >= 0), so each count's few, noisy samples inform every length; through the settled
   // ones only where there are any, so that a count seen once or twice (the first step of a new
   // shape, which pays one-time costs) decides nothing until it has been tried again.
-  std::vector<int> fit;
+  auto settled = [&](int n) {
+    return n > 1 && recent_[static_cast<size_t>(n)].size() >= static_cast<size_t>(kSettled);
+  };
+  const bool any_settled = std::any_of(observed_.begin(), observed_.end(), settled);
+  auto fitted = [&](int n) { return n > 1 && (!any_settled || settled(n)); };
+  double multi = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  int first = 0;  // the smallest count fitted
   for (const int n : observed_) {
-    if (n > 1 && recent_[static_cast<size_t>(n)].size() >= static_cast<size_t>(kSettled))
-      fit.push_back(n);
-  }
-  if (fit.empty()) fit.assign(observed_.begin() + (one ? 1 : 0), observed_.end());
-  const auto multi = static_cast<double>(fit.size());
-  if (multi == 0) return one ? T(1) : 0;  // only plain steps seen: a draft looks free until run
-  double sx = 0, sy = 0, sxx = 0, sxy = 0;
-  for (const int n : fit) {
+    if (!fitted(n)) continue;
+    if (multi++ == 0) first = n;
     const double x = n, y = T(n);
     sx += x;
     sy += y;
     sxx += x * x;
     sxy += x * y;
   }
+  if (multi == 0) return one ? T(1) : 0;  // only plain steps seen: a draft looks free until run
   const double var = sxx - sx * sx / multi;
   const double slope = var > 0 ? std::max(0.0, (sxy - sx * sy / multi) / var) : 0.0;
   const double mean_x = sx / multi, mean_y = sy / multi;
   double t = mean_y + slope * (rows - mean_x);
-  if (multi == 1 && rows < fit[0]) {  // below the one count fitted: from T(1), or its share
-    const int c = fit[0];
+  if (multi == 1 && rows < first) {  // below the one count fitted: from T(1), or its share
+    const int c = first;
     t = one ? T(1) + (T(c) - T(1)) * (rows - 1) / (c - 1) : T(c) * rows / c;
   }
   // Below the smallest count seen, never less than in proportion to its rows (fewer rows do not
