@@ -3,7 +3,8 @@
 # them (docs/reliability.md):
 #   bash scripts/sanitize.sh            # AddressSanitizer + UndefinedBehaviorSanitizer (CI), in
 #       # build-asan/ (scripts/asan_configure.sh: clang, shared with the fuzzers of
-#       # scripts/fuzz.sh): every ctest test but label soak
+#       # scripts/fuzz.sh): every test it builds (all but tests/system and tests/clients, the
+#       # multi-process and client tests, which the Release suite runs)
 #   SANITIZER=thread bash scripts/sanitize.sh   # ThreadSanitizer (GCC, build-thread/), the code
 #       # whose threads TSan sees whole (std::mutex): tests whose names contain ThreadPool
 #       # (ThreadPoolTest), Engine (EngineTest, EngineDevice, EngineErrors, EngineState: the batched
@@ -44,7 +45,7 @@ if [[ "$SAN" == thread ]]; then
       -L "^(server|reliability)$"
   fi
 else
-  # Not the soak (label soak): it judges RSS, which ASan's quarantine inflates. Everything else
-  # runs here, the 100k-token state test included.
+  # Every test of the build, the 100k-token state test included; never one labelled soak (it
+  # judges RSS, which ASan's quarantine inflates; tests/clients holds them, not built here).
   ctest --test-dir "$DIR" --output-on-failure --no-tests=error -j 2 --timeout 900 -LE soak
 fi
