@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Runs every test: sets up (scripts/setup.sh: installs missing packages and builds build/; on a
 # current tree it runs no apt and compiles nothing), then the C++ suite under ctest, the C++
-# suite again under AddressSanitizer + UndefinedBehaviorSanitizer (scripts/sanitize.sh, a clang
-# -O1 -g1 build in build-asan/ that also holds the fuzzers), every libFuzzer target for
-# FUZZ_SECONDS (scripts/fuzz.sh, the same build-asan/; 30 s each here, 60 s when fuzz.sh runs
-# alone) and the Python
-# reference suite under Debian's pytest. Each build compiles only what changed since the last
+# suite but its multi-process and client tests (tests/system, tests/clients) under
+# AddressSanitizer + UndefinedBehaviorSanitizer (scripts/sanitize.sh, a clang -O1 -g1 build in
+# build-asan/ that also holds the fuzzers), every libFuzzer target for FUZZ_SECONDS
+# (scripts/fuzz.sh, the same build-asan/, one fuzzer per core at once; 30 s each here, 60 s
+# when fuzz.sh runs alone) and the Python reference suite under Debian's pytest. Each build compiles only what changed since the last
 # run. Exit status is non-zero if anything fails. docs/reliability.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
