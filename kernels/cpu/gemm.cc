@@ -5,9 +5,10 @@
 // Work is cut into tiles of (up to 96 rows) x (one 64-column panel) (cpu/gemm_internal.h).
 // Inside a tile the body walks row blocks of MR rows, keeping MR x 64 accumulators in registers
 // while it streams the panel (k x 64 floats) from cache: AVX-512 uses MR = 6 (24 zmm
-// accumulators); the AVX2 body (cpu/gemm_f32_avx2.cc) walks 16-column strips in L1-sized k blocks
-// with up to 6 rows x 2 ymm. Up to cpu::kStreamMaxRows rows (decode) both stream 4 panels at once
-// in 4-row chunks with prefetch instead (cpu/gemm_stream.cc).
+// accumulators; the tail as one block of 1-5 rows; the later blocks prefetch the next panel,
+// cpu::PanelRowsAvx512); the AVX2 body (cpu/gemm_f32_avx2.cc) walks 16-column strips in L1-sized k
+// blocks with up to 6 rows x 2 ymm. Up to cpu::kStreamMaxRows rows (decode) both stream 4 panels at
+// once in 4-row chunks with prefetch instead (cpu/gemm_stream.cc).
 #include "kernels/gemm.h"
 
 #include <immintrin.h>
@@ -47,28 +48,38 @@ void BlockScalar(const float* x, int64_t ldx, const float* p, int64_t k, float* 
   Store<MR>(acc, y, ldy, cols, accumulate);
 }
 
-// ---- AVX-512F body. ----
-template <int MR>
-__attribute__((target("avx512f"))) void BlockAvx512(const float* x, int64_t ldx, const float* p,
-                                                    int64_t k, float* y, int64_t ldy, int64_t cols,
-                                                    bool accumulate) {
-  __m512 acc[MR][4];
-  for (int i = 0; i < MR; ++i) {
-    for (int v = 0; v < 4; ++v) acc[i][v] = _mm512_setzero_ps();
-  }
-  for (int64_t kk = 0; kk < k; ++kk) {
-    const float* wk = p + kk * kP;
-    const __m512 w0 = _mm512_load_ps(wk), w1 = _mm512_load_ps(wk + 16);
-    const __m512 w2 = _mm512_load_ps(wk + 32), w3 = _mm512_load_ps(wk + 48);
+// ---- AVX-512F body (MR rows; cpu::PanelRowsAvx512 walks a panel's rows with it). ----
+struct F32Avx512 {
+  template <int MR>
+  __attribute__((target("avx512f"))) static void Block(const float* x, int64_t ldx, const float* p,
+                                                       int64_t k, float* y, int64_t ldy,
+                                                       int64_t cols, bool accumulate,
+                                                       cpu::SpreadPrefetch* pf) {
+    __m512 acc[MR][4];
     for (int i = 0; i < MR; ++i) {
-      const __m512 xb = _mm512_set1_ps(x[i * ldx + kk]);
-      acc[i][0] = _mm512_fmadd_ps(xb, w0, acc[i][0]);
-      acc[i][1] = _mm512_fmadd_ps(xb, w1, acc[i][1]);
-      acc[i][2] = _mm512_fmadd_ps(xb, w2, acc[i][2]);
-      acc[i][3] = _mm512_fmadd_ps(xb, w3, acc[i][3]);
+      for (int v = 0; v < 4; ++v) acc[i][v] = _mm512_setzero_ps();
     }
+    for (int64_t kk = 0; kk < k; ++kk) {
+      const float* wk = p + kk * kP;
+      pf->Step();
+      const __m512 w0 = _mm512_load_ps(wk), w1 = _mm512_load_ps(wk + 16);
+      const __m512 w2 = _mm512_load_ps(wk + 32), w3 = _mm512_load_ps(wk + 48);
+      for (int i = 0; i < MR; ++i) {
+        const __m512 xb = _mm512_set1_ps(x[i * ldx + kk]);
+        acc[i][0] = _mm512_fmadd_ps(xb, w0, acc[i][0]);
+        acc[i][1] = _mm512_fmadd_ps(xb, w1, acc[i][1]);
+        acc[i][2] = _mm512_fmadd_ps(xb, w2, acc[i][2]);
+        acc[i][3] = _mm512_fmadd_ps(xb, w3, acc[i][3]);
+      }
+    }
+    cpu::StoreZmm<MR>(acc, y, ldy, cols, accumulate);
   }
-  cpu::StoreZmm<MR>(acc, y, ldy, cols, accumulate);
+};
+
+void RowsAvx512(const float* x, int64_t k, int64_t r0, int64_t r1, const float* panel, float* y,
+                int64_t ldy, int64_t cols, bool accumulate) {
+  cpu::PanelRowsAvx512<F32Avx512>(x, k, r0, r1, panel, k * kP * int64_t{sizeof(float)}, y, ldy,
+                                  cols, accumulate);
 }
 
 // Rows [r0, r1) of one panel, in blocks of kMr rows (the tail one row at a time).
@@ -91,7 +102,7 @@ using RowsFn = void (*)(const float*, int64_t, int64_t, int64_t, const float*, f
 RowsFn RowsFor(GemmIsa isa) {
   switch (isa) {
     case GemmIsa::kAvx512:
-      return &RunRows<6, &BlockAvx512<6>, &BlockAvx512<1>>;
+      return &RowsAvx512;
     case GemmIsa::kAvx2:
       return &cpu::F32RowsAvx2;
     case GemmIsa::kScalar:

@@ -53,37 +53,50 @@ __attribute__((target("avx512f"))) inline void FmaRows(const float* x, int64_t l
   }
 }
 
-template <int MR>
-__attribute__((target("avx512f"))) void BlockAvx512(const float* x, int64_t ldx, const uint16_t* p,
-                                                    int64_t k, float* y, int64_t ldy, int64_t cols,
-                                                    bool accumulate) {
-  __m512 acc[MR][4];
-  for (int i = 0; i < MR; ++i) {
-    for (int v = 0; v < 4; ++v) acc[i][v] = _mm512_setzero_ps();
-  }
-  const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
-  int64_t kk = 0;
-  __m512 w[4];
-  for (; kk + 2 <= k; kk += 2) {
-    const __m512i* wk = reinterpret_cast<const __m512i*>(p + kk * kP);
-    PrefetchPanel<MR>(wk, 4 * 64);
-    for (int v = 0; v < 4; ++v) {
-      w[v] = LowHalf(_mm512_load_si512(wk + v));
+// MR rows (cpu::PanelRowsAvx512 walks a panel's rows with it).
+struct Bf16Avx512 {
+  template <int MR>
+  __attribute__((target("avx512f"))) static void Block(const float* x, int64_t ldx,
+                                                       const uint16_t* p, int64_t k, float* y,
+                                                       int64_t ldy, int64_t cols, bool accumulate,
+                                                       SpreadPrefetch* pf) {
+    __m512 acc[MR][4];
+    for (int i = 0; i < MR; ++i) {
+      for (int v = 0; v < 4; ++v) acc[i][v] = _mm512_setzero_ps();
     }
-    FmaRows<MR>(x, ldx, kk, w, acc);
-    for (int v = 0; v < 4; ++v) {
-      w[v] = _mm512_castsi512_ps(_mm512_and_si512(_mm512_load_si512(wk + v), high));
+    const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+    int64_t kk = 0;
+    __m512 w[4];
+    for (; kk + 2 <= k; kk += 2) {
+      const __m512i* wk = reinterpret_cast<const __m512i*>(p + kk * kP);
+      PrefetchPanel<MR>(wk, 4 * 64);
+      pf->Step();
+      pf->Step();
+      for (int v = 0; v < 4; ++v) {
+        w[v] = LowHalf(_mm512_load_si512(wk + v));
+      }
+      FmaRows<MR>(x, ldx, kk, w, acc);
+      for (int v = 0; v < 4; ++v) {
+        w[v] = _mm512_castsi512_ps(_mm512_and_si512(_mm512_load_si512(wk + v), high));
+      }
+      FmaRows<MR>(x, ldx, kk + 1, w, acc);
     }
-    FmaRows<MR>(x, ldx, kk + 1, w, acc);
-  }
-  if (kk < k) {  // odd k: the last pair's low half only
-    const __m512i* wk = reinterpret_cast<const __m512i*>(p + kk * kP);
-    for (int v = 0; v < 4; ++v) {
-      w[v] = LowHalf(_mm512_load_si512(wk + v));
+    if (kk < k) {  // odd k: the last pair's low half only
+      const __m512i* wk = reinterpret_cast<const __m512i*>(p + kk * kP);
+      for (int v = 0; v < 4; ++v) {
+        w[v] = LowHalf(_mm512_load_si512(wk + v));
+      }
+      FmaRows<MR>(x, ldx, kk, w, acc);
     }
-    FmaRows<MR>(x, ldx, kk, w, acc);
+    StoreZmm<MR>(acc, y, ldy, cols, accumulate);
   }
-  StoreZmm<MR>(acc, y, ldy, cols, accumulate);
+};
+
+void RowsAvx512(const float* x, int64_t k, int64_t r0, int64_t r1, const uint16_t* panel, float* y,
+                int64_t ldy, int64_t cols, bool accumulate) {
+  PanelRowsAvx512<Bf16Avx512>(x, k, r0, r1, panel,
+                              static_cast<int64_t>(PackedWeight::PanelBytes(WeightDtype::kBf16, k)),
+                              y, ldy, cols, accumulate);
 }
 
 using BlockFn = void (*)(const float*, int64_t, const uint16_t*, int64_t, float*, int64_t, int64_t,
@@ -106,7 +119,7 @@ using RowsFn = void (*)(const float*, int64_t, int64_t, int64_t, const uint16_t*
 RowsFn RowsFor(GemmIsa isa) {
   switch (isa) {
     case GemmIsa::kAvx512:
-      return &RunRows<6, &BlockAvx512<6>, &BlockAvx512<1>>;
+      return &RowsAvx512;
     case GemmIsa::kAvx2:  // GemmBf16 widens the panel and runs the f32 AVX2 rows
     case GemmIsa::kScalar:
       break;

@@ -11,6 +11,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -50,6 +51,87 @@ inline void PrefetchPanel(const void* p, int64_t bytes) {
   if constexpr (MR <= kPrefetchMaxRows) {
     const char* c = static_cast<const char*>(p) + kPrefetchBytes;
     for (int64_t b = 0; b < bytes; b += 64) _mm_prefetch(c + b, _MM_HINT_T0);
+  }
+}
+
+// The prefetch of `lines` cache lines from `from` (to L2), spread evenly over `steps` calls of
+// Step() (a body calls it once per k step). Default-constructed, it prefetches nothing. No effect
+// on any result.
+class SpreadPrefetch {
+ public:
+  SpreadPrefetch() = default;
+  SpreadPrefetch(const void* from, int64_t lines, int64_t steps)
+      : at_(static_cast<const char*>(from)), left_(lines) {
+    if (lines <= 0 || steps <= 0) return;
+    per_ = (lines + steps - 1) / steps;
+    every_ = std::max<int64_t>(1, steps / ((lines + per_ - 1) / per_));
+    wait_ = 1;
+  }
+  void Step() {
+    if (--wait_ > 0) return;
+    wait_ = every_;
+    for (int64_t j = 0; j < per_ && left_ > 0; ++j, --left_, at_ += 64) {
+      _mm_prefetch(at_, _MM_HINT_T1);
+    }
+  }
+
+ private:
+  const char* at_ = nullptr;
+  int64_t left_ = 0, per_ = 0, every_ = 1;
+  int64_t wait_ = INT64_MAX;  // never reaches 0: no prefetch
+};
+
+// Rows [r0, r1) of one packed panel of `panel_bytes` bytes on an AVX-512 body: blocks of 6 rows,
+// the tail (1-5 rows) as one block of its size (four accumulator chains on one row alone leave
+// the FMA units idle). The first block reads the panel from memory, the others from cache, and
+// meanwhile they prefetch the next panel (packed panels are contiguous and a thread's panels
+// consecutive, ForTileBlocks; past a thread's last panel it is another thread's, or nothing), so
+// the next panel's first block finds it in L2 instead of waiting on memory with the FMA units
+// idle. Each later block prefetches in proportion to its rows, kPrefetchRows rows' worth of
+// blocks a whole panel: a block's time per k step is proportional to its rows, so the rate stays
+// near one core's memory bandwidth (a whole panel in one 2-row block, a burst, made batch 8
+// slower); from 1 + 24 rows on the next panel is prefetched whole. f32 GPT-2-small-shape GEMMs at
+// batch 32: 1.15x (docs/benchmarks.md). Body::Block<MR>(x, ldx, panel, k, y, ldy, cols,
+// accumulate, prefetch) computes MR rows; which block prefetches what changes no bit (each
+// output is one chain).
+inline constexpr int64_t kPrefetchRows = 24;
+template <typename Body, typename W>
+void PanelRowsAvx512(const float* x, int64_t k, int64_t r0, int64_t r1, const W* panel,
+                     int64_t panel_bytes, float* y, int64_t ldy, int64_t cols, bool accumulate) {
+  const int64_t lines = panel_bytes / 64;
+  const char* next = reinterpret_cast<const char*>(panel) + panel_bytes;
+  int64_t prefetched = 0;
+  for (int64_t r = r0; r < r1; r += 6) {
+    const int64_t mr = std::min<int64_t>(6, r1 - r);
+    SpreadPrefetch pf;
+    if (r > r0 && prefetched < lines) {
+      const int64_t n =
+          std::min(lines - prefetched, (lines * mr + kPrefetchRows - 1) / kPrefetchRows);
+      pf = SpreadPrefetch(next + prefetched * 64, n, k);
+      prefetched += n;
+    }
+    const float* xr = x + r * k;
+    float* yr = y + r * ldy;
+    switch (mr) {
+      case 6:
+        Body::template Block<6>(xr, k, panel, k, yr, ldy, cols, accumulate, &pf);
+        break;
+      case 5:
+        Body::template Block<5>(xr, k, panel, k, yr, ldy, cols, accumulate, &pf);
+        break;
+      case 4:
+        Body::template Block<4>(xr, k, panel, k, yr, ldy, cols, accumulate, &pf);
+        break;
+      case 3:
+        Body::template Block<3>(xr, k, panel, k, yr, ldy, cols, accumulate, &pf);
+        break;
+      case 2:
+        Body::template Block<2>(xr, k, panel, k, yr, ldy, cols, accumulate, &pf);
+        break;
+      default:
+        Body::template Block<1>(xr, k, panel, k, yr, ldy, cols, accumulate, &pf);
+        break;
+    }
   }
 }
 
