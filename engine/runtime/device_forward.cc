@@ -168,16 +168,16 @@ absl::Status DeviceForward<D>::RunLayers(std::span<const SequenceRun> batch,
                           &serial_};
   GatherRows<D>(embed_, step_.tokens.on, N, hidden, x);
   for (const Layer& l : layers_) {
-    Norm(x, l.attn_norm, l.attn_norm_bias, N, h);
+    Norm(x, l.attn_norm, l.attn_norm_bias, N, h, step);
     l.mixer->Forward(h, x, step);
     if (!l.mlp.present()) continue;  // Mamba-2: the token mixer is the whole layer
-    Norm(x, l.mlp_norm, l.mlp_norm_bias, N, h);
+    Norm(x, l.mlp_norm, l.mlp_norm_bias, N, h, step);
     l.mlp.Forward(h, step, x);
   }
   // Final norm + head over the rows that are returned.
   float* last = last_.template as<float>();
   GatherRows<D>(x, step_.out_rows.on, R, hidden, last);
-  Norm(last, norm_, norm_bias_, R, last);
+  Norm(last, norm_, norm_bias_, R, last, step);
   Gemm<D>(last, R, lm_head_, out, false, *par_);
   if constexpr (!kHostMemory<D>) {
     // Straight into the caller's vector (one copy; at a 248k vocabulary a row is 1 MB).
@@ -190,13 +190,16 @@ absl::Status DeviceForward<D>::RunLayers(std::span<const SequenceRun> batch,
 
 template <Device D>
 void DeviceForward<D>::Norm(const float* x, const float* weight, const float* bias, int64_t rows,
-                            float* y) const {
+                            float* y, const MixerStep<D>& step) const {
   const ModelConfig& c = *cfg_;
-  if (c.norm_kind == NormKind::kLayer) {
-    LayerNorm<D>(x, weight, bias, rows, c.hidden_size, c.rms_norm_eps, y);
-  } else {
-    RmsNorm<D>(x, weight, rows, c.hidden_size, c.rms_norm_eps, y);
-  }
+  const int64_t dim = c.hidden_size;
+  step.ForRows(rows, rows * dim * kElementWork, [&](int64_t r0, int64_t r1) {
+    if (c.norm_kind == NormKind::kLayer) {
+      LayerNorm<D>(x + r0 * dim, weight, bias, r1 - r0, dim, c.rms_norm_eps, y + r0 * dim);
+    } else {
+      RmsNorm<D>(x + r0 * dim, weight, r1 - r0, dim, c.rms_norm_eps, y + r0 * dim);
+    }
+  });
 }
 
 template <Device D>

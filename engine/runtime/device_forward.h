@@ -101,8 +101,10 @@ class DeviceForward final : public ForwardPass {
                             std::vector<float>* logits) override;
   absl::Status RunLayers(std::span<const SequenceRun> batch, const std::vector<int64_t>& row_start,
                          std::vector<float>* logits);
-  // y = the model's norm of `rows` rows of x (RMSNorm, or LayerNorm with `bias`).
-  void Norm(const float* x, const float* weight, const float* bias, int64_t rows, float* y) const;
+  // y = the model's norm of `rows` rows of x (RMSNorm, or LayerNorm with `bias`), over row ranges
+  // (MixerStep::ForRows).
+  void Norm(const float* x, const float* weight, const float* bias, int64_t rows, float* y,
+            const MixerStep<D>& step) const;
 
   const Model* model_ = nullptr;
   const ModelConfig* cfg_ = nullptr;

@@ -44,7 +44,9 @@ void Mlp<D>::Forward(const float* in, const MixerStep<D>& step, float* residual)
     CausalConv<D>(in, hidden_, 2, shift_, s.conv.on, static_cast<int>(s.conv.host.size()),
                   shift_offset_, xk);
     Gemm<D>(xk, rows, w1_, mid, false, par);
-    ActivateRows<D>(mid, rows, intermediate_, Activation::kReluSquared);
+    step.ForRows(rows, rows * intermediate_ * kElementWork, [&](int64_t r0, int64_t r1) {
+      ActivateRows<D>(mid + r0 * intermediate_, r1 - r0, intermediate_, Activation::kReluSquared);
+    });
     Gemm<D>(mid, rows, w2_, residual, /*accumulate=*/true, par);
     return;
   }
@@ -53,10 +55,14 @@ void Mlp<D>::Forward(const float* in, const MixerStep<D>& step, float* residual)
   const float* down_in = mid;
   if (swiglu_) {
     float* act = mid + rows * width_;
-    SwiGlu<D>(mid, rows, intermediate_, act);
+    step.ForRows(rows, rows * intermediate_ * kElementWork, [&](int64_t r0, int64_t r1) {
+      SwiGlu<D>(mid + r0 * width_, r1 - r0, intermediate_, act + r0 * intermediate_);
+    });
     down_in = act;
   } else {
-    Gelu<D>(mid, rows * intermediate_);
+    step.ForRows(rows, rows * intermediate_ * kElementWork, [&](int64_t r0, int64_t r1) {
+      Gelu<D>(mid + r0 * intermediate_, (r1 - r0) * intermediate_);
+    });
   }
   Gemm<D>(down_in, rows, w2_, residual, /*accumulate=*/true, par);
   if (b2_ != nullptr) AddBias<D>(residual, b2_, rows, hidden_);

@@ -105,24 +105,41 @@ void Rwkv7Mixer<D>::Forward(const float* in, float* residual, const MixerStep<D>
 
   CausalConv<D>(in, Dm, 2, shift_, s.conv.on, static_cast<int>(s.conv.host.size()),
                 static_cast<int64_t>(lay_.begin + lay_.conv), d);
-  TokenShiftMix<D>(in, d, mix_, 6, rows, Dm, mixes);
+  // The row-wise ops below run over row ranges (MixerStep::ForRows): the same bits as one call.
+  const int64_t ew = RD * kElementWork;
+  step.ForRows(rows, 6 * ew, [&](int64_t r0, int64_t r1) {
+    if (r1 - r0 == rows) return TokenShiftMix<D>(in, d, mix_, 6, rows, Dm, mixes);
+    for (int j = 0; j < 6; ++j) {  // mixes is [6][rows][D]: one mix at a time for a row range
+      TokenShiftMix<D>(in + r0 * Dm, d + r0 * Dm, mix_ + j * Dm, 1, r1 - r0, Dm,
+                       mixes + j * RD + r0 * Dm);
+    }
+  });
   Gemm<D>(xr, rows, wr_, r, false, par);
   Gemm<D>(xk, rows, wk_, k, false, par);
   Gemm<D>(xv, rows, wv_, v, false, par);
   Lora(xw, rows, w1_, w2_, rw.decay_rank, true, false, w_bias_, tmp, logw,
        step.PoolFor(RD * rw.decay_rank));
-  ActivateRows<D>(logw, rows, Dm, Activation::kRwkvLogDecay);
+  step.ForRows(rows, ew, [&](int64_t r0, int64_t r1) {
+    ActivateRows<D>(logw + r0 * Dm, r1 - r0, Dm, Activation::kRwkvLogDecay);
+  });
   if (!first_) {
     Lora(xv, rows, v1_, v2_, rw.v_rank, false, false, v_bias_, tmp, z,
          step.PoolFor(RD * rw.v_rank));
-    LerpToward<D>(v, step.carry, z, rows, Dm);
+    step.ForRows(rows, ew, [&](int64_t r0, int64_t r1) {
+      LerpToward<D>(v + r0 * Dm, step.carry + r0 * Dm, z + r0 * Dm, r1 - r0, Dm);
+    });
   }
   Lora(xa, rows, a1_, a2_, rw.a_rank, false, false, a_bias_, tmp, a, step.PoolFor(RD * rw.a_rank));
-  ActivateRows<D>(a, rows, Dm, Activation::kSigmoid);
+  step.ForRows(rows, ew, [&](int64_t r0, int64_t r1) {
+    ActivateRows<D>(a + r0 * Dm, r1 - r0, Dm, Activation::kSigmoid);
+  });
   Lora(xg, rows, g1_, g2_, rw.gate_rank, false, true, nullptr, tmp, g,
        step.PoolFor(RD * rw.gate_rank));
   // (The LoRAs run on the calling thread for a few rows: waking the pool costs more than they do.)
-  Rwkv7Keys<D>(k, a, k_k_, k_a_, rows, rw.heads, rw.head_dim, rw.fused_l2, kk);
+  step.ForRows(rows, ew, [&](int64_t r0, int64_t r1) {
+    Rwkv7Keys<D>(k + r0 * Dm, a + r0 * Dm, k_k_, k_a_, r1 - r0, rw.heads, rw.head_dim, rw.fused_l2,
+                 kk + r0 * Dm);
+  });
 
   Rwkv7Batch b;
   b.key_heads = b.value_heads = rw.heads;
@@ -140,8 +157,11 @@ void Rwkv7Mixer<D>::Forward(const float* in, float* residual, const MixerStep<D>
   b.out_stride = Dm;
   step.SetSequences(lay_, res_.chunk, &b);
   Rwkv7Recurrence<D>(b, step.PoolFor(rows * Dm * rw.head_dim));
-  Rwkv7Output<D>(o, r, k, v, g, r_k_, gn_w_, gn_b_, rows, rw.heads, rw.head_dim,
-                 static_cast<float>(rw.head_dim) * c.rms_norm_eps);
+  step.ForRows(rows, ew, [&](int64_t r0, int64_t r1) {
+    const int64_t at = r0 * Dm;
+    Rwkv7Output<D>(o + at, r + at, k + at, v + at, g + at, r_k_, gn_w_, gn_b_, r1 - r0, rw.heads,
+                   rw.head_dim, static_cast<float>(rw.head_dim) * c.rms_norm_eps);
+  });
   out_.Apply(c, o, rows, par, residual);
 }
 

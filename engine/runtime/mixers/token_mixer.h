@@ -31,6 +31,27 @@
 
 namespace flatstate {
 
+// fn(r0, r1) over ranges that cover rows [0, rows) once: on the CPU spread over `par` (each part
+// of the pool takes one range), elsewhere one call fn(0, rows) (a device's ops are asynchronous
+// on its one stream). For row-wise ops, which compute each row alone: results do not depend on
+// the split. At batch 32 the CPU forward pass spent about a sixth of the calling thread's time in
+// such ops (norms, activations, RWKV-7's token shift, keys and output) while the pool's other
+// threads waited (docs/benchmarks.md).
+template <Device D, typename Fn>
+void ForRows(const Parallel& par, int64_t rows, const Fn& fn) {
+  if constexpr (D == Device::kCpu) {
+    if (rows > 1 && par.num_threads() > 1) {
+      par.For(rows, fn);
+      return;
+    }
+  }
+  fn(0, rows);
+}
+
+// An element-wise op's work in multiply-adds per element, for PoolFor (an exp or a division
+// costs several): elements * kElementWork.
+inline constexpr int64_t kElementWork = 8;
+
 // What every mixer of a model shares, built once by DeviceForward<D>.
 template <Device D>
 struct MixerResources {
@@ -55,6 +76,11 @@ struct MixerStep {
   // The pool for `work` multiply-adds, or the calling thread when that is too little to pay for
   // waking the pool (a batch-1 decode step). Results do not depend on the choice.
   const Parallel& PoolFor(int64_t work) const { return work < kMinParallelWork ? *serial : *pool; }
+  // ForRows over PoolFor(work): a row-wise op of `work` multiply-adds in all.
+  template <typename Fn>
+  void ForRows(int64_t rows, int64_t work, const Fn& fn) const {
+    flatstate::ForRows<D>(PoolFor(work), rows, fn);
+  }
   // A recurrent op's batch (LinearBatch, GroupedHeadBatch and its kinds): the step's decode and
   // prefill sequences, the layer's slice of their states (`lay`) and the chunked form's chunk.
   template <typename Batch>
