@@ -98,6 +98,15 @@ inline constexpr int64_t kPrefetchRows = 24;
 template <typename Body, typename W>
 void PanelRowsAvx512(const float* x, int64_t k, int64_t r0, int64_t r1, const W* panel,
                      int64_t panel_bytes, float* y, int64_t ldy, int64_t cols, bool accumulate) {
+  using BlockFn = void (*)(const float*, int64_t, const W*, int64_t, float*, int64_t, int64_t, bool,
+                           SpreadPrefetch*);
+  static constexpr BlockFn blocks[7] = {nullptr,
+                                        &Body::template Block<1>,
+                                        &Body::template Block<2>,
+                                        &Body::template Block<3>,
+                                        &Body::template Block<4>,
+                                        &Body::template Block<5>,
+                                        &Body::template Block<6>};
   const int64_t lines = panel_bytes / 64;
   const char* next = reinterpret_cast<const char*>(panel) + panel_bytes;
   int64_t prefetched = 0;
@@ -110,28 +119,7 @@ void PanelRowsAvx512(const float* x, int64_t k, int64_t r0, int64_t r1, const W*
       pf = SpreadPrefetch(next + prefetched * 64, n, k);
       prefetched += n;
     }
-    const float* xr = x + r * k;
-    float* yr = y + r * ldy;
-    switch (mr) {
-      case 6:
-        Body::template Block<6>(xr, k, panel, k, yr, ldy, cols, accumulate, &pf);
-        break;
-      case 5:
-        Body::template Block<5>(xr, k, panel, k, yr, ldy, cols, accumulate, &pf);
-        break;
-      case 4:
-        Body::template Block<4>(xr, k, panel, k, yr, ldy, cols, accumulate, &pf);
-        break;
-      case 3:
-        Body::template Block<3>(xr, k, panel, k, yr, ldy, cols, accumulate, &pf);
-        break;
-      case 2:
-        Body::template Block<2>(xr, k, panel, k, yr, ldy, cols, accumulate, &pf);
-        break;
-      default:
-        Body::template Block<1>(xr, k, panel, k, yr, ldy, cols, accumulate, &pf);
-        break;
-    }
+    blocks[mr](x + r * k, k, panel, k, y + r * ldy, ldy, cols, accumulate, &pf);
   }
 }
 
