@@ -14,8 +14,8 @@
 # LOADTEST_RSS_SLACK_MIB [4]: the memory sweeps' allowed RSS change floor.
 # LOADTEST_PART: main = the sweeps above; 1m = only growing one Mamba-2 and one RWKV-7 session to
 # 1,048,576 tokens (state and checkpoint bytes equal at 1k and 1M, RSS flat); all (default) = both.
-# ctest runs them as two tests, loadtest_ci and loadtest_1m (label soak: the sanitizer stage
-# skips it, since it judges RSS, which ASan's quarantine inflates).
+# ctest runs them as two tests, loadtest_ci and loadtest_1m (label soak), in the Release stage
+# only (tests/clients is not built for the sanitizer stage).
 #
 # Defaults: build/server/flatstate-server, build/clients/loadtest/flatstate-loadtest, a fresh
 # temporary folder (CSV files and plots land in WORK_DIR/out).
@@ -34,8 +34,8 @@ for bin in "$SERVER" "$LOADTEST"; do
   [[ -x "$bin" ]] || { echo "error: $bin is not built" >&2; exit 2; }
 done
 PART=${LOADTEST_PART:-all}
-# The memory sweeps' RSS slack (flatstate-loadtest --rss_slack_mib): 4 MiB; the sanitizer build's
-# ctest passes 16 (ASan's quarantine keeps freed blocks: ~4 MiB of growth per model there).
+# The memory sweeps' RSS slack (flatstate-loadtest --rss_slack_mib): 4 MiB (under ASan, whose
+# quarantine keeps freed blocks, ~4 MiB of growth per model: pass 16).
 RSS_SLACK_MIB=${LOADTEST_RSS_SLACK_MIB:-4}
 case "$PART" in all|main|1m) ;; *) echo "error: LOADTEST_PART=$PART (all, main or 1m)" >&2; exit 2 ;; esac
 mkdir -p "$FS_WORK/models"
