@@ -91,9 +91,9 @@ class SpreadPrefetch {
 // blocks a whole panel: a block's time per k step is proportional to its rows, so the rate stays
 // near one core's memory bandwidth (a whole panel in one 2-row block, a burst, made batch 8
 // slower); from 1 + 24 rows on the next panel is prefetched whole. f32 GPT-2-small-shape GEMMs at
-// batch 32: 1.15x (docs/benchmarks.md). Body::Block<MR>(x, ldx, panel, k, y, ldy, cols,
-// accumulate, prefetch) computes MR rows; which block prefetches what changes no bit (each
-// output is one chain).
+// batch 32: 1.05x-1.2x faster (docs/benchmarks.md, 2026-11-28). Body::Block<MR>(x, ldx, panel, k,
+// y, ldy, cols, accumulate, prefetch) computes MR rows; which block prefetches what changes no bit
+// (each output is one chain).
 inline constexpr int64_t kPrefetchRows = 24;
 template <typename Body, typename W>
 void PanelRowsAvx512(const float* x, int64_t k, int64_t r0, int64_t r1, const W* panel,
