@@ -5,8 +5,9 @@
 # AddressSanitizer + UndefinedBehaviorSanitizer (scripts/sanitize.sh, a clang -O1 -g1 build in
 # build-asan/ that also holds the fuzzers), every libFuzzer target for FUZZ_SECONDS
 # (scripts/fuzz.sh, the same build-asan/, one fuzzer per core at once; 30 s each here, 60 s
-# when fuzz.sh runs alone) and the Python reference suite under Debian's pytest. Each build compiles only what changed since the last
-# run. Exit status is non-zero if anything fails. docs/reliability.md.
+# when fuzz.sh runs alone) and the Python reference suite under Debian's pytest. Each build
+# compiles only what changed since the last run. Exit status is non-zero if anything fails.
+# docs/reliability.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 echo "== setup =="

@@ -12,14 +12,14 @@
 // >= 0): each count's few samples inform every length, and the lengths a pacer rarely tries are
 // not decided by one noisy sample. Once any such count is settled (kSettled observations), only
 // settled counts make the line: the first step of a new row count pays one-time costs (the
-// first 6-row step of a linear-elu run took 1.35-1.58 ms, its 2-row steps ~80 us), and a count the pacer then stopped trying would keep
-// that price for good. With one count in the line, rows below it lie on the line from the
-// plain step to it, rows above cost what it does (optimistic on purpose: an unseen length looks
-// cheap, so it is tried and measured; the first extra row of a verification costs most and those
-// after it little, so a slope from the first would overstate long drafts for good). With only
-// plain steps seen, several rows cost what one does. Never less than a plain step, nor, below the
-// smallest count seen, less than in proportion to its rows. Drafting costs the median seconds per
-// drafted token of the last kWindow drafts.
+// first 6-row step of a linear-elu run took 1.35-1.58 ms, its 2-row steps ~80 us), and a count
+// the pacer then stopped trying would keep that price for good. With one count in the line, rows
+// below it lie on the line from the plain step to it, rows above cost what it does (optimistic on
+// purpose: an unseen length looks cheap, so it is tried and measured; the first extra row of a
+// verification costs most and those after it little, so a slope from the first would overstate long
+// drafts for good). With only plain steps seen, several rows cost what one does. Never less than a
+// plain step, nor, below the smallest count seen, less than in proportion to its rows. Drafting
+// costs the median seconds per drafted token of the last kWindow drafts.
 //
 // Owns its observations (kMaxRows x kWindow doubles at most). Value type; not thread-safe (the
 // engine loop's thread, or a benchmark's); never fails.

@@ -78,8 +78,9 @@ struct F32Avx512 {
 
 void RowsAvx512(const float* x, int64_t k, int64_t r0, int64_t r1, const float* panel, float* y,
                 int64_t ldy, int64_t cols, bool accumulate) {
-  cpu::PanelRowsAvx512<F32Avx512>(x, k, r0, r1, panel, k * kP * int64_t{sizeof(float)}, y, ldy,
-                                  cols, accumulate);
+  cpu::PanelRowsAvx512<F32Avx512>(
+      x, k, r0, r1, panel, static_cast<int64_t>(PackedWeight::PanelBytes(WeightDtype::kF32, k)), y,
+      ldy, cols, accumulate);
 }
 
 // Rows [r0, r1) of one panel, in blocks of kMr rows (the tail one row at a time).
