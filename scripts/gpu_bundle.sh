@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds, on this machine (no GPU needed), every binary a GPU run needs, CUDA for sm_90 (the
+# Builds, on this machine (no GPU needed), the binaries a GPU run needs (only those), CUDA for sm_90 (the
 # H100/H200; kernels/CMakeLists.txt adds sm_80), and packs them with their non-CUDA shared
 # libraries into the ignored folder .gpu-bundle/, which travels with the device tool's call
 # (`carry: [".gpu-bundle"]`) and is unpacked and run there by scripts/gpu_run.sh. See docs/gpu.md.
@@ -52,14 +52,19 @@ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" \
   > "$BUILD.configure.log"
 grep -q 'flatstate: CUDA backend ON' "$BUILD.configure.log" \
   || { echo "gpu_bundle: CMake did not enable CUDA (see $BUILD.configure.log)" >&2; exit 1; }
-echo "gpu_bundle: building with -j $JOBS"
-cmake --build "$BUILD" -j "$JOBS"
+BINS="${BINS:-server/flatstate-server clients/cli/flatstate-cli clients/loadtest/flatstate-loadtest
+  bench/flatstate-bench}"
+# Only what the bundle carries is built (TESTS=all: everything), as CMake target names: a test
+# binary's target is its name, a program's is its file name, the stubs' flatstate_python_stubs.
+targets=(flatstate_python_stubs)
+for b in $BINS; do targets+=("$(basename "$b")"); done
+if [[ "$TESTS" == all ]]; then targets=(all); else targets+=($TESTS); fi
+echo "gpu_bundle: building ${targets[*]} with -j $JOBS"
+cmake --build "$BUILD" -j "$JOBS" --target "${targets[@]}"
 
 stage="$(mktemp -d)"
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage"/{bin,tests,python,lib,lib-fallback}
-BINS="${BINS:-server/flatstate-server clients/cli/flatstate-cli clients/loadtest/flatstate-loadtest
-  bench/flatstate-bench}"
 for b in $BINS; do
   [[ -x "$BUILD/$b" ]] || { echo "gpu_bundle: missing $BUILD/$b" >&2; exit 1; }
   cp "$BUILD/$b" "$stage/bin/"

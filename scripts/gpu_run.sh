@@ -30,7 +30,10 @@
 #   Step ncu (not in the default STEPS): Nsight Compute's gpu__time_duration of every kernel of
 #     NCU_STEPS [5] decode steps of each benchmark in NCU_CASES (space-separated names without
 #     /real_time) [DeviceDecode/gpt2-small-linear_elu/batch:64/ctx:0], summed per step by
-#     scripts/ncu_step_time.py into ncu/<case>.{csv,txt} (NCU_TIMEOUT_S [120] each)
+#     scripts/ncu_step_time.py into ncu/<case>.{csv,txt} (NCU_TIMEOUT_S [120] each); NCU_SKIP
+#     [150] launches skipped first, NCU_LAUNCHES [120 x NCU_STEPS] profiled, NCU_ENV: more
+#     VAR=VALUE words for the benchmark (e.g. FLATSTATE_BENCH_MODELS=... to profile a prefill:
+#     a case such as Prefill/<model>/chunked/len:4096/iterations:2, each engine chunk a "step")
 #   SERVER_DEVICE [cuda]  CPU_FALLBACK [1]: if the server cannot start on SERVER_DEVICE, run the
 #     smoke once more on --device=cpu (to check the run itself; labelled as such)
 #   Step sweep (not in the default STEPS): the loadtest's memory sweep against the server on
@@ -367,10 +370,10 @@ step_ncu() {  # summed kernel time of decode steps, for bytes per step / kernel 
     log "ncu: $c"
     # Skip the first NCU_SKIP launches (about the first step), then profile ~NCU_STEPS steps.
     # Under ncu a step takes ~0.3 s, so the benchmark's 2 s run gives a handful of steps.
-    FLATSTATE_BENCH_DEVICE=cuda FLATSTATE_BENCH_DIR="$WORK/bench-models" \
+    env FLATSTATE_BENCH_DEVICE=cuda FLATSTATE_BENCH_DIR="$WORK/bench-models" ${NCU_ENV:-} \
       timeout -k 5 "$(limit "${NCU_TIMEOUT_S:-120}")" "$ncu" --csv --clock-control none \
       --metrics gpu__time_duration.sum --launch-skip "${NCU_SKIP:-150}" \
-      --launch-count $((120 * ${NCU_STEPS:-5})) \
+      --launch-count "${NCU_LAUNCHES:-$((120 * ${NCU_STEPS:-5}))}" \
       "$B/bin/flatstate-bench" --benchmark_filter="^${c}/real_time\$" --benchmark_min_time=2 \
       > "$R/ncu/$name.csv" 2> "$R/ncu/$name.log"
     rc=$?

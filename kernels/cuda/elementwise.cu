@@ -108,27 +108,48 @@ __global__ void SwiGluKernel(const float* in, int64_t n, int64_t F, float* out) 
   }
 }
 
-// One thread per channel c of one sequence: all T outputs of the column, then the column's new
-// window (ascending rows: row r reads row T + r > r, not yet overwritten). Columns never mix, so
-// no synchronisation is needed. Grid (channel tiles, sequences).
-__global__ void ConvKernel(const float* in, int64_t dim, int K, const float* w, const ConvSeq* seqs,
-                           int64_t layer_offset, float* out) {
+// The convolution's outputs: a block is 32 channels x 8 rows of one sequence (grid (channel
+// tiles, sequences, row groups)); its threads stride over the sequence's rows by 8 x row groups,
+// so a long prefill spreads over the GPU and a batch of one-token steps over its sequences. Each
+// output sums its K taps in ascending order, as the CPU does. The windows are read here and
+// replaced only by ConvWindowKernel, launched after this one.
+constexpr int kConvCols = 32, kConvRows = 8;
+__global__ void __launch_bounds__(kConvCols* kConvRows)
+    ConvKernel(const float* in, int64_t dim, int K, const float* w, const ConvSeq* seqs,
+               int64_t layer_offset, float* out) {
+  const int64_t c = blockIdx.x * static_cast<int64_t>(kConvCols) + threadIdx.x;
+  if (c >= dim) return;
+  const ConvSeq sq = seqs[blockIdx.y];
+  const float* window = sq.window + layer_offset;
+  const int64_t hist = K - 1;
+  const float* src = in + sq.row * dim;
+  float* dst = out + sq.row * dim;
+  const int64_t stride = static_cast<int64_t>(kConvRows) * gridDim.z;
+  for (int64_t t = blockIdx.z * static_cast<int64_t>(kConvRows) + threadIdx.y; t < sq.T;
+       t += stride) {
+    float o = 0.f;
+    for (int i = 0; i < K; ++i) {
+      const int64_t f = t + i;  // row f of [window; in]
+      o += (f < hist ? window[f * dim + c] : src[(f - hist) * dim + c]) * w[c * K + i];
+    }
+    dst[t * dim + c] = o;
+  }
+}
+
+// Each window becomes the last K-1 rows of [window; in]: one thread per channel of a sequence,
+// ascending rows (row r reads row T + r > r, not yet overwritten).
+__global__ void ConvWindowKernel(const float* in, int64_t dim, int K, const ConvSeq* seqs,
+                                 int64_t layer_offset) {
   const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (c >= dim) return;
   const ConvSeq sq = seqs[blockIdx.y];
   float* window = sq.window + layer_offset;
   const int64_t hist = K - 1;
   const float* src = in + sq.row * dim;
-  float* dst = out + sq.row * dim;
-  auto full = [&](int64_t f) -> float {  // row f of [window; in], channel c
-    return f < hist ? window[f * dim + c] : src[(f - hist) * dim + c];
-  };
-  for (int64_t t = 0; t < sq.T; ++t) {
-    float o = 0.f;
-    for (int i = 0; i < K; ++i) o += full(t + i) * w[c * K + i];
-    dst[t * dim + c] = o;
+  for (int64_t r = 0; r < hist; ++r) {
+    const int64_t f = sq.T + r;
+    window[r * dim + c] = f < hist ? window[f * dim + c] : src[(f - hist) * dim + c];
   }
-  for (int64_t r = 0; r < hist; ++r) window[r * dim + c] = full(sq.T + r);
 }
 
 __global__ void GatherKernel(const float* src, const int32_t* idx, int64_t dim, float* dst) {
@@ -205,10 +226,19 @@ template <>
 void CausalConv<Device::kCuda>(const float* in, int64_t dim, int K, const float* w,
                                const ConvSeq* seqs, int B, int64_t layer_offset, float* out) {
   if (B <= 0 || dim <= 0) return;
-  const unsigned tiles = static_cast<unsigned>((dim + 127) / 128);
-  cuda::ConvKernel<<<dim3(tiles, B), 128, 0, cuda::Stream()>>>(in, dim, K, w, seqs, layer_offset,
-                                                               out);
+  // The sequences' lengths are on the device: row groups so that a lone sequence still fills
+  // ~1,500 blocks (a 4096-token prefill: 8 rows per thread), a batch one per sequence.
+  const unsigned tiles = static_cast<unsigned>((dim + cuda::kConvCols - 1) / cuda::kConvCols);
+  const unsigned groups = static_cast<unsigned>(B >= 64 ? 1 : 64 / B);
+  cuda::ConvKernel<<<dim3(tiles, B, groups), dim3(cuda::kConvCols, cuda::kConvRows), 0,
+                     cuda::Stream()>>>(in, dim, K, w, seqs, layer_offset, out);
   FS_CUDA_CHECK_LAUNCH("ConvKernel");
+  if (K > 1) {
+    const unsigned wtiles = static_cast<unsigned>((dim + 127) / 128);
+    cuda::ConvWindowKernel<<<dim3(wtiles, B), 128, 0, cuda::Stream()>>>(in, dim, K, seqs,
+                                                                        layer_offset);
+    FS_CUDA_CHECK_LAUNCH("ConvWindowKernel");
+  }
 }
 
 template <>

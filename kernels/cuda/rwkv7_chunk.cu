@@ -5,7 +5,8 @@
 // CPU's, so the same cuts); with E_t the cumulative decay (kernels/cpu/rwkv7_chunk.cc has the
 // derivation):
 //   rows     KKd_t = kk_t E_{t-1}, Rd_t = r_t E_t, Ki_t = k_t / E_t, KAi_t = -(kk_t a_t) / E_t
-//            (one thread per channel, t ascending)
+//            (the log decays summed by one thread per channel, t ascending; the rows by every
+//            thread)
 //   products Y_t = S_0^T KKd_t, O_t = S_0^T Rd_t (a warp per row, a lane per column) and the
 //            four L x L products Mak = KKd.Ki, Mab = KKd.KAi (s < t), Mrk = Rd.Ki, Mra = Rd.KAi
 //            (s <= t) (a thread per pair)
@@ -69,12 +70,20 @@ __global__ void __launch_bounds__(kThreads) Rwkv7ChunkKernel(Rwkv7Batch b, int t
   for (int64_t t0 = 0; t0 < sq.T;) {
     const int64_t to_grid = C - (sq.pos0 + t0) % C;  // tokens to the next multiple of C
     const int most = static_cast<int>(sq.T - t0 < to_grid ? sq.T - t0 : to_grid);
+    // The piece's log decays, staged in Ki's rows by every thread (coalesced), then summed per
+    // channel in place there (the CPU's float order) to find the cut.
+    float* G = Ki;
     if (tid == 0) *cut = most;
+    for (int p = tid; p < most * N; p += kThreads) {
+      const int t = p / N, i = p % N;
+      G[t * NP + i] = b.logw[(sq.row + t0 + t) * b.wka_stride + hn + i];
+    }
     __syncthreads();
     for (int i = tid; i < N; i += kThreads) {
       float g = 0.f;
       for (int t = 0; t < most; ++t) {
-        g += b.logw[(sq.row + t0 + t) * b.wka_stride + hn + i];
+        g += G[t * NP + i];
+        G[t * NP + i] = g;
         if (!(g >= -kMaxLogSpan)) {  // below the bound, or NaN
           atomicMin(cut, t);
           break;
@@ -106,20 +115,22 @@ __global__ void __launch_bounds__(kThreads) Rwkv7ChunkKernel(Rwkv7Batch b, int t
       t0 += 1;
       continue;
     }
-    for (int i = tid; i < N; i += kThreads) {
-      float g = 0.f, eprev = 1.f;
-      for (int t = 0; t < L; ++t) {
-        const int64_t r = sq.row + t0 + t;
-        const int64_t x = r * b.wka_stride + hn + i;
-        g += b.logw[x];
-        const float e = expf(g), inv = 1.f / e, kk = b.kk[x];
-        KKd[t * NP + i] = kk * eprev;
-        Rd[t * NP + i] = b.q[r * b.qk_stride + hn + i] * e;
-        Ki[t * NP + i] = b.k[r * b.qk_stride + hn + i] * inv;
-        KAi[t * NP + i] = -(kk * b.a[x]) * inv;
-        eprev = e;
-      }
-      eL[i] = eprev;
+    // The rows from the summed decays G (rows < L are summed for every channel), by every
+    // thread: first those that read G[t - 1] too, then Ki in place of G.
+    for (int p = tid; p < L * N; p += kThreads) {
+      const int t = p / N, i = p % N;
+      const int64_t r = sq.row + t0 + t;
+      const int64_t x = r * b.wka_stride + hn + i;
+      const float e = expf(G[t * NP + i]), inv = 1.f / e, kk = b.kk[x];
+      KKd[t * NP + i] = kk * (t > 0 ? expf(G[(t - 1) * NP + i]) : 1.f);
+      Rd[t * NP + i] = b.q[r * b.qk_stride + hn + i] * e;
+      KAi[t * NP + i] = -(kk * b.a[x]) * inv;
+      if (t == L - 1) eL[i] = e;
+    }
+    __syncthreads();
+    for (int p = tid; p < L * N; p += kThreads) {
+      const int t = p / N, i = p % N;
+      Ki[t * NP + i] = b.k[(sq.row + t0 + t) * b.qk_stride + hn + i] * (1.f / expf(Ki[t * NP + i]));
     }
     for (int t = w; t < L; t += kWarps) {
       Vt[t * kCols + lane] = col ? b.v[(sq.row + t0 + t) * b.v_stride + hn + j] : 0.f;

@@ -199,9 +199,10 @@ TEST_P(DeviceKernels, CausalConvAndWindowMatchCpu) {
   const auto w = Random(dim * K, 11);
   std::vector<float> window(static_cast<size_t>((K - 1) * dim), 0.f);
   DeviceArray<float> dw(dev(), w), dwin(dev(), window);
-  // Calls of 1, 2 (shorter than the window), 9 and 1 rows: the window carries across calls.
+  // Calls of 1, 2 (shorter than the window), 9, 1100 (more rows than one pass of the CUDA
+  // kernel's row groups covers: 8 x 64) and 1 rows: the window carries across calls.
   uint32_t seed = 12;
-  for (int64_t T : {1, 2, 9, 1}) {
+  for (int64_t T : {1, 2, 9, 1100, 1}) {
     const auto in = Random(T * dim, seed++);
     std::vector<float> out(T * dim);
     const ConvSeq host_seq{0, T, window.data()};

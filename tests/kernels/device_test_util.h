@@ -12,6 +12,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/device.h"
+#include "kernels/memory.h"
 
 #ifdef FLATSTATE_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -66,25 +67,33 @@ inline void SyncDevice(Device d) {
 #endif
 }
 
-// An array of T on device d, initialised from a host vector. Not copyable.
+// An array of T on device d, initialised from a host vector. Not copyable. On CUDA the copies go
+// through kernels/memory.h, on the stream the kernels run on: a plain cudaMemcpy from pageable
+// memory may return before its DMA lands and is not ordered with that (non-blocking) stream, so
+// a kernel could read the array before its contents arrive (DeviceKernels'
+// LinearAttentionMatchesCpuForEveryMapAndSplit saw zeros that way on an H200, 2026-11-27 and
+// 2026-11-28, with 8 test binaries sharing the GPU).
 template <typename T>
 class DeviceArray {
  public:
   DeviceArray(Device d, const std::vector<T>& init) : device_(d), host_(init) {
 #ifdef FLATSTATE_HAVE_CUDA
     if (d == Device::kCuda) {
-      const size_t bytes = sizeof(T) * (init.empty() ? 1 : init.size());
-      EXPECT_EQ(cudaMalloc(&dev_, bytes), cudaSuccess);
-      if (!init.empty()) {
-        EXPECT_EQ(cudaMemcpy(dev_, init.data(), sizeof(T) * init.size(), cudaMemcpyHostToDevice),
-                  cudaSuccess);
+      absl::StatusOr<void*> p =
+          Allocate<Device::kCuda>(sizeof(T) * (init.empty() ? 1 : init.size()));
+      EXPECT_TRUE(p.ok()) << p.status();
+      if (p.ok()) dev_ = *p;
+      if (dev_ != nullptr && !host_.empty()) {  // host_ outlives the asynchronous copy
+        const absl::Status st =
+            CopyToDevice<Device::kCuda>(dev_, host_.data(), sizeof(T) * host_.size());
+        EXPECT_TRUE(st.ok()) << st;
       }
     }
 #endif
   }
   ~DeviceArray() {
 #ifdef FLATSTATE_HAVE_CUDA
-    if (dev_ != nullptr) cudaFree(dev_);
+    Deallocate<Device::kCuda>(dev_);  // waits for queued work first
 #endif
   }
   DeviceArray(const DeviceArray&) = delete;
@@ -96,12 +105,12 @@ class DeviceArray {
   std::vector<T> ToHost() {
 #ifdef FLATSTATE_HAVE_CUDA
     if (device_ == Device::kCuda) {
-      SyncDevice(device_);
       std::vector<T> out(host_.size());
       if (!out.empty()) {
-        EXPECT_EQ(cudaMemcpy(out.data(), dev_, sizeof(T) * out.size(), cudaMemcpyDeviceToHost),
-                  cudaSuccess);
+        const absl::Status st = CopyToHost<Device::kCuda>(out.data(), dev_, sizeof(T) * out.size());
+        EXPECT_TRUE(st.ok()) << st;
       }
+      SyncDevice(device_);  // the copy is queued after the kernels; wait for both
       return out;
     }
 #endif
