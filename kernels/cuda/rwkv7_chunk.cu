@@ -1,13 +1,16 @@
 // The chunked RWKV-7 kernel (kernels/cuda/rwkv7_chunk.h): one block of 256 threads per (prefill
-// sequence, head, tile of 32 value columns), the state tile S [N][32] in shared memory for the
-// whole call. Per chunk (aligned to absolute positions like the CPU's) a piece of L tokens, cut
-// where some channel's cumulative log decay passes -kMaxLogSpan (the same float sums as the
-// CPU's, so the same cuts); with E_t the cumulative decay (kernels/cpu/rwkv7_chunk.cc has the
-// derivation):
+// sequence, head, tile of kCols value columns), the state tile S [N][kCols] in shared memory for
+// the whole call. kCols is 32 (a lane per column), or 16 (two rows per warp) when tiles of 32
+// would leave SMs idle (a lone prefill: RWKV-7 0.1B's 12 heads give 24 blocks); every column's
+// sums are the same in both, so the choice does not change a bit. Per chunk (aligned to absolute
+// positions like the CPU's) a piece of L tokens, cut where some channel's cumulative log decay
+// passes -kMaxLogSpan (the same float sums as the CPU's, so the same cuts); with E_t the cumulative
+// decay (kernels/cpu/rwkv7_chunk.cc has the derivation):
 //   rows     KKd_t = kk_t E_{t-1}, Rd_t = r_t E_t, Ki_t = k_t / E_t, KAi_t = -(kk_t a_t) / E_t
 //            (the log decays summed by one thread per channel, t ascending; the rows by every
 //            thread)
-//   products Y_t = S_0^T KKd_t, O_t = S_0^T Rd_t (a warp per row, a lane per column) and the
+//   products Y_t = S_0^T KKd_t, O_t = S_0^T Rd_t (a row per warp, or per half-warp with 16
+//            columns; a lane per column) and the
 //            four L x L products Mak = KKd.Ki, Mab = KKd.KAi (s < t), Mrk = Rd.Ki, Mra = Rd.KAi
 //            (s <= t) (a thread per pair)
 //   solve    Y_t += sum_{s<t} Mak[t][s] v_s; P_t = Y_t + sum_{s<t} Mab[t][s] P_s, right-looking
@@ -30,19 +33,22 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
-constexpr int kCols = 32;            // value columns per block (one per lane)
 constexpr float kMaxLogSpan = 48.f;  // as kernels/cpu/rwkv7_chunk.cc
 
-// Shared floats for head_dim N and chunk C: S, the four row arrays (padded to N + 1), the four
-// L x L products (padded to C + 1), V, P, O tiles, E_L, the piece length.
-size_t ChunkFloats(int N, int C) {
+// Shared floats for head_dim N, chunk C and kCols columns: S, the four row arrays (padded to
+// N + 1), the four L x L products (padded to C + 1), V, P, O tiles, E_L, the piece length.
+size_t ChunkFloats(int N, int C, int kCols) {
   return static_cast<size_t>(kCols * N + 4 * C * (N + 1) + 4 * C * (C + 1) + 3 * C * kCols + N + 1);
 }
 
+template <int kCols>
 __global__ void __launch_bounds__(kThreads) Rwkv7ChunkKernel(Rwkv7Batch b, int tiles, int C) {
+  static_assert(kCols == 16 || kCols == 32);
+  constexpr int kSub = 32 / kCols;         // rows a warp works on at once
+  constexpr int kRowStep = kWarps * kSub;  // rows the block works on at once
   extern __shared__ float sm[];
   const int N = b.key_dim, NP = N + 1, CP = C + 1;
-  float* S = sm;               // [N][32]
+  float* S = sm;               // [N][kCols]
   float* KKd = S + N * kCols;  // [C][NP]
   float* Rd = KKd + C * NP;    // [C][NP]
   float* Ki = Rd + C * NP;     // [C][NP]
@@ -51,12 +57,14 @@ __global__ void __launch_bounds__(kThreads) Rwkv7ChunkKernel(Rwkv7Batch b, int t
   float* Mab = Mak + C * CP;   // [C][CP]
   float* Mrk = Mab + C * CP;   // [C][CP]
   float* Mra = Mrk + C * CP;   // [C][CP]
-  float* Vt = Mra + C * CP;    // [C][32]
-  float* P = Vt + C * kCols;   // [C][32] Y, then P
-  float* O = P + C * kCols;    // [C][32]
+  float* Vt = Mra + C * CP;    // [C][kCols]
+  float* P = Vt + C * kCols;   // [C][kCols] Y, then P
+  float* O = P + C * kCols;    // [C][kCols]
   float* eL = O + C * kCols;   // [N] E_L
   int* cut = reinterpret_cast<int*>(eL + N);
-  const int tid = static_cast<int>(threadIdx.x), w = tid >> 5, lane = tid & 31;
+  // A thread's column in the tile (lane) and first row (w0) for the column-wise loops.
+  const int tid = static_cast<int>(threadIdx.x), w = tid >> 5, lane = tid % kCols;
+  const int w0 = w * kSub + (tid & 31) / kCols;
   const int tile = static_cast<int>(blockIdx.x) % tiles;
   const int h = (static_cast<int>(blockIdx.x) / tiles) % b.value_heads;
   const int seq = static_cast<int>(blockIdx.x) / tiles / b.value_heads;
@@ -65,7 +73,7 @@ __global__ void __launch_bounds__(kThreads) Rwkv7ChunkKernel(Rwkv7Batch b, int t
   const int j = tile * kCols + lane;
   const bool col = j < N;
   float* Sg = sq.state + b.layer_offset + b.s_off + hn * N + j;
-  for (int i = w; i < N; i += kWarps)
+  for (int i = w0; i < N; i += kRowStep)
     S[i * kCols + lane] = col ? Sg[static_cast<int64_t>(i) * N] : 0.f;
   for (int64_t t0 = 0; t0 < sq.T;) {
     const int64_t to_grid = C - (sq.pos0 + t0) % C;  // tokens to the next multiple of C
@@ -92,8 +100,8 @@ __global__ void __launch_bounds__(kThreads) Rwkv7ChunkKernel(Rwkv7Batch b, int t
     }
     __syncthreads();
     const int L = *cut > 1 ? *cut : 1;
-    if (L == 1) {  // the recurrent step on this tile's columns (warp 0)
-      if (w == 0) {
+    if (L == 1) {  // the recurrent step on this tile's columns (warp 0's first kCols lanes)
+      if (tid < kCols) {
         const int64_t r = sq.row + t0;
         const float* kk = b.kk + r * b.wka_stride + hn;
         const float* a = b.a + r * b.wka_stride + hn;
@@ -132,11 +140,11 @@ __global__ void __launch_bounds__(kThreads) Rwkv7ChunkKernel(Rwkv7Batch b, int t
       const int t = p / N, i = p % N;
       Ki[t * NP + i] = b.k[(sq.row + t0 + t) * b.qk_stride + hn + i] * (1.f / expf(Ki[t * NP + i]));
     }
-    for (int t = w; t < L; t += kWarps) {
+    for (int t = w0; t < L; t += kRowStep) {
       Vt[t * kCols + lane] = col ? b.v[(sq.row + t0 + t) * b.v_stride + hn + j] : 0.f;
     }
     __syncthreads();
-    for (int t = w; t < L; t += kWarps) {
+    for (int t = w0; t < L; t += kRowStep) {
       float ys = 0.f, os = 0.f;
       for (int i = 0; i < N; ++i) {
         const float si = S[i * kCols + lane];
@@ -166,7 +174,7 @@ __global__ void __launch_bounds__(kThreads) Rwkv7ChunkKernel(Rwkv7Batch b, int t
       Mra[t * CP + s] = mra;
     }
     __syncthreads();
-    for (int t = w; t < L; t += kWarps) {
+    for (int t = w0; t < L; t += kRowStep) {
       float y = P[t * kCols + lane];
       for (int s = 0; s < t; ++s) y += Mak[t * CP + s] * Vt[s * kCols + lane];
       P[t * kCols + lane] = y;
@@ -181,14 +189,14 @@ __global__ void __launch_bounds__(kThreads) Rwkv7ChunkKernel(Rwkv7Batch b, int t
       }
       __syncthreads();
     }
-    for (int t = w; t < L; t += kWarps) {
+    for (int t = w0; t < L; t += kRowStep) {
       float o = O[t * kCols + lane];
       for (int s = 0; s <= t; ++s) {
         o += Mrk[t * CP + s] * Vt[s * kCols + lane] + Mra[t * CP + s] * P[s * kCols + lane];
       }
       if (col) b.out[(sq.row + t0 + t) * b.out_stride + hn + j] = o;
     }
-    for (int i = w; i < N; i += kWarps) {
+    for (int i = w0; i < N; i += kRowStep) {
       float si = S[i * kCols + lane];
       for (int s = 0; s < L; ++s) {
         si += Ki[s * NP + i] * Vt[s * kCols + lane] + KAi[s * NP + i] * P[s * kCols + lane];
@@ -199,7 +207,7 @@ __global__ void __launch_bounds__(kThreads) Rwkv7ChunkKernel(Rwkv7Batch b, int t
     t0 += L;
   }
   if (col) {
-    for (int i = w; i < N; i += kWarps) Sg[static_cast<int64_t>(i) * N] = S[i * kCols + lane];
+    for (int i = w0; i < N; i += kRowStep) Sg[static_cast<int64_t>(i) * N] = S[i * kCols + lane];
   }
 }
 
@@ -207,16 +215,39 @@ __global__ void __launch_bounds__(kThreads) Rwkv7ChunkKernel(Rwkv7Batch b, int t
 
 bool LaunchRwkv7Chunk(const Rwkv7Batch& b) {
   static const bool forced = EnvSaysRecurrent("FLATSTATE_CUDA_RWKV7_PREFILL");
-  static size_t limit = 0;
-  size_t bytes = 0;
+  static const int sms = [] {
+    int dev = 0, n = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+      return 0;
+    }
+    return n;
+  }();
+  static size_t limit32 = 0, limit16 = 0;
   const int N = b.key_dim;
-  const int C = PrefillChunk(Rwkv7ChunkKernel, b.num_prefill, forced, b.chunk,
-                             [&](int c) { return ChunkFloats(N, c); }, &limit, &bytes);
+  // The chunk comes from the 32-column tile (the larger) whichever width runs, so a sequence's
+  // pieces, and its bits, do not depend on the batch it came in.
+  size_t bytes = 0;
+  const int C = PrefillChunk(
+      Rwkv7ChunkKernel<32>, b.num_prefill, forced, b.chunk,
+      [&](int c) { return ChunkFloats(N, c, 32); }, &limit32, &bytes);
   if (C == 0) return false;
-  const int tiles = (N + kCols - 1) / kCols;
-  Rwkv7ChunkKernel<<<static_cast<unsigned>(b.num_prefill * b.value_heads * tiles), kThreads, bytes,
-                     Stream()>>>(b, tiles, C);
-  FS_CUDA_CHECK_LAUNCH("Rwkv7ChunkKernel");
+  const int64_t blocks32 = static_cast<int64_t>(b.num_prefill) * b.value_heads * ((N + 31) / 32);
+  if (blocks32 < sms) {
+    const size_t bytes16 = ChunkFloats(N, C, 16) * sizeof(float);
+    if (AllowSharedBytes(Rwkv7ChunkKernel<16>, bytes16, &limit16)) {
+      const int tiles = (N + 15) / 16;
+      Rwkv7ChunkKernel<16><<<static_cast<unsigned>(b.num_prefill * b.value_heads * tiles), kThreads,
+                             bytes16, Stream()>>>(b, tiles, C);
+      FS_CUDA_CHECK_LAUNCH("Rwkv7ChunkKernel<16>");
+      return true;
+    }
+  }
+  const int tiles = (N + 31) / 32;
+  Rwkv7ChunkKernel<32>
+      <<<static_cast<unsigned>(b.num_prefill * b.value_heads * tiles), kThreads, bytes, Stream()>>>(
+          b, tiles, C);
+  FS_CUDA_CHECK_LAUNCH("Rwkv7ChunkKernel<32>");
   return true;
 }
 

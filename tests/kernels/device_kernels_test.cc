@@ -137,8 +137,9 @@ TEST_P(DeviceKernels, LinearAttentionMatchesCpuForEveryMapAndSplit) {
       const LinRun cpu = RunLinear(Device::kCpu, map, proj, qkv, T, {T});
       for (const auto& pieces : {std::vector<int64_t>{T}, std::vector<int64_t>(T, 1),
                                  MixedPieces(T)}) {
-        // Which split failed (cosFormer at T = 200 failed once on an H200, 2026-11-27, with the
-        // device's output and state still 0 and no CUDA error; not reproduced in four reruns).
+        // Which split failed (cosFormer at T = 200 failed on an H200 on 2026-11-27 and -28 with
+        // the device's output and state still 0 and no CUDA error: DeviceArray's uploads were
+        // not ordered with the kernels' stream then, tests/kernels/device_test_util.h).
         SCOPED_TRACE(::testing::Message() << pieces.size() << " pieces");
         const LinRun got = RunLinear(dev(), map, proj, qkv, T, pieces);
         ExpectClose(got.out, cpu.out, 2e-5, "out");

@@ -265,6 +265,67 @@ TEST_P(DeviceRecurrent, Rwkv7RecurrenceMatchesCpu) {
   }
 }
 
+// A prefill sequence's outputs and state do not depend on the batch it runs in, bit for bit:
+// three sequences alone against the same three among 80 (RWKV-7's head_dim 64, 2 heads, 70
+// tokens each from position 29, chunk 64). On CUDA the lone ones run the 16-column tiles and
+// the batch the 32-column ones (80 x 2 heads x 2 tiles = 320 blocks, more than any GPU's SMs).
+TEST_P(DeviceRecurrent, Rwkv7ChunkedPrefillIsBatchInvariant) {
+  const int H = 2, N = 64, kSeqs = 80;
+  const int64_t T = 70, rows = kSeqs * T, width = H * N;
+  const auto q = Random(rows * width, 21, -1, 1), k = Random(rows * width, 22, -1, 1),
+             v = Random(rows * width, 23, -1, 1), logw = Random(rows * width, 24, -0.6f, -0.01f),
+             a = Random(rows * width, 25, 0, 1), kk = RecurrentCase::UnitRows(rows * H, N, 26);
+  const auto state0 = Random(kSeqs * H * N * N, 27, -0.5f, 0.5f);
+  const Device d = GetParam();
+  // Runs the sequences `which` in one call; returns their outputs and states, in that order.
+  auto run = [&](const std::vector<int>& which) {
+    DeviceArray<float> dq(d, q), dk(d, k), dv(d, v), dw(d, logw), da(d, a), dkk(d, kk),
+        dst(d, state0), dout(d, std::vector<float>(rows * width, 0.f));
+    std::vector<LinearSeq> seqs;
+    for (int i : which) {
+      LinearSeq sq;
+      sq.row = i * T;
+      sq.T = T;
+      sq.pos0 = 29;
+      sq.state = dst.get() + static_cast<int64_t>(i) * H * N * N;
+      seqs.push_back(sq);
+    }
+    DeviceArray<LinearSeq> dseqs(d, seqs);
+    Rwkv7Batch b;
+    b.key_heads = b.value_heads = H;
+    b.key_dim = b.value_dim = N;
+    b.q = dq.get();
+    b.k = dk.get();
+    b.v = dv.get();
+    b.logw = dw.get();
+    b.kk = dkk.get();
+    b.a = da.get();
+    b.qk_stride = b.v_stride = b.wka_stride = b.out_stride = width;
+    b.out = dout.get();
+    b.chunk = 64;
+    b.prefill = dseqs.get();
+    b.num_prefill = static_cast<int>(which.size());
+    SerialParallel serial;
+    FS_ON_DEVICE(d, Rwkv7Recurrence, b, serial);
+    const std::vector<float> out = dout.ToHost(), st = dst.ToHost();
+    std::vector<std::vector<float>> got;
+    for (int i : which) {
+      got.emplace_back(out.begin() + i * T * width, out.begin() + (i + 1) * T * width);
+      got.emplace_back(st.begin() + static_cast<int64_t>(i) * H * N * N,
+                       st.begin() + static_cast<int64_t>(i + 1) * H * N * N);
+    }
+    return got;
+  };
+  std::vector<int> all(kSeqs);
+  for (int i = 0; i < kSeqs; ++i) all[i] = i;
+  const auto batch = run(all);
+  for (int i : {0, 37, kSeqs - 1}) {
+    const auto alone = run({i});
+    EXPECT_EQ(alone[0], batch[2 * i]) << "outputs of sequence " << i;
+    EXPECT_EQ(alone[1], batch[2 * i + 1]) << "state of sequence " << i;
+  }
+}
+
 TEST_P(DeviceRecurrent, RecurrentGatesMatchCpu) {
   const Device d = GetParam();
   const int64_t rows = 6;
