@@ -17,30 +17,33 @@ namespace flatstate::cpu {
 namespace {
 
 // Small-batch rows of fp32-chain panels (f32, bf16; AVX2 and AVX-512 bodies), streamed as the
-// integer rows of cpu/gemm_internal.h are: k in chunks of kStreamChunkK, each chunk of up to
+// integer rows of cpu/gemm_internal.h are: k in chunks of kChunkK rows, each chunk of up to
 // kStreamPanels adjacent panels in turn, and each panel chunk applied to every row of the call
 // before the next (the rows share one pass over the weights: a chunk read from memory for the
 // first row is in L1 for the others), the 64 accumulators of a (row, panel) kept in memory
-// between chunks (8 loads and stores per chunk, against 8 x kStreamChunkK fmas). kChunk(x, panel,
+// between chunks (8 loads and stores per chunk, against 4 x kChunkK fmas). kChunk(x, panel,
 // kk0, kk1, acc) adds rows [kk0, kk1) of one panel to acc in k order and prefetches the panel
-// kStreamChunkK rows (1 KiB of f32) ahead. Chunks of 4 rows beat 8, 16 and 32 (finer
-// interleaving of the streams), 4 panels beat 2 and 8 (docs/benchmarks.md). Each column of each
-// row is the same in-order chain as in every other body, whatever else the call holds.
-inline constexpr int64_t kStreamChunkK = 4;
+// kChunkK rows (1 KiB) ahead. Chunks of 1 KiB (4 rows of f32, 8 of bf16) beat 2, 4 and 8 KiB
+// (finer interleaving of the streams), 4 panels beat 2 and 8 (docs/benchmarks.md); bf16 in 4-row
+// (512-byte) chunks spent twice the accumulator loads, stores and calls per byte. Each column of
+// each row is the same in-order chain as in every other body, whatever else the call holds.
 using StreamChunkFn = void (*)(const float* x, const uint8_t* panel, int64_t kk0, int64_t kk1,
                                float* acc);
-template <StreamChunkFn kChunk>
+template <StreamChunkFn kChunk, int64_t kChunkK>
 void RowsStreamF(const float* x, int64_t r0, int64_t r1, const PackedWeight& w, int64_t p0,
                  int64_t np, float* y, int64_t ldy, bool accumulate) {
   const int64_t k = w.k();
+  const uint8_t* panels[kStreamPanels];
+  for (int64_t g = 0; g < np; ++g) panels[g] = w.panel_data(p0 + g);
   for (int64_t rb = r0; rb < r1; rb += kStreamMaxRows) {
     const int64_t rows = std::min<int64_t>(kStreamMaxRows, r1 - rb);
     alignas(64) float acc[kStreamMaxRows][kStreamPanels][kP] = {};
-    for (int64_t kc = 0; kc < k; kc += kStreamChunkK) {
-      const int64_t kend = std::min(k, kc + kStreamChunkK);
+    for (int64_t kc = 0; kc < k; kc += kChunkK) {
+      const int64_t kend = std::min(k, kc + kChunkK);
       for (int64_t g = 0; g < np; ++g) {
-        const uint8_t* panel = w.panel_data(p0 + g);
-        for (int64_t i = 0; i < rows; ++i) kChunk(x + (rb + i) * k, panel, kc, kend, acc[i][g]);
+        for (int64_t i = 0; i < rows; ++i) {
+          kChunk(x + (rb + i) * k, panels[g], kc, kend, acc[i][g]);
+        }
       }
     }
     for (int64_t i = 0; i < rows; ++i) {
@@ -53,14 +56,17 @@ void RowsStreamF(const float* x, int64_t r0, int64_t r1, const PackedWeight& w, 
 }
 
 // Runs an m-row fp32-chain GEMM with RowsStreamF over ForPanelRuns.
-template <StreamChunkFn kChunk>
+template <StreamChunkFn kChunk, int64_t kChunkK>
 void GemmStreamF(const float* x, int64_t m, const PackedWeight& w, float* y, bool accumulate,
                  const Parallel& par) {
   ForPanelRuns(m, w.panels(), kStreamPanels, static_cast<double>(m) * w.n() * w.k(), par,
                [&](int64_t r0, int64_t r1, int64_t p0, int64_t np) {
-                 RowsStreamF<kChunk>(x, r0, r1, w, p0, np, y, w.n(), accumulate);
+                 RowsStreamF<kChunk, kChunkK>(x, r0, r1, w, p0, np, y, w.n(), accumulate);
                });
 }
+
+inline constexpr int64_t kF32ChunkK = 4;   // rows of 64 floats: 1 KiB
+inline constexpr int64_t kBf16ChunkK = 8;  // rows of 64 bf16: 1 KiB
 
 // Rows [kk0, kk1) of one f32 panel into acc (64 floats), AVX-512 (4 zmm chains).
 __attribute__((target("avx512f"))) void F32ChunkAvx512(const float* x, const uint8_t* panel,
@@ -71,7 +77,7 @@ __attribute__((target("avx512f"))) void F32ChunkAvx512(const float* x, const uin
   for (int64_t kk = kk0; kk < kk1; ++kk) {
     const float* wk = p + kk * kP;
     for (int l = 0; l < 4; ++l) {
-      _mm_prefetch(reinterpret_cast<const char*>(wk + kStreamChunkK * kP) + 64 * l, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(wk + kF32ChunkK * kP) + 64 * l, _MM_HINT_T0);
     }
     const __m512 xb = _mm512_set1_ps(x[kk]);
     for (int v = 0; v < 4; ++v) a[v] = _mm512_fmadd_ps(xb, _mm512_load_ps(wk + 16 * v), a[v]);
@@ -88,7 +94,7 @@ __attribute__((target("avx2,fma"))) void F32ChunkAvx2(const float* x, const uint
   for (int64_t kk = kk0; kk < kk1; ++kk) {
     const float* wk = p + kk * kP;
     for (int l = 0; l < 4; ++l) {
-      _mm_prefetch(reinterpret_cast<const char*>(wk + kStreamChunkK * kP) + 64 * l, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(wk + kF32ChunkK * kP) + 64 * l, _MM_HINT_T0);
     }
     const __m256 xb = _mm256_broadcast_ss(x + kk);
     for (int v = 0; v < 8; ++v) a[v] = _mm256_fmadd_ps(xb, _mm256_load_ps(wk + 8 * v), a[v]);
@@ -107,7 +113,7 @@ __attribute__((target("avx512f"))) void Bf16ChunkAvx512(const float* x, const ui
   for (; kk + 2 <= kk1; kk += 2) {
     const __m512i* wk = reinterpret_cast<const __m512i*>(p + kk * kP);
     for (int l = 0; l < 4; ++l) {
-      _mm_prefetch(reinterpret_cast<const char*>(p + (kk + kStreamChunkK) * kP) + 64 * l,
+      _mm_prefetch(reinterpret_cast<const char*>(p + (kk + kBf16ChunkK) * kP) + 64 * l,
                    _MM_HINT_T0);
     }
     const __m512 x0 = _mm512_set1_ps(x[kk]), x1 = _mm512_set1_ps(x[kk + 1]);
@@ -127,7 +133,7 @@ __attribute__((target("avx512f"))) void Bf16ChunkAvx512(const float* x, const ui
 }
 
 // Rows [kk0, kk1) of one bf16 panel into acc (64 floats), AVX2; kk0 is even (chunks of
-// kStreamChunkK). The widening is the 6-row bodies' (cpu/gemm_bf16.cc).
+// kBf16ChunkK). The widening is the 6-row bodies' (cpu/gemm_bf16.cc).
 __attribute__((target("avx2,fma"))) void Bf16ChunkAvx2(const float* x, const uint8_t* panel,
                                                        int64_t kk0, int64_t kk1, float* acc) {
   const uint16_t* p = reinterpret_cast<const uint16_t*>(panel);
@@ -138,7 +144,7 @@ __attribute__((target("avx2,fma"))) void Bf16ChunkAvx2(const float* x, const uin
   for (; kk + 2 <= kk1; kk += 2) {
     const uint16_t* wk = p + kk * kP;
     for (int l = 0; l < 4; ++l) {
-      _mm_prefetch(reinterpret_cast<const char*>(wk + kStreamChunkK * kP) + 64 * l, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(wk + kBf16ChunkK * kP) + 64 * l, _MM_HINT_T0);
     }
     const __m256 x0 = _mm256_broadcast_ss(x + kk), x1 = _mm256_broadcast_ss(x + kk + 1);
     for (int v = 0; v < 8; ++v) {
@@ -162,14 +168,18 @@ __attribute__((target("avx2,fma"))) void Bf16ChunkAvx2(const float* x, const uin
 
 void GemmStreamF32(const float* x, int64_t m, const PackedWeight& w, float* y, bool accumulate,
                    const Parallel& par, GemmIsa isa) {
-  if (isa == GemmIsa::kAvx2) return GemmStreamF<&F32ChunkAvx2>(x, m, w, y, accumulate, par);
-  GemmStreamF<&F32ChunkAvx512>(x, m, w, y, accumulate, par);
+  if (isa == GemmIsa::kAvx2) {
+    return GemmStreamF<&F32ChunkAvx2, kF32ChunkK>(x, m, w, y, accumulate, par);
+  }
+  GemmStreamF<&F32ChunkAvx512, kF32ChunkK>(x, m, w, y, accumulate, par);
 }
 
 void GemmStreamBf16(const float* x, int64_t m, const PackedWeight& w, float* y, bool accumulate,
                     const Parallel& par, GemmIsa isa) {
-  if (isa == GemmIsa::kAvx2) return GemmStreamF<&Bf16ChunkAvx2>(x, m, w, y, accumulate, par);
-  GemmStreamF<&Bf16ChunkAvx512>(x, m, w, y, accumulate, par);
+  if (isa == GemmIsa::kAvx2) {
+    return GemmStreamF<&Bf16ChunkAvx2, kBf16ChunkK>(x, m, w, y, accumulate, par);
+  }
+  GemmStreamF<&Bf16ChunkAvx512, kBf16ChunkK>(x, m, w, y, accumulate, par);
 }
 
 }  // namespace flatstate::cpu
