@@ -7,7 +7,7 @@
 # (FLATSTATE_BENCH_HEAD_DTYPE=same: llama.cpp's BF16 and Q8_0 files hold the head at that type).
 set -u
 cd "$(dirname "$0")/../../.."  # the repository
-out=docs/data/zen5-2026-11-27
+out=${OUT:-docs/data/zen5-2026-11-27}  # OUT: another folder (zen5-2026-11-28b/run.sh)
 BENCH=${FLATSTATE_BENCH:-build/bench/flatstate-bench}
 LLAMA_BUILD=${LLAMA_BUILD:-/work/llamacpp/llama.cpp/build}
 { date -u; git rev-parse --short HEAD; lscpu | grep -E "Model name|CPU family|^Model:|^CPU\(s\)|L2|L3|Flags" | cut -c1-400; uptime; } > "$out/machine.txt"
