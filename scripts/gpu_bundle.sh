@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds, on this machine (no GPU needed), the binaries a GPU run needs (only those), CUDA for sm_90 (the
-# H100/H200; kernels/CMakeLists.txt adds sm_80), and packs them with their non-CUDA shared
+# Builds, on this machine (no GPU needed), the binaries a GPU run needs (only those), CUDA for
+# sm_90 (the H100/H200; kernels/CMakeLists.txt adds sm_80), and packs them with their non-CUDA shared
 # libraries into the ignored folder .gpu-bundle/, which travels with the device tool's call
 # (`carry: [".gpu-bundle"]`) and is unpacked and run there by scripts/gpu_run.sh. See docs/gpu.md.
 #

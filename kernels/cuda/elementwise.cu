@@ -226,8 +226,9 @@ template <>
 void CausalConv<Device::kCuda>(const float* in, int64_t dim, int K, const float* w,
                                const ConvSeq* seqs, int B, int64_t layer_offset, float* out) {
   if (B <= 0 || dim <= 0) return;
-  // The sequences' lengths are on the device: row groups so that a lone sequence still fills
-  // ~1,500 blocks (a 4096-token prefill: 8 rows per thread), a batch one per sequence.
+  // The sequences' lengths are on the device, so the row groups come from B alone: 64 / B, so
+  // that a lone sequence still spreads (768 channels: 24 x 64 blocks; a 4096-token prefill, 8
+  // rows per thread), one from 64 sequences on.
   const unsigned tiles = static_cast<unsigned>((dim + cuda::kConvCols - 1) / cuda::kConvCols);
   const unsigned groups = static_cast<unsigned>(B >= 64 ? 1 : 64 / B);
   cuda::ConvKernel<<<dim3(tiles, B, groups), dim3(cuda::kConvCols, cuda::kConvRows), 0,

@@ -10,9 +10,8 @@
 //            (the log decays summed by one thread per channel, t ascending; the rows by every
 //            thread)
 //   products Y_t = S_0^T KKd_t, O_t = S_0^T Rd_t (a row per warp, or per half-warp with 16
-//            columns; a lane per column) and the
-//            four L x L products Mak = KKd.Ki, Mab = KKd.KAi (s < t), Mrk = Rd.Ki, Mra = Rd.KAi
-//            (s <= t) (a thread per pair)
+//            columns; a lane per column) and the four L x L products Mak = KKd.Ki, Mab =
+//            KKd.KAi (s < t), Mrk = Rd.Ki, Mra = Rd.KAi (s <= t) (a thread per pair)
 //   solve    Y_t += sum_{s<t} Mak[t][s] v_s; P_t = Y_t + sum_{s<t} Mab[t][s] P_s, right-looking
 //            (one barrier per row)
 //   outputs  o_t = O_t + sum_{s<=t} Mrk[t][s] v_s + Mra[t][s] P_s
