@@ -223,9 +223,11 @@ void PrefillCase(benchmark::State& state, EngineSpec spec) {
     return true;
   };
   // Two untimed prefills first, as llama-bench's warm-up run: a pp512 row is one timed iteration,
-  // and right after the model loads the first prefills run slow (the first grows the engine's
-  // scratch; after it, Mamba-2 130M bf16's first timed 1-thread pp512 still took 1164-1205 ms
-  // against 812-858 for the next ones; after two, 796-849 for all; cause not looked into).
+  // and right after the model loads the first prefills run slow (after one, Mamba-2 130M bf16's
+  // first timed 1-thread pp512 still took 1123-1205 ms against 812-858 for the next ones; after
+  // two, 796-849 for all). glibc's malloc: a session's large buffers are mmapped fresh the first
+  // time, then come from a heap that grows once more before it is reused (with
+  // MALLOC_MMAP_THRESHOLD_ / MALLOC_TRIM_THRESHOLD_ fixed, one warm-up sufficed: 886-894 ms).
   const bool warm = prefill() && prefill();
   for (auto _ : state) {
     if (!warm || !prefill()) break;
