@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -118,6 +119,16 @@ std::vector<int32_t> Tokens(size_t n) {
 // Puts `s` at context `ctx` cheaply: the decode cost depends on the context length, not on the
 // values, so softmax gets its KV blocks reserved and filled with random rows and linear kinds just
 // get their position moved (their state has a fixed size by construction).
+absl::Status PrefillFresh(Engine* e, const std::vector<int32_t>& prompt) {
+  SessionState s = e->NewSession({});
+  absl::Status st = e->Append(&s, prompt);
+  std::vector<StepResult> res;
+  const StepRequest req{&s, 1 << 30, false};
+  while (st.ok() && !s.pending.empty()) st = e->Step(std::span<const StepRequest>(&req, 1), &res);
+  e->ReleaseSession(&s);
+  return st;
+}
+
 void FastForward(Engine* e, SessionState* s, int64_t ctx) {
   if (e->kv_pool() != nullptr) {
     if (!e->kv_pool()->Reserve(&s->kv_blocks, ctx + 1).ok()) std::exit(2);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "engine/runtime/engine.h"
 
 namespace flatstate {
@@ -33,6 +34,10 @@ Engine* GetEngine(const std::string& dir, int threads, int kv_blocks = 0,
                   WeightDtype dtype = WeightDtype::kF32);
 // n fixed pseudo-random byte tokens.
 std::vector<int32_t> Tokens(size_t n);
+// Prefills `prompt` into a fresh session of `e` in the engine's chunked steps, then releases the
+// session (the prefill benchmarks' unit of work); the engine's error if it refuses the prompt or
+// a step.
+absl::Status PrefillFresh(Engine* e, const std::vector<int32_t>& prompt);
 // Puts `s` at context `ctx` cheaply (see bench_engines.cc).
 void FastForward(Engine* e, SessionState* s, int64_t ctx);
 // Bytes of weights one forward step of `e` reads, as `e` prepared them on its device.

@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "bench/bench_engines.h"
 #include "engine/runtime/engine.h"
 
 namespace flatstate {
@@ -205,32 +206,20 @@ void PrefillCase(benchmark::State& state, EngineSpec spec) {
   Held& held = Held::Get(spec);
   Engine* e = held.engine();
   const std::vector<int32_t> prompt = PromptTokens(state.range(0), e->config().vocab_size);
-  std::vector<StepResult> res;
-  auto prefill = [&]() -> bool {
-    SessionState s = e->NewSession({});
-    if (!e->Append(&s, prompt).ok()) {
-      state.SkipWithError("append failed");
-      return false;
-    }
-    StepRequest req{&s, 1 << 30, false};
-    while (!s.pending.empty()) {
-      if (!e->Step(std::span<const StepRequest>(&req, 1), &res).ok()) {
-        state.SkipWithError("step failed");
-        return false;
-      }
-    }
-    e->ReleaseSession(&s);
-    return true;
-  };
   // Two untimed prefills first, as llama-bench's warm-up run: a pp512 row is one timed iteration,
   // and right after the model loads the first prefills run slow (after one, Mamba-2 130M bf16's
   // first timed 1-thread pp512 still took 1123-1205 ms against 812-858 for the next ones; after
   // two, 796-849 for all). glibc's malloc: a session's large buffers are mmapped fresh the first
   // time, then come from a heap that grows once more before it is reused (with
   // MALLOC_MMAP_THRESHOLD_ / MALLOC_TRIM_THRESHOLD_ fixed, one warm-up sufficed: 886-894 ms).
-  const bool warm = prefill() && prefill();
+  absl::Status st = PrefillFresh(e, prompt);
+  if (st.ok()) st = PrefillFresh(e, prompt);
   for (auto _ : state) {
-    if (!warm || !prefill()) break;
+    if (st.ok()) st = PrefillFresh(e, prompt);
+    if (!st.ok()) {
+      state.SkipWithError(std::string(st.message()).c_str());
+      break;
+    }
   }
   state.SetItemsProcessed(state.iterations() * state.range(0));
   state.counters["params"] = held.params();

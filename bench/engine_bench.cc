@@ -123,27 +123,20 @@ void DecodeAtContext(benchmark::State& state, std::string dir, int threads) {
   e->ReleaseSession(&s);
 }
 
-void Prefill(benchmark::State& state, std::string dir, int threads, bool chunked) {
+void Prefill(benchmark::State& state, std::string dir, int threads) {
   Engine* e = GetEngine(dir, threads, 0, BenchWeightDtype());
   state.SetLabel(absl::StrCat("weights ", WeightDtypeName(e->weight_dtype())));
   const auto prompt = Tokens(static_cast<size_t>(state.range(0)));
-  std::vector<StepResult> res;
-  auto prefill = [&] {
-    SessionState s = e->NewSession({});
-    if (!e->Append(&s, prompt).ok()) state.SkipWithError("append");
-    StepRequest req{&s, chunked ? (1 << 30) : 1, false};
-    while (!s.pending.empty()) {
-      if (!e->Step(std::span<const StepRequest>(&req, 1), &res).ok()) {
-        state.SkipWithError("step");
-        break;
-      }
-    }
-    e->ReleaseSession(&s);
-  };
   // One untimed prefill first (as llama-bench's warm-up run): the engine's first step of a
   // size grows its scratch and, on CUDA, picks cuBLAS's kernels for the new shapes.
-  prefill();
-  for (auto _ : state) prefill();
+  absl::Status st = PrefillFresh(e, prompt);
+  for (auto _ : state) {
+    if (st.ok()) st = PrefillFresh(e, prompt);
+    if (!st.ok()) {
+      state.SkipWithError(std::string(st.message()).c_str());
+      break;
+    }
+  }
   state.SetItemsProcessed(state.iterations() * state.range(0));
 }
 
@@ -325,7 +318,7 @@ void RegisterAll() {
       }
       // Softmax prefill stops at 16k: its attention is quadratic (64k would take minutes).
       auto* p = benchmark::RegisterBenchmark(absl::StrCat("DevicePrefill/", name).c_str(), Prefill,
-                                             dir, 2, true);
+                                             dir, 2);
       p->ArgName("len")
           ->Arg(4096)
           ->Arg(16384)
@@ -352,7 +345,7 @@ void RegisterAll() {
   }
   for (const auto& [name, dir] : models) {
     benchmark::RegisterBenchmark(absl::StrCat("Prefill/", name, "/chunked").c_str(), Prefill, dir,
-                                 2, true)
+                                 2)
         ->ArgName("len")
         ->Arg(4096)
         ->Unit(benchmark::kMillisecond)
