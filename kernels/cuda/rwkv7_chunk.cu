@@ -214,14 +214,6 @@ __global__ void __launch_bounds__(kThreads) Rwkv7ChunkKernel(Rwkv7Batch b, int t
 
 bool LaunchRwkv7Chunk(const Rwkv7Batch& b) {
   static const bool forced = EnvSaysRecurrent("FLATSTATE_CUDA_RWKV7_PREFILL");
-  static const int sms = [] {
-    int dev = 0, n = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-      return 0;
-    }
-    return n;
-  }();
   static size_t limit32 = 0, limit16 = 0;
   const int N = b.key_dim;
   // The chunk comes from the 32-column tile (the larger) whichever width runs, so a sequence's
@@ -232,7 +224,7 @@ bool LaunchRwkv7Chunk(const Rwkv7Batch& b) {
       [&](int c) { return ChunkFloats(N, c, 32); }, &limit32, &bytes);
   if (C == 0) return false;
   const int64_t blocks32 = static_cast<int64_t>(b.num_prefill) * b.value_heads * ((N + 31) / 32);
-  if (blocks32 < sms) {
+  if (blocks32 < SmCount()) {
     const size_t bytes16 = ChunkFloats(N, C, 16) * sizeof(float);
     if (AllowSharedBytes(Rwkv7ChunkKernel<16>, bytes16, &limit16)) {
       const int tiles = (N + 15) / 16;

@@ -1,7 +1,8 @@
 // Sizing the shared-memory tiles of the chunked CUDA kernels (gated_delta.cu, gated_linear.cu,
-// rwkv7_chunk.cu): which chunk a kernel runs for the engine's chunk, and raising a kernel's
-// dynamic shared memory limit to its tile. Not thread-safe: called where the ops are enqueued
-// (one thread at a time, kernels/cuda/context.h). Only compiled with FLATSTATE_HAVE_CUDA.
+// rwkv7_chunk.cu): which chunk a kernel runs for the engine's chunk, raising a kernel's dynamic
+// shared memory limit to its tile, and the device facts that decide them. Not thread-safe: called
+// where the ops are enqueued (one thread at a time, kernels/cuda/context.h). Only compiled with
+// FLATSTATE_HAVE_CUDA.
 #ifndef FLATSTATE_KERNELS_CUDA_SHARED_TILE_H_
 #define FLATSTATE_KERNELS_CUDA_SHARED_TILE_H_
 
@@ -25,6 +26,19 @@ inline size_t SharedOptinBytes() {
     return static_cast<size_t>(optin);
   }();
   return bytes;
+}
+
+// The current device's multiprocessor count (read once; 0 if unreadable).
+inline int SmCount() {
+  static const int n = [] {
+    int dev = 0, sms = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+      return 0;
+    }
+    return sms;
+  }();
+  return n;
 }
 
 // The chunk a chunked kernel runs for the engine's `chunk`: the largest of chunk, chunk / 2, ...
