@@ -3,7 +3,8 @@
 // next-token logits. spread:4 keeps every token a candidate (all within the exp(-40) cut at
 // temperature 0.8, the worst case: every token sorted and exp'd); spread:80 leaves out the tail
 // below the cut, as real vocabularies mostly do. Engine::Step draws one token per sampling session
-// like this, spread over its thread pool. V: a byte model's 256, GPT-2's 50,257, Qwen3.5's 248,320.
+// like this, spread over its thread pool. V: a byte model's 256, GPT-2's 50,257, RWKV World's
+// 65,536, Qwen3.5's 248,320.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -39,7 +40,7 @@ void Sample(benchmark::State& state) {
 
 BENCHMARK(Sample)
     ->ArgNames({"vocab", "spread", "top_k"})
-    ->ArgsProduct({{256, 50257, 248320}, {4, 80}, {0, 40}})
+    ->ArgsProduct({{256, 50257, 65536, 248320}, {4, 80}, {0, 40}})
     ->Unit(benchmark::kMicrosecond);
 
 }  // namespace

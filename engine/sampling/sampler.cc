@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "engine/sampling/bucket_draw.h"
 #include "engine/sampling/sampler_exp.h"
 
 namespace flatstate {
@@ -26,15 +27,12 @@ inline uint64_t SplitMix64(uint64_t* x) {
   return z ^ (z >> 31);
 }
 
+// Above this many candidates a plain draw tries BucketDraw before sorting; at or below it the
+// sort is std::sort's and cheap.
+constexpr size_t kBucketDrawMin = 256;
+
 inline float NanAsMinusInf(float x) {
   return std::isnan(x) ? -std::numeric_limits<float>::infinity() : x;
-}
-
-// A uint32 whose ascending order is the descending order of floats (not NaN), -0 equal to +0.
-inline uint32_t DescendingKey(float x) {
-  const uint32_t b = std::bit_cast<uint32_t>(x + 0.f);  // + 0.f: -0 becomes +0
-  const uint32_t ascending = (b & 0x80000000u) != 0 ? ~b : (b | 0x80000000u);
-  return ~ascending;
 }
 
 // Sorts keys ascending. Keys arrive in token-id order and their low 32 bits are the id, so a
@@ -126,7 +124,7 @@ __attribute__((target("avx512f"))) size_t CandidateKeysAvx512(const float* logit
     const __m256 x = _mm256_loadu_ps(logits + i);
     const __m512d gap = _mm512_mul_pd(_mm512_sub_pd(_mm512_maskz_cvtps_pd(0xff, x), max), scale);
     const __mmask8 keep = _mm512_cmp_pd_mask(gap, cut, _CMP_GE_OQ);  // NaN: not kept
-    // DescendingKey: b ^ 0x7fffffff for b >= 0, b for b < 0 (b: the bits of x + 0.f).
+    // SortKey's order: b ^ 0x7fffffff for b >= 0, b for b < 0 (b: the bits of x + 0.f).
     const __m256i b = _mm256_castps_si256(_mm256_add_ps(x, _mm256_setzero_ps()));
     const __m256i key = _mm256_xor_si256(b, _mm256_andnot_si256(_mm256_srai_epi32(b, 31), low31));
     const __m512i k = _mm512_or_si512(
@@ -136,6 +134,41 @@ __attribute__((target("avx512f"))) size_t CandidateKeysAvx512(const float* logit
     id = _mm512_add_epi64(id, eight);
   }
   return count;
+}
+
+// The draw from the first `kept` keys in the sort order (sampler.h): weights by SamplerExp,
+// summed in that order, the top-p prefix, then the first running sum past u * total.
+int32_t DrawSorted(std::span<const uint64_t> keys, size_t kept, double max_logit, double inv_t,
+                   float top_p, float u, SamplerScratch* scratch) {
+  auto id = [&](size_t i) { return static_cast<int32_t>(keys[i] & 0xffffffffu); };
+  // Softmax over the kept tokens in double (unnormalised weights; the draw scales by the total),
+  // by flatstate's own exp (sampler_exp.h: the same bits on every machine), from the values the
+  // keys hold (NaN already -inf there).
+  std::vector<double>& weights = scratch->weights;
+  weights.resize(kept);
+  SamplerExpWeights(keys.data(), kept, max_logit, inv_t, weights.data());
+  double total = 0;
+  for (size_t i = 0; i < kept; ++i) total += weights[i];
+
+  if (top_p < 1.f) {
+    const double target = static_cast<double>(top_p) * total;
+    double cum = 0;
+    size_t n = 0;
+    while (n < kept) {
+      cum += weights[n++];
+      if (cum >= target) break;
+    }
+    kept = n;
+    total = cum;
+  }
+
+  const double r = static_cast<double>(u) * total;
+  double cum = 0;
+  for (size_t i = 0; i < kept; ++i) {
+    cum += weights[i];
+    if (r < cum) return id(i);
+  }
+  return id(kept - 1);  // not reached: r < total, and the last cum is total
 }
 
 int32_t Greedy(const float* logits, int vocab) {
@@ -207,8 +240,7 @@ int32_t SampleToken(const float* logits, int vocab, const SamplingParams& params
   if (params.top_k > 0 && params.top_k < static_cast<uint32_t>(vocab)) {
     // Top-k: a heap over every token's key picks the k first of the order (NaN as -inf).
     for (int i = 0; i < vocab; ++i) {
-      keys[count++] = static_cast<uint64_t>(DescendingKey(NanAsMinusInf(logits[i]))) << 32 |
-                      static_cast<uint32_t>(i);
+      keys[count++] = SortKey(NanAsMinusInf(logits[i]), i);
     }
     kept = params.top_k;
     std::partial_sort(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(kept), keys.end());
@@ -225,42 +257,23 @@ int32_t SampleToken(const float* logits, int vocab, const SamplingParams& params
     }
     for (; i < vocab; ++i) {
       const float x = logits[i];
-      keys[count] = static_cast<uint64_t>(DescendingKey(x)) << 32 | static_cast<uint32_t>(i);
+      keys[count] = SortKey(x, i);
       count += (static_cast<double>(x) - max_logit) * inv_t >= kSamplerNegligibleExponent;
     }
     kept = count;
+    if (params.top_p >= 1.f && count > kBucketDrawMin) {
+      // The plain draw: BucketDraw picks the sorted draw's token without the sort when its
+      // bounds decide (bucket_draw.h), else the sort below does, from the same u.
+      const float u = rng->Uniform();
+      const int32_t token =
+          BucketDraw(keys.first(count), max_logit, inv_t, u, &scratch->bucket_draw);
+      if (token >= 0) return token;
+      SortKeys(keys.first(count), &scratch->tmp);
+      return DrawSorted(keys, kept, max_logit, inv_t, params.top_p, u, scratch);
+    }
     SortKeys(keys.first(count), &scratch->tmp);
   }
-  auto id = [&](size_t i) { return static_cast<int32_t>(keys[i] & 0xffffffffu); };
-
-  // Softmax over the kept tokens in double (unnormalised weights; the draw scales by the total),
-  // by flatstate's own exp (sampler_exp.h: the same bits on every machine), from the values the
-  // keys hold (NaN already -inf there).
-  std::vector<double>& weights = scratch->weights;
-  weights.resize(kept);
-  SamplerExpWeights(keys.data(), kept, max_logit, inv_t, weights.data());
-  double total = 0;
-  for (size_t i = 0; i < kept; ++i) total += weights[i];
-
-  if (params.top_p < 1.f) {
-    const double target = static_cast<double>(params.top_p) * total;
-    double cum = 0;
-    size_t n = 0;
-    while (n < kept) {
-      cum += weights[n++];
-      if (cum >= target) break;
-    }
-    kept = n;
-    total = cum;
-  }
-
-  const double r = static_cast<double>(rng->Uniform()) * total;
-  double cum = 0;
-  for (size_t i = 0; i < kept; ++i) {
-    cum += weights[i];
-    if (r < cum) return id(i);
-  }
-  return id(kept - 1);  // not reached: r < total, and the last cum is total
+  return DrawSorted(keys, kept, max_logit, inv_t, params.top_p, rng->Uniform(), scratch);
 }
 
 }  // namespace flatstate

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "engine/sampling/bucket_draw.h"
 
 namespace flatstate {
 
@@ -53,6 +54,7 @@ inline constexpr double kSamplerNegligibleExponent = -40.0;
 struct SamplerScratch {
   std::vector<uint64_t> keys, tmp;  // candidate sort keys: order key << 32 | token id
   std::vector<double> weights;
+  BucketDrawScratch bucket_draw;
 };
 
 // Picks a token id in [0, vocab) from raw logits. Greedy (temperature == 0) takes the lowest index
@@ -67,9 +69,12 @@ struct SamplerScratch {
 //
 // Cost: O(vocab) to find the candidates (eight at a time with AVX-512F, the same keys in the same
 // order), then sorting (a radix sort past 256 of them) and
-// exp'ing only the candidates (the tokens at or above kSamplerNegligibleExponent, four at a time
-// with AVX2), with the same result as sorting every token. Measured at 256, 50,257 and 248,320
-// tokens (bench: flatstate-bench --benchmark_filter=Sample/, docs/benchmarks.md).
+// exp'ing only the candidates (the tokens at or above kSamplerNegligibleExponent, eight at a
+// time with AVX-512F, four with AVX2), with the same result as sorting every token. A plain draw
+// (no top-k, top_p = 1) past 256 candidates first asks BucketDraw (bucket_draw.h), which finds the
+// same token without the sort whenever its error bounds decide it, and sorts only when they do not.
+// Measured at 256, 50,257, 65,536 and 248,320 tokens (bench: flatstate-bench
+// --benchmark_filter=Sample/, docs/benchmarks.md).
 int32_t SampleToken(const float* logits, int vocab, const SamplingParams& params, Rng* rng,
                     SamplerScratch* scratch);
 

@@ -43,12 +43,6 @@ double SamplerExp(double x) {
   return p * std::bit_cast<double>(static_cast<uint64_t>(ki + 1023) << 52);
 }
 
-float KeyValue(uint64_t key) {
-  const uint32_t ascending = ~static_cast<uint32_t>(key >> 32);
-  const uint32_t bits = (ascending & 0x80000000u) != 0 ? ascending & 0x7FFFFFFFu : ~ascending;
-  return std::bit_cast<float>(bits);
-}
-
 namespace {
 
 // Four keys at a time: the same operations as KeyValue and SamplerExp, lane by lane. Returns how
@@ -88,12 +82,52 @@ __attribute__((target("avx2,fma"))) size_t ExpWeightsAvx2(const uint64_t* keys, 
   return i;
 }
 
+// The same eight keys at a time with AVX-512F (the zero-masked conversions: see sampler.cc).
+__attribute__((target("avx512f"))) size_t ExpWeightsAvx512(const uint64_t* keys, size_t n,
+                                                           double max_logit, double inv_t,
+                                                           double* out) {
+  constexpr __mmask8 kAll = 0xff;
+  const __m256i low31 = _mm256_set1_epi32(0x7FFFFFFF), ones = _mm256_set1_epi32(-1);
+  const __m512d max = _mm512_set1_pd(max_logit), scale = _mm512_set1_pd(inv_t);
+  const __m512d log2e = _mm512_set1_pd(kLog2e), shift = _mm512_set1_pd(kShift);
+  const __m512d ln2_hi = _mm512_set1_pd(kLn2Hi), ln2_lo = _mm512_set1_pd(kLn2Lo);
+  const __m512d underflow = _mm512_set1_pd(kUnderflow);
+  const __m512i shift_bits = _mm512_set1_epi64(std::bit_cast<int64_t>(kShift));
+  const __m512i bias = _mm512_set1_epi64(1023);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m512i k8 = _mm512_loadu_si512(keys + i);
+    const __m256i a = _mm256_xor_si256(
+        _mm512_maskz_cvtepi64_epi32(kAll, _mm512_maskz_srli_epi64(kAll, k8, 32)), ones);
+    const __m256i positive = _mm256_srai_epi32(a, 31);  // all ones where the float was >= 0
+    const __m256i bits = _mm256_or_si256(_mm256_and_si256(positive, _mm256_and_si256(a, low31)),
+                                         _mm256_andnot_si256(positive, _mm256_xor_si256(a, ones)));
+    const __m512d x = _mm512_mul_pd(
+        _mm512_sub_pd(_mm512_maskz_cvtps_pd(kAll, _mm256_castsi256_ps(bits)), max), scale);
+    const __m512d t = _mm512_fmadd_pd(x, log2e, shift);
+    const __m512d k = _mm512_sub_pd(t, shift);
+    __m512d r = _mm512_fnmadd_pd(k, ln2_hi, x);
+    r = _mm512_fnmadd_pd(k, ln2_lo, r);
+    __m512d p = _mm512_set1_pd(kInvFactorial[0]);
+    for (int j = 1; j < 13; ++j) p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(kInvFactorial[j]));
+    const __m512i ki = _mm512_sub_epi64(_mm512_castpd_si512(t), shift_bits);
+    const __m512d two_k =
+        _mm512_castsi512_pd(_mm512_maskz_slli_epi64(kAll, _mm512_add_epi64(ki, bias), 52));
+    const __mmask8 keep = _mm512_cmp_pd_mask(x, underflow, _CMP_GE_OQ);  // false for -inf
+    _mm512_storeu_pd(out + i, _mm512_maskz_mul_pd(keep, p, two_k));
+  }
+  return i;
+}
+
 }  // namespace
 
 void SamplerExpWeights(const uint64_t* keys, size_t n, double max_logit, double inv_t,
                        double* out) {
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
   static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  for (size_t i = avx2 ? ExpWeightsAvx2(keys, n, max_logit, inv_t, out) : 0; i < n; ++i) {
+  size_t i = avx512 ? ExpWeightsAvx512(keys, n, max_logit, inv_t, out) : 0;
+  if (avx2) i += ExpWeightsAvx2(keys + i, n - i, max_logit, inv_t, out + i);
+  for (; i < n; ++i) {
     out[i] = SamplerExp((static_cast<double>(KeyValue(keys[i])) - max_logit) * inv_t);
   }
 }

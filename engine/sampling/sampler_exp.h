@@ -8,13 +8,14 @@
 //   degree-12 Taylor polynomial of e^r by Horner's rule in fma from 1/12! down to 1, and the
 //   result p * 2^k (exact). |r| <= 0.35, so the truncation is below 2e-16 relative: within 2 ulp
 //   of e^x (tests/engine/sampling/sampler_exp_test.cc checks 4 ulp against std::exp).
-// Every step is one IEEE operation, so the scalar definition and the AVX2 body below give the
-// same bits.
+// Every step is one IEEE operation, so the scalar definition and the AVX2 and AVX-512 bodies give
+// the same bits.
 //
 // Stateless, thread-safe, never fails.
 #ifndef FLATSTATE_ENGINE_SAMPLING_SAMPLER_EXP_H_
 #define FLATSTATE_ENGINE_SAMPLING_SAMPLER_EXP_H_
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 
@@ -25,13 +26,27 @@ double SamplerExp(double x);
 
 // out[i] = SamplerExp((double(v_i) - max_logit) * inv_t) for the n sort keys of SampleToken
 // (key = order << 32 | token id, the order being the float v_i's bits mapped so that ascending
-// keys are descending floats: sampler.cc's DescendingKey). The key holds v_i itself, so the
-// logits are not read again. AVX2 + FMA when the CPU has them, the scalar definition otherwise:
+// keys are descending floats: SortKey). The key holds v_i itself, so the
+// logits are not read again. AVX-512F eight at a time, AVX2 + FMA four at a time, when the CPU
+// has them, the scalar definition otherwise:
 // the same bits either way. v_i must not be NaN (SampleToken maps NaN to -inf).
 void SamplerExpWeights(const uint64_t* keys, size_t n, double max_logit, double inv_t, double* out);
 
-// The float a sort key orders by (the inverse of sampler.cc's DescendingKey: -0 came in as +0).
-float KeyValue(uint64_t key);
+// SampleToken's sort key of token `id` with logit x (not NaN): ascending keys are descending
+// logits, ties by ascending id; -0 keys as +0. The high 32 bits order the floats, the low 32 are
+// the id.
+inline uint64_t SortKey(float x, int32_t id) {
+  const uint32_t b = std::bit_cast<uint32_t>(x + 0.f);  // + 0.f: -0 becomes +0
+  const uint32_t ascending = (b & 0x80000000u) != 0 ? ~b : (b | 0x80000000u);
+  return static_cast<uint64_t>(~ascending) << 32 | static_cast<uint32_t>(id);
+}
+
+// The float a sort key orders by (the inverse of SortKey: -0 came in as +0).
+inline float KeyValue(uint64_t key) {
+  const uint32_t ascending = ~static_cast<uint32_t>(key >> 32);
+  const uint32_t bits = (ascending & 0x80000000u) != 0 ? ascending & 0x7FFFFFFFu : ~ascending;
+  return std::bit_cast<float>(bits);
+}
 
 }  // namespace flatstate
 

@@ -203,7 +203,7 @@ void GemmInt4(const float* x, int64_t m, const PackedWeight& w, float* y, bool a
               const Parallel& par, GemmIsa isa) {
   const int64_t n = w.n(), k = w.k();
   QuantRows& xq = ThreadQuantRows();  // a reference: the workers read this thread's rows
-  xq.Fill(x, m, k, par);
+  xq.Fill(x, m, k, par, isa);
   if (isa == GemmIsa::kAvx2 || (isa == GemmIsa::kAvx512 && !HasInt8Vnni())) {
     return GemmStreamQ<PackedWeight::kInt4BlockBytes, &BlockAvx2>(xq, m, w, y, accumulate, par);
   }

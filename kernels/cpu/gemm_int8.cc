@@ -32,64 +32,7 @@ namespace {
 constexpr int64_t kB = PackedWeight::kInt8Block;
 }  // namespace
 
-namespace {
-
-// Symmetric quantisation of one block to [-qmax, qmax] (kernels/gemm.h).
-float QuantizeBlock(const float* x, int64_t len, float qmax, int8_t* q) {
-  float amax = 0.f;
-  bool finite = true;
-  for (int64_t t = 0; t < len; ++t) {
-    const float a = std::fabs(x[t]);
-    finite = finite && a <= std::numeric_limits<float>::max();  // false for Inf and NaN
-    amax = std::max(amax, a);
-  }
-  std::memset(q, 0, kB);
-  if (!finite) return std::numeric_limits<float>::quiet_NaN();
-  if (amax == 0.f) return 0.f;
-  const float scale = amax / qmax;
-  for (int64_t t = 0; t < len; ++t) {
-    const float r = std::nearbyint(x[t] / scale);  // the default rounding: nearest-even
-    q[t] = static_cast<int8_t>(std::clamp(r, -qmax, qmax));
-  }
-  return scale;
-}
-
-}  // namespace
-
-float QuantizeBlockInt8(const float* x, int64_t len, int8_t* q) {
-  return QuantizeBlock(x, len, 127.f, q);
-}
-
-float QuantizeBlockInt4(const float* x, int64_t len, int8_t* q) {
-  return QuantizeBlock(x, len, 7.f, q);
-}
-
 namespace cpu {
-
-void QuantRows::Fill(const float* x, int64_t m, int64_t k, const Parallel& par) {
-  nb = (k + kB - 1) / kB;
-  q.resize(static_cast<size_t>(m * nb * kB));
-  s.resize(static_cast<size_t>(m * nb));
-  sum.resize(static_cast<size_t>(m * nb));
-  auto rows = [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      for (int64_t b = 0; b < nb; ++b) {
-        const int64_t i = r * nb + b;
-        int8_t* qb = q.data() + i * kB;
-        s[i] = QuantizeBlockInt8(x + r * k + b * kB, std::min(kB, k - b * kB), qb);
-        int32_t total = 0;
-        for (int64_t t = 0; t < kB; ++t) total += qb[t];
-        sum[i] = total;
-      }
-    }
-  };
-  if (par.num_threads() == 1 || m * k < (int64_t{1} << 16)) {
-    rows(0, m);
-  } else {
-    par.For(m, rows);
-  }
-}
-
 namespace {
 
 constexpr int64_t kGroupBytes = kP * 4;  // 4 k of 64 columns
@@ -272,11 +215,6 @@ RowsFn RowsFor(GemmIsa isa) {
 
 }  // namespace
 
-QuantRows& ThreadQuantRows() {
-  static thread_local QuantRows rows;
-  return rows;
-}
-
 bool HasInt8Vnni() {
   static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                           __builtin_cpu_supports("avx512vnni");
@@ -309,7 +247,7 @@ void GemmInt8(const float* x, int64_t m, const PackedWeight& w, float* y, bool a
   // The calling thread's scratch, reused across calls. A reference, so that the workers read
   // this thread's rows.
   QuantRows& xq = ThreadQuantRows();
-  xq.Fill(x, m, k, par);
+  xq.Fill(x, m, k, par, isa);
   if (isa == GemmIsa::kAvx2 || (isa == GemmIsa::kAvx512 && !HasInt8Vnni())) {
     return GemmStreamQ<PackedWeight::kInt8BlockBytes, &BlockAvx2>(xq, m, w, y, accumulate, par);
   }

@@ -222,8 +222,9 @@ struct QuantRows {
   std::vector<int32_t> sum;
   int64_t nb = 0;
 
-  // Quantises x (over `par` when there is enough of it); each row depends on itself only.
-  void Fill(const float* x, int64_t m, int64_t k, const Parallel& par);
+  // Quantises x (over `par` when there is enough of it) with `isa`'s body (cpu/quant_rows.cc:
+  // every body gives the scalar definition's bits); each row depends on itself only.
+  void Fill(const float* x, int64_t m, int64_t k, const Parallel& par, GemmIsa isa);
 };
 
 // Rows of integer-weight panels streamed for small batches (cpu/gemm_int8.cc, cpu/gemm_int4.cc:
