@@ -94,9 +94,11 @@ FLATSTATE_TARGET_CLONES void GatedLinearCpu(int Kd, int Vd, float scale, bool pe
   if (T == 1) {
     float* o = scratch;  // Vd
     std::fill(o, o + Vd, 0.f);
+    // One decay per head (Mamba-2): its exp once, not once per key row (the same value).
+    const float head_decay = per_key ? 0.f : std::exp(log_decay(0, 0));
     for (int i = 0; i < Kd; ++i) {
       float* Si = S + static_cast<int64_t>(i) * Vd;
-      const float e = std::exp(log_decay(0, i));
+      const float e = per_key ? std::exp(log_decay(0, i)) : head_decay;
       for (int j = 0; j < Vd; ++j) Si[j] *= e;
       Axpy(k[i], v, Vd, Si);
       Axpy(q[i] * scale, Si, Vd, o);
