@@ -27,19 +27,11 @@ __attribute__((target("avx512f,avx512vl"))) void BucketsAvx512(const uint64_t* k
                                                                double max_logit, double inv_t,
                                                                double scale, uint16_t* bucket) {
   constexpr __mmask8 kAll = 0xff;
-  const __m256i ones = _mm256_set1_epi32(-1), low31 = _mm256_set1_epi32(0x7FFFFFFF);
   const __m256i top = _mm256_set1_epi32(kBuckets - 1);
   const __m512d max = _mm512_set1_pd(max_logit), t = _mm512_set1_pd(inv_t),
                 neg_scale = _mm512_set1_pd(-scale);
   for (size_t i = 0; i < n8; i += 8) {
-    const __m512i k8 = _mm512_loadu_si512(keys + i);
-    const __m256i a = _mm256_xor_si256(
-        _mm512_maskz_cvtepi64_epi32(kAll, _mm512_maskz_srli_epi64(kAll, k8, 32)), ones);
-    const __m256i positive = _mm256_srai_epi32(a, 31);  // all ones where the float was >= 0
-    const __m256i bits = _mm256_or_si256(_mm256_and_si256(positive, _mm256_and_si256(a, low31)),
-                                         _mm256_andnot_si256(positive, _mm256_xor_si256(a, ones)));
-    const __m512d gap = _mm512_mul_pd(
-        _mm512_sub_pd(_mm512_maskz_cvtps_pd(kAll, _mm256_castsi256_ps(bits)), max), t);
+    const __m512d gap = ScaledGapsAvx512(_mm512_loadu_si512(keys + i), max, t);
     const __m256i b =
         _mm256_min_epi32(_mm512_maskz_cvttpd_epi32(kAll, _mm512_mul_pd(gap, neg_scale)), top);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(bucket + i), _mm256_maskz_cvtepi32_epi16(kAll, b));

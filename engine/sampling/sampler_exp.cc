@@ -82,12 +82,11 @@ __attribute__((target("avx2,fma"))) size_t ExpWeightsAvx2(const uint64_t* keys, 
   return i;
 }
 
-// The same eight keys at a time with AVX-512F (the zero-masked conversions: see sampler.cc).
+// The same eight keys at a time with AVX-512F (the zero-masked forms: see sampler.cc).
 __attribute__((target("avx512f"))) size_t ExpWeightsAvx512(const uint64_t* keys, size_t n,
                                                            double max_logit, double inv_t,
                                                            double* out) {
   constexpr __mmask8 kAll = 0xff;
-  const __m256i low31 = _mm256_set1_epi32(0x7FFFFFFF), ones = _mm256_set1_epi32(-1);
   const __m512d max = _mm512_set1_pd(max_logit), scale = _mm512_set1_pd(inv_t);
   const __m512d log2e = _mm512_set1_pd(kLog2e), shift = _mm512_set1_pd(kShift);
   const __m512d ln2_hi = _mm512_set1_pd(kLn2Hi), ln2_lo = _mm512_set1_pd(kLn2Lo);
@@ -96,14 +95,7 @@ __attribute__((target("avx512f"))) size_t ExpWeightsAvx512(const uint64_t* keys,
   const __m512i bias = _mm512_set1_epi64(1023);
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m512i k8 = _mm512_loadu_si512(keys + i);
-    const __m256i a = _mm256_xor_si256(
-        _mm512_maskz_cvtepi64_epi32(kAll, _mm512_maskz_srli_epi64(kAll, k8, 32)), ones);
-    const __m256i positive = _mm256_srai_epi32(a, 31);  // all ones where the float was >= 0
-    const __m256i bits = _mm256_or_si256(_mm256_and_si256(positive, _mm256_and_si256(a, low31)),
-                                         _mm256_andnot_si256(positive, _mm256_xor_si256(a, ones)));
-    const __m512d x = _mm512_mul_pd(
-        _mm512_sub_pd(_mm512_maskz_cvtps_pd(kAll, _mm256_castsi256_ps(bits)), max), scale);
+    const __m512d x = ScaledGapsAvx512(_mm512_loadu_si512(keys + i), max, scale);
     const __m512d t = _mm512_fmadd_pd(x, log2e, shift);
     const __m512d k = _mm512_sub_pd(t, shift);
     __m512d r = _mm512_fnmadd_pd(k, ln2_hi, x);
