@@ -116,9 +116,6 @@ std::vector<int32_t> Tokens(size_t n) {
   return t;
 }
 
-// Puts `s` at context `ctx` cheaply: the decode cost depends on the context length, not on the
-// values, so softmax gets its KV blocks reserved and filled with random rows and linear kinds just
-// get their position moved (their state has a fixed size by construction).
 absl::Status PrefillFresh(Engine* e, const std::vector<int32_t>& prompt) {
   SessionState s = e->NewSession({});
   absl::Status st = e->Append(&s, prompt);
@@ -129,6 +126,9 @@ absl::Status PrefillFresh(Engine* e, const std::vector<int32_t>& prompt) {
   return st;
 }
 
+// Puts `s` at context `ctx` cheaply: the decode cost depends on the context length, not on the
+// values, so softmax gets its KV blocks reserved and filled with random rows and linear kinds just
+// get their position moved (their state has a fixed size by construction).
 void FastForward(Engine* e, SessionState* s, int64_t ctx) {
   if (e->kv_pool() != nullptr) {
     if (!e->kv_pool()->Reserve(&s->kv_blocks, ctx + 1).ok()) std::exit(2);
