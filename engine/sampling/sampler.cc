@@ -230,6 +230,8 @@ int32_t SampleToken(const float* logits, int vocab, const SamplingParams& params
     return static_cast<int32_t>(std::find(logits, logits + vocab, max) - logits);
   }
 
+  // Every path from here draws exactly this one uniform, and nothing else touches the rng.
+  const float u = rng->Uniform();
   const double max_logit = max;
   const double inv_t = 1.0 / static_cast<double>(params.temperature);
   std::vector<uint64_t>& all = scratch->keys;
@@ -264,16 +266,13 @@ int32_t SampleToken(const float* logits, int vocab, const SamplingParams& params
     if (params.top_p >= 1.f && count > kBucketDrawMin) {
       // The plain draw: BucketDraw picks the sorted draw's token without the sort when its
       // bounds decide (bucket_draw.h), else the sort below does, from the same u.
-      const float u = rng->Uniform();
       const int32_t token =
           BucketDraw(keys.first(count), max_logit, inv_t, u, &scratch->bucket_draw);
       if (token >= 0) return token;
-      SortKeys(keys.first(count), &scratch->tmp);
-      return DrawSorted(keys, kept, max_logit, inv_t, params.top_p, u, scratch);
     }
     SortKeys(keys.first(count), &scratch->tmp);
   }
-  return DrawSorted(keys, kept, max_logit, inv_t, params.top_p, rng->Uniform(), scratch);
+  return DrawSorted(keys, kept, max_logit, inv_t, params.top_p, u, scratch);
 }
 
 }  // namespace flatstate
