@@ -21,9 +21,13 @@ nlohmann::ordered_json NormaliseMessages(const nlohmann::ordered_json& messages)
     std::string text;
     bool all_text = true;
     for (const nlohmann::ordered_json& part : *c) {
-      auto t = part.is_object() ? part.find("text") : part.end();
-      if (!part.is_object() || part.value("type", "") != "text" || t == part.end() ||
-          !t->is_string()) {
+      if (!part.is_object()) {
+        all_text = false;
+        break;
+      }
+      auto type = part.find("type");
+      auto t = part.find("text");
+      if (type == part.end() || *type != "text" || t == part.end() || !t->is_string()) {
         all_text = false;
         break;
       }

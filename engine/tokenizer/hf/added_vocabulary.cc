@@ -3,7 +3,9 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "engine/tokenizer/hf/json_reader.h"
 #include "engine/tokenizer/hf/text_util.h"
+#include "engine/util/status_macros.h"
 
 namespace flatstate::hf {
 namespace {
@@ -79,15 +81,11 @@ absl::StatusOr<std::unique_ptr<AddedVocabulary>> AddedVocabulary::FromJson(
           absl::StrCat(at, ".content: missing, empty or not a string"));
     }
     t.content = content->get<std::string>();
-    const auto flag = [&](const char* key, bool dflt) {
-      auto it = e.find(key);
-      return it != e.end() && it->is_boolean() ? it->get<bool>() : dflt;
-    };
-    t.special = flag("special", false);
-    t.normalized = flag("normalized", !t.special);
-    t.lstrip = flag("lstrip", false);
-    t.rstrip = flag("rstrip", false);
-    t.single_word = flag("single_word", false);
+    ASSIGN_OR_RETURN(t.special, OptionalBool(e, "special", false, at));
+    ASSIGN_OR_RETURN(t.normalized, OptionalBool(e, "normalized", !t.special, at));
+    ASSIGN_OR_RETURN(t.lstrip, OptionalBool(e, "lstrip", false, at));
+    ASSIGN_OR_RETURN(t.rstrip, OptionalBool(e, "rstrip", false, at));
+    ASSIGN_OR_RETURN(t.single_word, OptionalBool(e, "single_word", false, at));
     const int32_t index = static_cast<int32_t>(v->tokens_.size());
     v->by_id_.insert_or_assign(t.id, index);
     v->by_content_.insert_or_assign(t.content, index);

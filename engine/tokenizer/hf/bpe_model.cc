@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/tokenizer/hf/text_util.h"
+#include "engine/util/status_macros.h"
 
 namespace flatstate::hf {
 namespace {
@@ -27,19 +28,11 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::jso
   if (auto it = j.find("dropout"); it != j.end() && !it->is_null()) {
     return Err(where, absl::StrCat(".dropout: only null is supported, got ", it->dump()));
   }
-  const auto get_bool = [&](const char* key) {
-    auto it = j.find(key);
-    return it != j.end() && it->is_boolean() && it->get<bool>();
-  };
-  const auto get_str = [&](const char* key) {
-    auto it = j.find(key);
-    return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
-  };
-  m->byte_fallback_ = get_bool("byte_fallback");
-  m->ignore_merges_ = get_bool("ignore_merges");
-  m->fuse_unk_ = get_bool("fuse_unk");
-  m->prefix_ = get_str("continuing_subword_prefix");
-  m->suffix_ = get_str("end_of_word_suffix");
+  ASSIGN_OR_RETURN(m->byte_fallback_, OptionalBool(j, "byte_fallback", false, where));
+  ASSIGN_OR_RETURN(m->ignore_merges_, OptionalBool(j, "ignore_merges", false, where));
+  ASSIGN_OR_RETURN(m->fuse_unk_, OptionalBool(j, "fuse_unk", false, where));
+  ASSIGN_OR_RETURN(m->prefix_, OptionalString(j, "continuing_subword_prefix", "", where));
+  ASSIGN_OR_RETURN(m->suffix_, OptionalString(j, "end_of_word_suffix", "", where));
 
   if (!parts->vocab_captured) {
     auto vit = j.find("vocab");

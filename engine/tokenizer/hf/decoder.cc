@@ -2,7 +2,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/tokenizer/byte_tokenizer.h"
+#include "engine/tokenizer/hf/json_reader.h"
 #include "engine/tokenizer/hf/text_util.h"
+#include "engine/util/status_macros.h"
 
 namespace flatstate::hf {
 namespace {
@@ -132,8 +134,8 @@ absl::Status Decoder::Add(const nlohmann::json& j, const std::string& where) {
     st.kind = Kind::kFuse;
   } else if (type == "Metaspace") {
     st.kind = Kind::kMetaspace;
-    st.a = j.value("replacement", std::string("\xE2\x96\x81"));
-    const bool add = j.value("add_prefix_space", true);
+    ASSIGN_OR_RETURN(st.a, OptionalString(j, "replacement", "\xE2\x96\x81", where));
+    ASSIGN_OR_RETURN(const bool add, OptionalBool(j, "add_prefix_space", true, where));
     const std::string scheme = j.contains("prepend_scheme") && j["prepend_scheme"].is_string()
                                    ? j["prepend_scheme"].get<std::string>()
                                    : (add ? "always" : "never");

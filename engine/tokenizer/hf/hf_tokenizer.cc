@@ -7,8 +7,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/tokenizer/byte_tokenizer.h"
+#include "engine/tokenizer/hf/json_reader.h"
 #include "engine/tokenizer/hf/text_util.h"
 #include "engine/util/read_file.h"
+#include "engine/util/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace flatstate {
@@ -80,7 +82,7 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::FromJson(std::string_v
   t->config_ = std::move(config);
   const nlohmann::json& model = field("model");
   if (!model.is_object()) return absl::InvalidArgumentError(at + "model: missing or not an object");
-  const std::string type = model.value("type", std::string("BPE"));
+  ASSIGN_OR_RETURN(const std::string type, hf::OptionalString(model, "type", "BPE", at + "model"));
   if (type != "BPE") {
     return absl::InvalidArgumentError(
         absl::StrCat(at, "model.type: unsupported model \"", type, "\" (only BPE)"));
@@ -111,7 +113,7 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::FromJson(std::string_v
   }
   const auto check_ids = [&](const std::vector<int32_t>& ids) {
     for (int32_t id : ids) {
-      if (id >= t->vocab_size_) {
+      if (id < 0 || id >= t->vocab_size_) {
         return absl::InvalidArgumentError(absl::StrCat(at, "post_processor: token id ", id,
                                                        " is outside the vocabulary (",
                                                        t->vocab_size_, ")"));

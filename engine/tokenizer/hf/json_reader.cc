@@ -309,4 +309,37 @@ absl::StatusOr<nlohmann::json> ReadTokenizerJson(std::string_view text, const st
   return out;
 }
 
+namespace {
+
+// The field `key` of `j` when it is present and not null; nullptr otherwise.
+const nlohmann::json* PresentField(const nlohmann::json& j, const char* key) {
+  if (!j.is_object()) return nullptr;
+  auto it = j.find(key);
+  return it == j.end() || it->is_null() ? nullptr : &*it;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> OptionalString(const nlohmann::json& j, const char* key,
+                                           std::string dflt, const std::string& where) {
+  const nlohmann::json* f = PresentField(j, key);
+  if (f == nullptr) return dflt;
+  if (!f->is_string()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ".", key, ": expected a string, got ", f->type_name()));
+  }
+  return f->get<std::string>();
+}
+
+absl::StatusOr<bool> OptionalBool(const nlohmann::json& j, const char* key, bool dflt,
+                                  const std::string& where) {
+  const nlohmann::json* f = PresentField(j, key);
+  if (f == nullptr) return dflt;
+  if (!f->is_boolean()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ".", key, ": expected a boolean, got ", f->type_name()));
+  }
+  return f->get<bool>();
+}
+
 }  // namespace flatstate::hf

@@ -61,6 +61,13 @@ struct BpeParts {
 absl::StatusOr<nlohmann::json> ReadTokenizerJson(std::string_view text, const std::string& file,
                                                  BpeParts* parts);
 
+// An optional field of the object `j`: absent or null gives `dflt`; any other JSON type fails with
+// InvalidArgument "<where>.<key>: expected a string" (a boolean). Never throws.
+absl::StatusOr<std::string> OptionalString(const nlohmann::json& j, const char* key,
+                                           std::string dflt, const std::string& where);
+absl::StatusOr<bool> OptionalBool(const nlohmann::json& j, const char* key, bool dflt,
+                                  const std::string& where);
+
 }  // namespace flatstate::hf
 
 #endif  // FLATSTATE_ENGINE_TOKENIZER_HF_JSON_READER_H_

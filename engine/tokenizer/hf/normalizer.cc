@@ -4,8 +4,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "engine/tokenizer/hf/json_reader.h"
 #include "engine/tokenizer/hf/pattern.h"
 #include "engine/tokenizer/hf/text_util.h"
+#include "engine/util/status_macros.h"
 #include "utf8proc.h"
 
 namespace flatstate::hf {
@@ -154,7 +156,8 @@ absl::StatusOr<std::unique_ptr<Normalizer>> Normalizer::FromJson(const nlohmann:
   }
   if (type == "Lowercase") return std::make_unique<Lowercase>();
   if (type == "Strip" || type == "StripNormalizer") {
-    const bool left = j.value("strip_left", true), right = j.value("strip_right", true);
+    ASSIGN_OR_RETURN(const bool left, OptionalBool(j, "strip_left", true, where));
+    ASSIGN_OR_RETURN(const bool right, OptionalBool(j, "strip_right", true, where));
     return std::make_unique<Strip>(left, right);
   }
   if (type == "Prepend") {

@@ -1,5 +1,8 @@
 #include "engine/tokenizer/hf/post_processor.h"
 
+#include <cstdint>
+#include <limits>
+
 #include "absl/strings/str_cat.h"
 
 namespace flatstate::hf {
@@ -66,7 +69,8 @@ absl::Status Apply(const nlohmann::json& j, const std::string& where, PostProces
             where, ".special_tokens: no entry with ids for \"", name, "\" (used by ", at, ")"));
       }
       for (const auto& id : (*sp)["ids"]) {
-        if (!id.is_number_integer() || id.get<int64_t>() < 0) {
+        if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
+            id.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
           return absl::InvalidArgumentError(
               absl::StrCat(where, ".special_tokens[\"", name, "\"].ids: not a token id"));
         }

@@ -3,8 +3,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "engine/tokenizer/hf/json_reader.h"
 #include "engine/tokenizer/hf/pattern.h"
 #include "engine/tokenizer/hf/text_util.h"
+#include "engine/util/status_macros.h"
 
 namespace flatstate::hf {
 namespace {
@@ -126,11 +128,6 @@ class Sequence final : public PreTokenizer {
   std::vector<std::unique_ptr<PreTokenizer>> items_;
 };
 
-bool GetBool(const nlohmann::json& j, const char* key, bool dflt) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_boolean() ? it->get<bool>() : dflt;
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PreTokenizer>> PreTokenizer::FromJson(const nlohmann::json& j,
@@ -142,12 +139,14 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> PreTokenizer::FromJson(const nlohm
   const std::string type = j["type"].get<std::string>();
   if (type == "ByteLevel") {
     std::unique_ptr<Pattern> re;
-    if (GetBool(j, "use_regex", true)) {
+    ASSIGN_OR_RETURN(const bool use_regex, OptionalBool(j, "use_regex", true, where));
+    ASSIGN_OR_RETURN(const bool add_prefix_space, OptionalBool(j, "add_prefix_space", true, where));
+    if (use_regex) {
       auto r = Pattern::Regex(kGpt2Regex);
       if (!r.ok()) return r.status();
       re = std::move(*r);
     }
-    return std::make_unique<ByteLevel>(GetBool(j, "add_prefix_space", true), std::move(re));
+    return std::make_unique<ByteLevel>(add_prefix_space, std::move(re));
   }
   if (type == "Split") {
     auto pattern = Pattern::FromJson(j.contains("pattern") ? j["pattern"] : nlohmann::json(),
@@ -155,7 +154,8 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> PreTokenizer::FromJson(const nlohm
     if (!pattern.ok()) return pattern.status();
     auto behavior = ParseBehavior(j.value("behavior", nlohmann::json()), where + ".behavior");
     if (!behavior.ok()) return behavior.status();
-    return std::make_unique<Split>(std::move(*pattern), *behavior, GetBool(j, "invert", false));
+    ASSIGN_OR_RETURN(const bool invert, OptionalBool(j, "invert", false, where));
+    return std::make_unique<Split>(std::move(*pattern), *behavior, invert);
   }
   if (type == "Metaspace") {
     std::string rep = "\xE2\x96\x81";
@@ -168,7 +168,9 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> PreTokenizer::FromJson(const nlohm
       }
       rep = r;
     }
-    Prepend scheme = GetBool(j, "add_prefix_space", true) ? Prepend::kAlways : Prepend::kNever;
+    ASSIGN_OR_RETURN(const bool add_prefix_space, OptionalBool(j, "add_prefix_space", true, where));
+    ASSIGN_OR_RETURN(const bool split, OptionalBool(j, "split", true, where));
+    Prepend scheme = add_prefix_space ? Prepend::kAlways : Prepend::kNever;
     if (auto it = j.find("prepend_scheme"); it != j.end() && !it->is_null()) {
       const std::string s = it->is_string() ? it->get<std::string>() : "";
       if (s == "always") {
@@ -182,15 +184,13 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> PreTokenizer::FromJson(const nlohm
             absl::StrCat(where, ".prepend_scheme: unknown value ", it->dump()));
       }
     }
-    return std::make_unique<Metaspace>(rep, scheme, GetBool(j, "split", true));
+    return std::make_unique<Metaspace>(rep, scheme, split);
   }
   if (type == "Digits") {
     auto p = Pattern::CharClass(IsNumeric);
-    return std::make_unique<Split>(std::move(p),
-                                   GetBool(j, "individual_digits", false)
-                                       ? SplitBehavior::kIsolated
-                                       : SplitBehavior::kContiguous,
-                                   false);
+    ASSIGN_OR_RETURN(const bool individual, OptionalBool(j, "individual_digits", false, where));
+    return std::make_unique<Split>(
+        std::move(p), individual ? SplitBehavior::kIsolated : SplitBehavior::kContiguous, false);
   }
   if (type == "Punctuation") {
     auto behavior = j.contains("behavior")

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/tokenizer/byte_tokenizer.h"
 #include "engine/tokenizer/hf/hf_tokenizer.h"
 #include "gtest/gtest.h"
 #include "tests/engine/template/jinja_oracle.h"
@@ -196,6 +197,29 @@ TEST(ChatPrompt, TemplateErrorsNameTheModelAndLine) {
   absl::StatusOr<std::vector<int32_t>> ids = (*raises)->Encode(PlainConversation());
   ASSERT_FALSE(ids.ok());
   EXPECT_NE(ids.status().message().find("system first"), std::string::npos) << ids.status();
+}
+
+// Only a content made wholly of {"type": "text", "text": <string>} parts becomes a string; a part
+// whose type is not the string "text" (a number, missing) or that is not an object keeps the
+// list as sent, without an error or a throw.
+TEST(ChatPrompt, ContentPartsFlattenOnlyWhenAllAreText) {
+  ByteTokenizer tok;
+  absl::StatusOr<std::unique_ptr<ChatPrompt>> prompt = ChatPrompt::Create(
+      "m",
+      "{% for m in messages %}{% if m.content is string %}S:{{ m.content }}{% else %}L"
+      "{% endif %}|{% endfor %}",
+      "", "", &tok);
+  ASSERT_TRUE(prompt.ok()) << prompt.status();
+  Conversation c;
+  c.messages = ordered_json::parse(R"([
+    {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+    {"role": "user", "content": [{"type": 5, "text": "x"}]},
+    {"role": "user", "content": [{"text": "y"}]},
+    {"role": "user", "content": [{"type": "text", "text": 7}]},
+    {"role": "user", "content": ["z"]}])");
+  absl::StatusOr<std::string> text = (*prompt)->Render(c);
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_EQ(*text, "S:ab|L|L|L|L|");
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include "engine/tokenizer/hf/hf_tokenizer.h"
 
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -339,6 +340,74 @@ TEST(HfLoadErrors, NameTheFileAndField) {
   j = Base();
   j["model"]["vocab"]["zz"] = -4;
   EXPECT_THAT(LoadError(j), HasSubstr("model.vocab[\"zz\"]"));
+}
+
+// Optional fields of the wrong JSON type are load errors naming the field (they used to throw
+// nlohmann::type_error out of FromJson: a tokenizer_json_fuzzer crash); null means the default.
+TEST(HfLoadErrors, WrongTypedOptionalFieldsNameTheField) {
+  struct Case {
+    std::function<void(Json&)> edit;
+    std::string error;
+  };
+  const std::vector<Case> cases = {
+      {[](Json& j) { j["model"]["type"] = 1; }, "model.type: expected a string, got number"},
+      {[](Json& j) { j["model"]["byte_fallback"] = "yes"; },
+       "model.byte_fallback: expected a boolean, got string"},
+      {[](Json& j) { j["model"]["continuing_subword_prefix"] = 3; },
+       "model.continuing_subword_prefix: expected a string"},
+      {[](Json& j) { j["model"]["end_of_word_suffix"] = Json::array(); },
+       "model.end_of_word_suffix: expected a string, got array"},
+      {[](Json& j) { j["added_tokens"][1]["special"] = "true"; },
+       "added_tokens[1].special: expected a boolean"},
+      {[](Json& j) {
+         j["pre_tokenizer"] = {{"type", "ByteLevel"}, {"use_regex", 1}};
+       },
+       "pre_tokenizer.use_regex: expected a boolean"},
+      {[](Json& j) {
+         j["pre_tokenizer"] = {{"type", "Split"},
+                               {"pattern", {{"String", " "}}},
+                               {"behavior", "Isolated"},
+                               {"invert", "no"}};
+       },
+       "pre_tokenizer.invert: expected a boolean"},
+      {[](Json& j) {
+         j["pre_tokenizer"] = {{"type", "Metaspace"}, {"split", 0}};
+       },
+       "pre_tokenizer.split: expected a boolean"},
+      {[](Json& j) {
+         j["pre_tokenizer"] = {{"type", "Digits"}, {"individual_digits", 1}};
+       },
+       "pre_tokenizer.individual_digits: expected a boolean"},
+      {[](Json& j) {
+         j["decoder"] = {{"type", "Metaspace"}, {"replacement", 5}};
+       },
+       "decoder.replacement: expected a string, got number"},
+      {[](Json& j) {
+         j["decoder"] = {{"type", "Metaspace"}, {"add_prefix_space", "x"}};
+       },
+       "decoder.add_prefix_space: expected a boolean"},
+      {[](Json& j) {
+         j["normalizer"] = {{"type", "Strip"}, {"strip_left", 1}};
+       },
+       "normalizer.strip_left: expected a boolean"},
+      {[](Json& j) {
+         j["post_processor"] = {{"type", "TemplateProcessing"},
+                                {"single", {{{"SpecialToken", {{"id", "<q>"}}}}}},
+                                {"special_tokens", {{"<q>", {{"ids", {int64_t{1} << 31}}}}}}};
+       },
+       "post_processor.special_tokens[\"<q>\"].ids: not a token id"},
+  };
+  for (const Case& c : cases) {
+    Json j = Base();
+    c.edit(j);
+    EXPECT_THAT(LoadError(j), HasSubstr(c.error)) << j.dump();
+  }
+  Json j = Base();
+  j["model"]["type"] = nullptr;
+  j["model"]["continuing_subword_prefix"] = nullptr;
+  j["model"]["byte_fallback"] = nullptr;
+  j["added_tokens"][1]["special"] = nullptr;
+  EXPECT_NE(Load(j), nullptr);
 }
 
 TEST(HfTokenizer, ModelLoadPicksItAndChecksVocabSize) {
