@@ -59,7 +59,7 @@ KvDtype BenchKvDtype() {
   return *kv_dtype;
 }
 
-// FLATSTATE_BENCH_WEIGHT_DTYPE=f32|bf16|int8|int4 (default f32): the layer weights of the
+// FLATSTATE_BENCH_WEIGHT_DTYPE=f32|bf16|int8|int4|bf16dot (default f32): the layer weights of the
 // families bench/engine_bench.cc names.
 WeightDtype BenchWeightDtype() {
   const char* w = std::getenv("FLATSTATE_BENCH_WEIGHT_DTYPE");

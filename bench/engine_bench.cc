@@ -8,8 +8,9 @@
 //
 // Families (compare ratios inside one run; see docs/benchmarks.md for the targets):
 //   Decode/<model>/<type>/threads:T/batch:B   one decode step for B sessions (items = tokens) with
-//       the layer weights as <type> = f32 | bf16 | int8 | int4 (EngineOptions::weight_dtype;
-//       f32 and bf16 only with FLATSTATE_BENCH_DEVICE other than cpu), each session drawing at
+//       the layer weights as <type> = f32 | bf16 | int8 | int4 | bf16dot
+//       (EngineOptions::weight_dtype; f32 and bf16 only with FLATSTATE_BENCH_DEVICE other than
+//       cpu), each session drawing at
 //       temperature 0.8, or greedy with FLATSTATE_BENCH_GREEDY=1 (labelled);
 //       counter weight_bytes_per_s = the prepared weights' bytes (GEMM panels + fp32 rest) per
 //       second
@@ -285,9 +286,13 @@ void RegisterAll() {
   if (std::string(BenchDevice()) == "cpu") {
     dtypes.insert(dtypes.end(), {WeightDtype::kInt8, WeightDtype::kInt4});
   }
+  // bf16dot (a CPU type) gets Decode rows only; the llama.cpp rows keep their f32 / bf16 / int8
+  // pairs.
+  std::vector<WeightDtype> decode_dtypes = dtypes;
+  if (std::string(BenchDevice()) == "cpu") decode_dtypes.push_back(WeightDtype::kBf16Dot);
   for (int threads : {1, 2}) {
     for (const auto& [name, dir] : models) {
-      for (WeightDtype dtype : dtypes) {
+      for (WeightDtype dtype : decode_dtypes) {
         const std::string tag =
             absl::StrCat(name, "/", WeightDtypeName(dtype), "/threads:", threads);
         benchmark::RegisterBenchmark(absl::StrCat("Decode/", tag).c_str(), Decode, dir, threads,

@@ -84,8 +84,8 @@ void GemmModel(benchmark::State& state, WeightDtype dtype, GemmIsa isa, int thre
 void RegisterGemmBenchmarks() {
   std::vector<std::pair<std::string, GemmIsa>> bodies = {{"best", BestGemmIsa()}};
   if (BestGemmIsa() == GemmIsa::kAvx512) bodies.emplace_back("avx2", GemmIsa::kAvx2);
-  for (WeightDtype dtype :
-       {WeightDtype::kF32, WeightDtype::kBf16, WeightDtype::kInt8, WeightDtype::kInt4}) {
+  for (WeightDtype dtype : {WeightDtype::kF32, WeightDtype::kBf16, WeightDtype::kInt8,
+                            WeightDtype::kInt4, WeightDtype::kBf16Dot}) {
     for (const auto& [body, isa] : bodies) {
       for (int threads : {1, 2}) {
         const std::string name =

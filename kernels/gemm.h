@@ -20,6 +20,13 @@
 //          sum of qx * qw over the block (|isum_b| < 2^24, so float(isum_b) is exact too).
 //   kInt4  kInt8's chain with qw in [-7, 7] and sw = max|w| / 7 per column and block of 32
 //          (QuantizeBlockInt4); the activations are int8 as for kInt8.
+//   kBf16Dot  kBf16's weight, and the row rounded to nearest-even bf16 too when the call starts
+//          (xb, depending on the row alone); then per pair t of k, in order,
+//          acc = F(fma(F(xb[i][2t+1]), F(wb[j][2t+1]), acc)), then the same for 2t, F flushing
+//          a subnormal to a zero of its sign: AVX512-BF16's vdpbf16ps, two products per
+//          instruction (odd first), the other bodies emulating it (cpu/gemm_bf16_dot.cc). Lossier
+//          than kBf16 (activations lose 16 bits), about 2x its arithmetic rate where the
+//          instruction exists; llama.cpp's BF16 rounds activations the same way on such CPUs.
 // Register tiling (rows x panel columns) and threading (over panels and row blocks) only decide
 // which chains run together, never the order inside one, and integer sums are exact whatever
 // instruction adds them, so the result is also identical across the AVX-512, AVX2 and scalar
@@ -27,8 +34,9 @@
 // checks all of it, for every type and body, on every shape the shipped and benchmark models use.
 //
 // Bodies per type: kF32 and kBf16 are AVX-512F, AVX2+FMA or scalar fma chains (bf16 widening is a
-// 16-bit shift, so no AVX512-BF16 is needed; its vdpbf16ps is not used at all: it adds pairs of
-// products before rounding, a different chain, and this project's development CPU lacks it).
+// 16-bit shift, so no AVX512-BF16 is needed; vdpbf16ps would round the activations, which is
+// kBf16Dot's chain, not kBf16's). kBf16Dot is vdpbf16ps (AVX512-BF16) or its exact emulation
+// (AVX2 under kAvx2 and on AVX-512F CPUs without BF16, scalar): cpu/gemm_bf16_dot.cc.
 // kInt8 and kInt4 sum blocks with AVX512-VNNI vpdpbusd, or AVX2 vpmaddubsw/vpmaddwd, or scalar
 // integer multiply-adds; a CPU with AVX-512F but no VNNI runs their AVX2 bodies under kAvx512.
 //
@@ -64,11 +72,13 @@
 
 namespace flatstate {
 
-// Element types a GemmWeight can hold (the activations x and y are always fp32). See the top of
-// this file for each type's chain and docs/model-format.md for which tensors take it.
-enum class WeightDtype { kF32, kBf16, kInt8, kInt4 };
+// Element types a GemmWeight can hold (the activations x and y are always fp32 in memory; kBf16Dot
+// rounds them inside the GEMM). See the top of this file for each type's chain and
+// docs/model-format.md for which tensors take it. kBf16Dot is a CPU type (kCuda refuses it).
+enum class WeightDtype { kF32, kBf16, kInt8, kInt4, kBf16Dot };
 
-const char* WeightDtypeName(WeightDtype dtype);  // "f32" | "bf16" | "int8" | "int4"
+// "f32" | "bf16" | "int8" | "int4" | "bf16dot"
+const char* WeightDtypeName(WeightDtype dtype);
 // Parses --weight_dtype values; InvalidArgument naming the accepted ones otherwise.
 absl::StatusOr<WeightDtype> ParseWeightDtype(absl::string_view name);
 
@@ -94,8 +104,8 @@ struct QuantizedWeightView {
 // A weight [n, k] rearranged for the CPU GEMM: ceil(n / 64) panels of 64 output columns (zero past
 // n), each panel_bytes() long, 64-byte aligned. Inside panel p, column j is w[p*64 + j]:
 //   kF32   k rows of 64 floats: w[j][kk] at float kk*64 + j.
-//   kBf16  ceil(k / 2) rows of 64 pairs: w[j][kk] at uint16 (kk/2)*128 + j*2 + kk%2, the top
-//          half of its bf16 float (an odd k's last pair has a zero second half, never read).
+//   kBf16, kBf16Dot  ceil(k / 2) rows of 64 pairs: w[j][kk] at uint16 (kk/2)*128 + j*2 + kk%2,
+//          its bf16 (an odd k's last pair has a zero second half, which only kBf16Dot reads).
 //   kInt8  ceil(k / 32) blocks of kInt8BlockBytes: 2048 bytes of quants, qw[j][b*32 + 4*g + t]
 //          at byte g*256 + j*4 + t as the unsigned byte qw + 128 (the operand order vpdpbusd
 //          wants), then the block's 64 fp32 scales sw[j][b]; k past the end quantises as 0.
@@ -117,10 +127,11 @@ class PackedWeight {
   // Throws std::bad_alloc when memory runs out (PrepareGemmWeight<kCpu> turns it into a status).
   static PackedWeight Pack(const float* w, int64_t n, int64_t k,
                            WeightDtype dtype = WeightDtype::kF32);
-  // kBf16 panels from a weight already in bf16 (wb [n, k], each element an fp32's top 16 bits):
-  // the bits are copied as they are, so this is Pack(w, n, k, kBf16) for any w whose nearest-even
-  // bf16 is wb, byte for byte. Throws std::bad_alloc like Pack.
-  static PackedWeight PackBf16(const uint16_t* wb, int64_t n, int64_t k);
+  // kBf16 (or kBf16Dot) panels from a weight already in bf16 (wb [n, k], each element an fp32's
+  // top 16 bits): the bits are copied as they are, so this is Pack(w, n, k, dtype) for any w whose
+  // nearest-even bf16 is wb, byte for byte. Throws std::bad_alloc like Pack.
+  static PackedWeight PackBf16(const uint16_t* wb, int64_t n, int64_t k,
+                               WeightDtype dtype = WeightDtype::kBf16);
   // kInt8 / kInt4 panels (w.dtype) from a weight already quantised (QuantizedWeightView below):
   // the quants and scales are placed as they are, nothing is rounded again, so this is
   // Pack(v, n, k, w.dtype) byte for byte when w is QuantizeWeight(v, n, k, w.dtype). Throws
@@ -225,7 +236,8 @@ struct GemmWeight {
 
 // Bytes of w [n, k] prepared for `device` as `dtype`: what one GEMM over it reads (benchmarks
 // count a step's bytes with it). kCpu: its packed panels (PackedWeight::bytes()); kCuda: the
-// buffer `data` above, 2 bytes a weight for kBf16 and 4 otherwise.
+// buffer `data` above, 2 bytes a weight for kBf16 and 4 otherwise (kBf16Dot: none, kCuda refuses
+// it).
 inline size_t PreparedWeightBytes(Device device, WeightDtype dtype, int64_t n, int64_t k) {
   if (device == Device::kCpu) return PackedWeight::Bytes(dtype, n, k);
   return static_cast<size_t>(n) * static_cast<size_t>(k) * (dtype == WeightDtype::kBf16 ? 2 : 4);
@@ -241,10 +253,10 @@ absl::StatusOr<GemmWeight<D>> PrepareGemmWeight(const float* w, int64_t n, int64
 
 // The same from a bf16 host weight wb [n, k] (each element an fp32's top 16 bits, as safetensors
 // BF16 stores it): exactly PrepareGemmWeight<D> on the widened fp32 values (widening is exact).
-// kBf16 uses the bits as they are (so a bf16 file and the f32 file it was rounded from, prepared
-// as kBf16, give the same weight); kF32 widens, kInt8/kInt4 quantise the widened values (a
-// temporary fp32 copy of n * k floats during the call). kCuda kBf16: the copy completes at the next
-// Synchronize<kCuda> (`wb` must stay valid until then). Fails like PrepareGemmWeight.
+// kBf16 and kBf16Dot use the bits as they are (so a bf16 file and the f32 file it was rounded
+// from, prepared as either, give the same weight); kF32 widens, kInt8/kInt4 quantise the widened
+// values (a temporary fp32 copy of n * k floats during the call). kCuda kBf16: the copy completes
+// at the next Synchronize<kCuda> (`wb` must stay valid until then). Fails like PrepareGemmWeight.
 template <Device D>
 absl::StatusOr<GemmWeight<D>> PrepareGemmWeightBf16(const uint16_t* wb, int64_t n, int64_t k,
                                                     const GemmWeightOptions& options = {});
@@ -255,7 +267,8 @@ absl::StatusOr<GemmWeight<D>> PrepareGemmWeightBf16(const uint16_t* wb, int64_t 
 //       packs them (PackedWeight::PackQuantized), kCuda dequantises them on the device as it does
 //       its own quantisation. So the result is PrepareGemmWeight<D>(v, ...) for every fp32 v
 //       whose quantisation is w, bit for bit.
-//   kF32, kBf16  PrepareGemmWeight<D> on DequantizeWeight's fp32 values (a temporary fp32 copy
+//   kF32, kBf16, kBf16Dot  PrepareGemmWeight<D> on DequantizeWeight's fp32 values (a temporary fp32
+//   copy
 //       of n * k floats during the call).
 //   the other integer type: InvalidArgument (re-quantising quantised weights is not done).
 // Fails otherwise like PrepareGemmWeight. `w` is only read during the call.
@@ -287,8 +300,8 @@ std::string IsaFromEnvironment();
 // CPU lacks it. Not synchronised with running GEMMs: call it while none runs.
 bool SetGemmIsa(GemmIsa isa);
 // The body that runs `dtype` while `isa` is selected, e.g. "avx512-vnni" for kInt8 and kInt4
-// under kAvx512 on a CPU with AVX512-VNNI, "avx2" on one without (tests and benchmarks name what
-// they ran).
+// under kAvx512 on a CPU with AVX512-VNNI, "avx2" on one without; "avx512-bf16" or "avx2" for
+// kBf16Dot (tests and benchmarks name what they ran).
 const char* GemmBodyName(GemmIsa isa, WeightDtype dtype);
 
 }  // namespace flatstate

@@ -104,8 +104,11 @@ absl::Status DeviceForward<D>::Bind(KvBlockPool* kv) {
       std::memcpy(&u, &w.lm_head[i], sizeof(u));
       head_bits_[i] = static_cast<uint16_t>(u >> 16);
     }
-    ASSIGN_OR_RETURN(lm_head_, PrepareGemmWeightBf16<D>(head_bits_.data(), V, hidden,
-                                                        {WeightDtype::kBf16, invariant}));
+    // bf16dot layers take a bf16dot head (their lossier, faster chain); every other type kBf16.
+    const WeightDtype head_type =
+        weights_.gemm().dtype == WeightDtype::kBf16Dot ? WeightDtype::kBf16Dot : WeightDtype::kBf16;
+    ASSIGN_OR_RETURN(
+        lm_head_, PrepareGemmWeightBf16<D>(head_bits_.data(), V, hidden, {head_type, invariant}));
   } else {
     ASSIGN_OR_RETURN(lm_head_,
                      PrepareGemmWeight<D>(w.lm_head, V, hidden,

@@ -12,8 +12,9 @@
 // Weights are prepared for D once at Create (DeviceWeights<D>: GEMM weights as
 // GemmWeightOptions::dtype asks, the output head as EngineOptions::head_dtype asks or, unset, as
 // f32 (vocab x hidden: the logits stay closest to the f32 model's) except when the layers run
-// narrower than f32 (bf16, int8, int4) and the head's values are all exactly bf16 (a BF16 file's
-// head: the same logits from half the bytes), other tensors as f32, in place where D's memory is
+// narrower than f32 (bf16, int8, int4, bf16dot) and the head's values are all exactly bf16 (a BF16
+// file's head: the same logits from half the bytes; bf16dot layers take it as bf16dot, the others
+// as bf16), other tensors as f32, in place where D's memory is
 // host memory, else copied to the device). Sessions' memory: fixed-size states in a
 // DeviceStatePool<D> (in place on the host; device slots otherwise), softmax K/V in a
 // DeviceKvMirror<D> of the engine's KvBlockPool. A step's descriptors are a DeviceStep<D>; the

@@ -17,9 +17,9 @@ absl::StatusOr<std::optional<WeightDtype>> ParseWeightDtypeOption(absl::string_v
   if (name.empty() || absl::AsciiStrToLower(name) == "auto") return std::nullopt;
   absl::StatusOr<WeightDtype> d = ParseWeightDtype(name);
   if (!d.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ": unknown type '", name,
-                     "' (expected auto, the model file's own type, or f32, bf16, int8 or int4)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": unknown type '", name,
+        "' (expected auto, the model file's own type, or f32, bf16, int8, int4 or bf16dot)"));
   }
   return *d;
 }

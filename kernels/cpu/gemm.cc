@@ -154,6 +154,7 @@ std::atomic<GemmIsa>& Active() {
 size_t PackedWeight::PanelBytes(WeightDtype dtype, int64_t k) {
   switch (dtype) {
     case WeightDtype::kBf16:
+    case WeightDtype::kBf16Dot:
       return static_cast<size_t>((k + 1) / 2) * kPanel * 2 * sizeof(uint16_t);
     case WeightDtype::kInt8:
       return static_cast<size_t>((k + kInt8Block - 1) / kInt8Block) * kInt8BlockBytes;
@@ -177,8 +178,8 @@ PackedWeight PackedWeight::Allocate(WeightDtype dtype, int64_t n, int64_t k) {
   return pw;
 }
 
-PackedWeight PackedWeight::PackBf16(const uint16_t* wb, int64_t n, int64_t k) {
-  PackedWeight pw = Allocate(WeightDtype::kBf16, n, k);
+PackedWeight PackedWeight::PackBf16(const uint16_t* wb, int64_t n, int64_t k, WeightDtype dtype) {
+  PackedWeight pw = Allocate(dtype, n, k);
   cpu::PackBf16Bits(wb, n, k, pw.data_.get());
   return pw;
 }
@@ -187,6 +188,7 @@ PackedWeight PackedWeight::Pack(const float* w, int64_t n, int64_t k, WeightDtyp
   PackedWeight pw = Allocate(dtype, n, k);
   switch (dtype) {
     case WeightDtype::kBf16:
+    case WeightDtype::kBf16Dot:
       cpu::PackBf16(w, n, k, pw.data_.get());
       return pw;
     case WeightDtype::kInt8:
@@ -218,6 +220,8 @@ const char* WeightDtypeName(WeightDtype dtype) {
       return "int8";
     case WeightDtype::kInt4:
       return "int4";
+    case WeightDtype::kBf16Dot:
+      return "bf16dot";
     case WeightDtype::kF32:
       break;
   }
@@ -226,12 +230,12 @@ const char* WeightDtypeName(WeightDtype dtype) {
 
 absl::StatusOr<WeightDtype> ParseWeightDtype(absl::string_view name) {
   const std::string lower = absl::AsciiStrToLower(name);
-  for (WeightDtype d :
-       {WeightDtype::kF32, WeightDtype::kBf16, WeightDtype::kInt8, WeightDtype::kInt4}) {
+  for (WeightDtype d : {WeightDtype::kF32, WeightDtype::kBf16, WeightDtype::kInt8,
+                        WeightDtype::kInt4, WeightDtype::kBf16Dot}) {
     if (lower == WeightDtypeName(d)) return d;
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("weight_dtype: unknown type '", name, "' (expected f32, bf16, int8 or int4)"));
+  return absl::InvalidArgumentError(absl::StrCat("weight_dtype: unknown type '", name,
+                                                 "' (expected f32, bf16, int8, int4 or bf16dot)"));
 }
 
 const char* GemmIsaName(GemmIsa isa) {
@@ -273,6 +277,9 @@ const char* GemmBodyName(GemmIsa isa, WeightDtype dtype) {
   if ((dtype == WeightDtype::kInt8 || dtype == WeightDtype::kInt4) && isa == GemmIsa::kAvx512) {
     return cpu::HasInt8Vnni() ? "avx512-vnni" : "avx2";
   }
+  if (dtype == WeightDtype::kBf16Dot && isa == GemmIsa::kAvx512) {
+    return cpu::HasAvx512Bf16() ? "avx512-bf16" : "avx2";
+  }
   return GemmIsaName(isa);
 }
 
@@ -288,6 +295,8 @@ void GemmPacked(const float* x, int64_t m, const PackedWeight& w, float* y, bool
       return cpu::GemmInt8(x, m, w, y, accumulate, par, isa);
     case WeightDtype::kInt4:
       return cpu::GemmInt4(x, m, w, y, accumulate, par, isa);
+    case WeightDtype::kBf16Dot:
+      return cpu::GemmBf16Dot(x, m, w, y, accumulate, par, isa);
     case WeightDtype::kF32:
       break;
   }
@@ -324,13 +333,13 @@ template <>
 absl::StatusOr<GemmWeight<Device::kCpu>> PrepareGemmWeightBf16<Device::kCpu>(
     const uint16_t* wb, int64_t n, int64_t k, const GemmWeightOptions& options) {
   try {
-    if (options.dtype == WeightDtype::kBf16) {
+    if (options.dtype == WeightDtype::kBf16 || options.dtype == WeightDtype::kBf16Dot) {
       GemmWeight<Device::kCpu> gw;
       gw.dtype = options.dtype;
       gw.n = n;
       gw.k = k;
       gw.batch_invariant = options.batch_invariant;
-      gw.packed = PackedWeight::PackBf16(wb, n, k);
+      gw.packed = PackedWeight::PackBf16(wb, n, k, options.dtype);
       return gw;
     }
     std::vector<float> wide(static_cast<size_t>(n * k));

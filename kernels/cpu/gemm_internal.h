@@ -272,6 +272,10 @@ void GemmStreamF32(const float* x, int64_t m, const PackedWeight& w, float* y, b
                    const Parallel& par, GemmIsa isa);
 void GemmStreamBf16(const float* x, int64_t m, const PackedWeight& w, float* y, bool accumulate,
                     const Parallel& par, GemmIsa isa);
+// kBf16Dot's streamed rows (AVX512-BF16 only) on rows already rounded to bf16 pairs, row i's
+// pairs at word i * w.k() (cpu/gemm_bf16_dot.cc's buffer).
+void GemmStreamBf16Dot(const uint32_t* xp, int64_t m, const PackedWeight& w, float* y,
+                       bool accumulate, const Parallel& par);
 
 // Up to this many rows the f32 / bf16 GEMMs stream panels (GemmStreamF32/Bf16); above it they tile
 // 6 rows per panel (cpu/gemm.cc, cpu/gemm_bf16.cc). The same bits either way.
@@ -309,6 +313,11 @@ void GemmInt4(const float* x, int64_t m, const PackedWeight& w, float* y, bool a
               const Parallel& par, GemmIsa isa);
 // True when the CPU has what the AVX512-VNNI int8 body needs (AVX-512F/BW and AVX512-VNNI).
 bool HasInt8Vnni();
+// kBf16Dot (its panels are kBf16's: PackBf16 / PackBf16Bits); cpu/gemm_bf16_dot.cc.
+void GemmBf16Dot(const float* x, int64_t m, const PackedWeight& w, float* y, bool accumulate,
+                 const Parallel& par, GemmIsa isa);
+// True when the CPU has what the AVX512-BF16 kBf16Dot body needs (AVX-512F/BW/VL, AVX512-BF16).
+bool HasAvx512Bf16();
 
 }  // namespace flatstate::cpu
 

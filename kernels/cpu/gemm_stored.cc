@@ -153,7 +153,8 @@ absl::Status CheckQuantizedTarget(const QuantizedWeightView& w, WeightDtype targ
     return absl::InvalidArgumentError(
         absl::StrCat("a quantised weight must be int8 or int4, not ", WeightDtypeName(w.dtype)));
   }
-  if (target == w.dtype || target == WeightDtype::kF32 || target == WeightDtype::kBf16) {
+  if (target == w.dtype || target == WeightDtype::kF32 || target == WeightDtype::kBf16 ||
+      target == WeightDtype::kBf16Dot) {
     return absl::OkStatus();
   }
   return absl::InvalidArgumentError(absl::StrCat(

@@ -1,4 +1,5 @@
-// Small-batch (decode) f32 and bf16 GEMMs on the AVX2 and AVX-512 bodies: several panels
+// Small-batch (decode) f32, bf16 and bf16dot GEMMs on the AVX2 and AVX-512 bodies (bf16dot:
+// AVX512-BF16 only): several panels
 // streamed at once from memory, each column still the one in-order fma chain of kernels/gemm.h
 // (so the same bits as the tiled bodies in cpu/gemm.cc and cpu/gemm_bf16.cc and the scalar
 // definition; tests/kernels/gemm_test.cc). Why: at batch 1 a GEMM is as fast as its weights come
@@ -164,7 +165,39 @@ __attribute__((target("avx2,fma"))) void Bf16ChunkAvx2(const float* x, const uin
   for (int v = 0; v < 8; ++v) _mm256_store_ps(acc + 8 * v, a[v]);
 }
 
+// Rows [kk0, kk1) of one bf16 panel into acc (64 floats) by kBf16Dot's chain (vdpbf16ps,
+// cpu/gemm_bf16_dot.cc); `x` is the row's bf16 pairs (one 32-bit word per pair), kk0 is even, and
+// an odd kk1 (the end of an odd k) takes the last pair whole, its zero high halves included.
+__attribute__((target("avx512f,avx512bf16"))) void Bf16DotChunkAvx512(const float* x,
+                                                                      const uint8_t* panel,
+                                                                      int64_t kk0, int64_t kk1,
+                                                                      float* acc) {
+  const uint32_t* xp = reinterpret_cast<const uint32_t*>(x);
+  const uint16_t* p = reinterpret_cast<const uint16_t*>(panel);
+  __m512 a[4];
+  for (int v = 0; v < 4; ++v) a[v] = _mm512_load_ps(acc + 16 * v);
+  for (int64_t t = kk0 / 2; t < (kk1 + 1) / 2; ++t) {
+    const __m512i* wt = reinterpret_cast<const __m512i*>(p + 2 * t * kP);
+    for (int l = 0; l < 4; ++l) {
+      _mm_prefetch(reinterpret_cast<const char*>(p + (2 * t + kBf16ChunkK) * kP) + 64 * l,
+                   _MM_HINT_T0);
+    }
+    const __m512i xb = _mm512_set1_epi32(static_cast<int>(xp[t]));
+    for (int v = 0; v < 4; ++v) {
+      a[v] = _mm512_dpbf16_ps(a[v], reinterpret_cast<__m512bh>(xb),
+                              reinterpret_cast<__m512bh>(_mm512_load_si512(wt + v)));
+    }
+  }
+  for (int v = 0; v < 4; ++v) _mm512_store_ps(acc + 16 * v, a[v]);
+}
+
 }  // namespace
+
+void GemmStreamBf16Dot(const uint32_t* xp, int64_t m, const PackedWeight& w, float* y,
+                       bool accumulate, const Parallel& par) {
+  GemmStreamF<&Bf16DotChunkAvx512, kBf16ChunkK>(reinterpret_cast<const float*>(xp), m, w, y,
+                                                accumulate, par);
+}
 
 void GemmStreamF32(const float* x, int64_t m, const PackedWeight& w, float* y, bool accumulate,
                    const Parallel& par, GemmIsa isa) {

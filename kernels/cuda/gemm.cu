@@ -216,6 +216,10 @@ absl::StatusOr<GemmWeight<Device::kCuda>> PrepareGemmWeight<Device::kCuda>(
     const float* w, int64_t n, int64_t k, const GemmWeightOptions& options) {
   const size_t count = static_cast<size_t>(n * k);
   switch (options.dtype) {
+    case WeightDtype::kBf16Dot:
+      return absl::InvalidArgumentError(
+          "weight_dtype bf16dot is a CPU type (vdpbf16ps's chain); on cuda use bf16, whose cuBLAS "
+          "path rounds the activations to bf16 too");
     case WeightDtype::kInt8:
     case WeightDtype::kInt4:
       return PrepareQuantized(w, n, k, options);

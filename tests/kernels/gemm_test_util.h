@@ -39,7 +39,8 @@ inline const std::vector<GemmShape>& ModelShapes() {
 
 inline const std::vector<WeightDtype>& AllDtypes() {
   static const std::vector<WeightDtype> d = {WeightDtype::kF32, WeightDtype::kBf16,
-                                             WeightDtype::kInt8, WeightDtype::kInt4};
+                                             WeightDtype::kInt8, WeightDtype::kInt4,
+                                             WeightDtype::kBf16Dot};
   return d;
 }
 
@@ -92,6 +93,20 @@ inline std::vector<float> ReferenceGemm(WeightDtype dtype, const std::vector<flo
             isum += int32_t{qx[(i * nb + b) * kB + t]} * int32_t{qw[(j * nb + b) * kB + t]};
           }
           acc = std::fma(static_cast<float>(isum), sx[i * nb + b] * sw[j * nb + b], acc);
+        }
+      } else if (dtype == WeightDtype::kBf16Dot) {
+        // Pairs in order, the odd product first, operands and each fma's result flushed.
+        auto flush = [](float v) {
+          return std::fpclassify(v) == FP_SUBNORMAL ? std::copysign(0.f, v) : v;
+        };
+        auto bf = [&](const std::vector<float>& a, int64_t at, int64_t len) {
+          return at < len ? flush(FloatFromBf16(Bf16FromFloat(a[at]))) : 0.f;
+        };
+        for (int64_t kk = 0; kk < k; kk += 2) {
+          const float xo = bf(x, i * k + kk + 1, kk + 1 < k ? m * k : 0);
+          const float wo = bf(w, j * k + kk + 1, kk + 1 < k ? n * k : 0);
+          acc = flush(std::fma(xo, wo, acc));
+          acc = flush(std::fma(bf(x, i * k + kk, m * k), bf(w, j * k + kk, n * k), acc));
         }
       } else {
         for (int64_t kk = 0; kk < k; ++kk) {

@@ -1,9 +1,10 @@
 // Engines whose layer weights are quantised at load (EngineOptions::weight_dtype = bf16 | int8 |
-// int4), on random-weight models of every attention kind: a session's outputs stay bit-identical
-// whatever shares its step, checkpoints continue exactly on another engine of the same type and
-// are refused by one of another type, and the logits stay close to the f32 engine's. Model files
-// that store their GEMM weights as BF16: they run as bf16 with the bits of their F32 original at
-// bf16, and as f32 / int8 / int4 from the widened values. CUDA runs every type (skipped here).
+// int4 | bf16dot), on random-weight models of every attention kind: a session's outputs stay
+// bit-identical whatever shares its step, checkpoints continue exactly on another engine of the
+// same type and are refused by one of another type, and the logits stay close to the f32 engine's.
+// Model files that store their GEMM weights as BF16: they run as bf16 with the bits of their F32
+// original at bf16, and as f32 / int8 / int4 from the widened values. CUDA runs every type (skipped
+// here).
 #include <cmath>
 #include <optional>
 #include <string>
@@ -76,9 +77,10 @@ TEST_P(WeightDtypeTest, LogitsCloseToF32) {
   ASSERT_TRUE(got.ok() && want.ok());
   ASSERT_EQ(got->size(), want->size());
   const double rel = RelativeL2Error(*got, *want);
-  const double bound = dtype_ == WeightDtype::kBf16   ? 0.01
-                       : dtype_ == WeightDtype::kInt8 ? 0.04
-                                                      : 0.5;
+  const double bound = dtype_ == WeightDtype::kBf16      ? 0.01
+                       : dtype_ == WeightDtype::kBf16Dot ? 0.02
+                       : dtype_ == WeightDtype::kInt8    ? 0.04
+                                                         : 0.5;
   EXPECT_LE(rel, bound) << AttentionKindName(kind_) << " " << WeightDtypeName(dtype_);
   RecordProperty("logit_rel_err", std::to_string(rel));
   e->ReleaseSession(&a);
@@ -88,8 +90,8 @@ TEST_P(WeightDtypeTest, LogitsCloseToF32) {
 INSTANTIATE_TEST_SUITE_P(
     KindsAndTypes, WeightDtypeTest,
     ::testing::Combine(::testing::ValuesIn(AllKinds()),
-                       ::testing::Values(WeightDtype::kBf16, WeightDtype::kInt8,
-                                         WeightDtype::kInt4)),
+                       ::testing::Values(WeightDtype::kBf16, WeightDtype::kInt8, WeightDtype::kInt4,
+                                         WeightDtype::kBf16Dot)),
     [](const ::testing::TestParamInfo<std::tuple<AttentionKind, WeightDtype>>& info) {
       return std::string(AttentionKindName(std::get<0>(info.param))) + "_" +
              WeightDtypeName(std::get<1>(info.param));
@@ -123,6 +125,16 @@ TEST(WeightDtypeCuda, CudaRunsEveryWeightType) {
     e->ReleaseSession(&a);
   }
   f32->ReleaseSession(&b);
+  // bf16dot is a CPU type: a CUDA engine refuses it at create, naming it.
+  EngineOptions o;
+  o.device = Device::kCuda;
+  o.weight_dtype = WeightDtype::kBf16Dot;
+  auto model = Model::Load(dir);
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto refused = Engine::Create(std::move(*model), o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("bf16dot"), absl::string_view::npos)
+      << refused.status();
 }
 
 TEST(WeightDtypeOption, AutoIsTheFilesTypeAndUnknownNamesFail) {
