@@ -52,11 +52,13 @@ ABSL_FLAG(uint64_t, prefix_cache_bytes, kDefaults.prefix_cache_bytes,
           "so that a request resending a known prefix prefills only the rest; 0: off "
           "(docs/http-api.md, \"Prefix cache\")");
 ABSL_FLAG(std::string, weight_dtype, kDefaults.weight_dtype,
-          "auto | f32 | bf16 | int8 | int4: the type the models' layer GEMM weights run as, "
-          "prepared at load from the file (auto: the file's own type, f32 or bf16; int8/int4: one "
-          "scale per 32 weights, like Q8_0/Q4_0; docs/model-format.md; CUDA: docs/gpu.md)");
+          "auto | f32 | bf16 | int8 | int4 | bf16dot: the type the models' layer GEMM weights run "
+          "as, prepared at load from the file (auto: the file's own type, f32 or bf16; int8/int4: "
+          "one scale per 32 weights, like Q8_0/Q4_0; bf16dot: bf16 weights and activations, "
+          "AVX512-BF16's dot product, CPU only; docs/model-format.md; CUDA: docs/gpu.md)");
 ABSL_FLAG(std::string, head_dtype, kDefaults.head_dtype,
-          "auto | f32 | bf16 | int8 | int4: the type the models' output head (vocab x hidden) runs "
+          "auto | f32 | bf16 | int8 | int4 | bf16dot: the type the models' output head (vocab x "
+          "hidden) runs "
           "as, prepared at load (auto: f32, or bf16 when the layers run narrower than f32 and the "
           "file's head is bf16; int8: as llama.cpp's Q8_0 files hold it, a third of a decode "
           "step's bytes on a 248k vocabulary; docs/model-format.md)");

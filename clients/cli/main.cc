@@ -46,12 +46,16 @@ ABSL_FLAG(uint64_t, seed, 1, "sampling seed");
 ABSL_FLAG(std::vector<std::string>, stop, {}, "stop strings, comma-separated (generate)");
 ABSL_FLAG(int, threads, 0, "engine threads, local mode (0 = all cores)");
 ABSL_FLAG(std::string, device, "cpu", "auto | cpu | cuda (local mode)");
-ABSL_FLAG(std::string, weight_dtype, "auto",
-          "auto | f32 | bf16 | int8 | int4: the type the layer GEMM weights run as (local mode; "
-          "auto: the model file's own type; docs/model-format.md)");
-ABSL_FLAG(std::string, head_dtype, "auto",
-          "auto | f32 | bf16 | int8 | int4: the type the output head runs as (local mode; auto: "
-          "f32, or a BF16 file's own head when the layers run narrower; docs/model-format.md)");
+ABSL_FLAG(
+    std::string, weight_dtype, "auto",
+    "auto | f32 | bf16 | int8 | int4 | bf16dot: the type the layer GEMM weights run as (local "
+    "mode; "
+    "auto: the model file's own type; docs/model-format.md)");
+ABSL_FLAG(
+    std::string, head_dtype, "auto",
+    "auto | f32 | bf16 | int8 | int4 | bf16dot: the type the output head runs as (local mode; "
+    "auto: "
+    "f32, or a BF16 file's own head when the layers run narrower; docs/model-format.md)");
 ABSL_FLAG(std::string, kv_dtype, "f32", "f32 | bf16: softmax K/V cache element type (local mode)");
 ABSL_FLAG(bool, stats, true, "print timing/usage to stderr at the end of generate");
 ABSL_FLAG(std::string, server, "localhost:50051", "server address host:port");

@@ -105,7 +105,7 @@ struct EngineOptions {
 };
 
 // The weight type a file of `torch_dtype` runs as under --weight_dtype auto (float32: f32,
-// bfloat16: bf16, int8: int8, int4: int4).
+// bfloat16: bf16, int8: int8, int4: int4; bf16dot is only ever asked for).
 WeightDtype StoredWeightDtype(TorchDtype torch_dtype);
 
 // --weight_dtype (and --head_dtype: `field` names the option in the error): "auto" (or empty):
