@@ -146,8 +146,8 @@ __attribute__((target("avx2"))) void WidenPanelAvx2(const uint16_t* p, int64_t k
   }
 }
 
-// The calling thread's buffer for one widened panel (k x 64 floats, 64-byte aligned); kept
-// across calls at the largest k seen.
+}  // namespace
+
 float* WidePanelBuffer(int64_t k) {
   struct Free {
     void operator()(float* p) const { std::free(p); }
@@ -155,15 +155,13 @@ float* WidePanelBuffer(int64_t k) {
   thread_local std::unique_ptr<float, Free> buf;
   thread_local int64_t held = 0;
   if (k > held) {
-    const size_t bytes = static_cast<size_t>(k) * kP * sizeof(float);
+    const size_t bytes = static_cast<size_t>((k + 1) / 2 * 2) * kP * sizeof(float);
     buf.reset(static_cast<float*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
     if (buf == nullptr) throw std::bad_alloc();
     held = k;
   }
   return buf.get();
 }
-
-}  // namespace
 
 namespace {
 

@@ -189,23 +189,6 @@ __attribute__((target("avx2,fma"))) void RowAvx2(const uint32_t* xp, const float
   Store<1>(out, y, 0, cols, accumulate);
 }
 
-// The calling thread's buffer for one widened panel (2 * ceil(k / 2) x 64 floats); kept across
-// calls at the largest k seen.
-float* WidePanelBuffer(int64_t k) {
-  struct Free {
-    void operator()(float* p) const { std::free(p); }
-  };
-  thread_local std::unique_ptr<float, Free> buf;
-  thread_local int64_t held = 0;
-  if (k > held) {
-    const size_t bytes = static_cast<size_t>((k + 1) / 2 * 2) * kP * sizeof(float);
-    buf.reset(static_cast<float*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
-    if (buf == nullptr) throw std::bad_alloc();
-    held = k;
-  }
-  return buf.get();
-}
-
 // The calling thread's pair buffer (m * k words), reused across calls.
 uint32_t* PairBuffer(int64_t m, int64_t k) {
   thread_local std::unique_ptr<uint32_t[]> buf;

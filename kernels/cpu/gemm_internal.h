@@ -313,6 +313,10 @@ void GemmInt4(const float* x, int64_t m, const PackedWeight& w, float* y, bool a
               const Parallel& par, GemmIsa isa);
 // True when the CPU has what the AVX512-VNNI int8 body needs (AVX-512F/BW and AVX512-VNNI).
 bool HasInt8Vnni();
+// The calling thread's buffer for one bf16 panel widened to fp32 (2 * ceil(k / 2) rows of 64
+// floats, 64-byte aligned), kept across calls at the largest k seen (the AVX2 bf16 and bf16dot
+// bodies; cpu/gemm_bf16.cc). Throws std::bad_alloc. Pool workers call it for their own.
+float* WidePanelBuffer(int64_t k);
 // kBf16Dot (its panels are kBf16's: PackBf16 / PackBf16Bits); cpu/gemm_bf16_dot.cc.
 void GemmBf16Dot(const float* x, int64_t m, const PackedWeight& w, float* y, bool accumulate,
                  const Parallel& par, GemmIsa isa);
