@@ -41,10 +41,9 @@
 //       linear 2 x state bytes per session; softmax the K/V read over the context plus the new
 //       row written) and bytes_per_s (bytes_per_step / wall time of a step)
 //   DevicePrefill/<gpt2-small model>/len:N   chunked prefill of one N-token prompt
-// FLATSTATE_BENCH_WEIGHT_DTYPE=f32|bf16|int8|int4 (default f32) sets the layer weights' type of
-// DeviceDecode, DevicePrefill, Prefill/<model>/chunked and DecodeAtContext (their label names
-// it), as
-// FLATSTATE_BENCH_KV_DTYPE sets the softmax K/V cache's.
+// FLATSTATE_BENCH_WEIGHT_DTYPE=f32|bf16|int8|int4|bf16dot (default f32; bf16dot: CPU) sets the
+// layer weights' type of DeviceDecode, DevicePrefill, Prefill/<model>/chunked and DecodeAtContext
+// (their label names it), as FLATSTATE_BENCH_KV_DTYPE sets the softmax K/V cache's.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
