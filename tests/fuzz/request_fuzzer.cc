@@ -58,7 +58,9 @@ void ValidateGenerate(const pb::GenerateRequest& req, const ServerOptions& optio
   // Accepted: the invariants AdmitStream relies on.
   Check(job->max_new_tokens > 0 && job->max_new_tokens <= options.max_new_tokens_limit);
   Check(static_cast<int64_t>(job->prompt.size()) <= options.max_prompt_tokens);
-  Check(!job->prompt.empty() || !job->session_id.empty());
+  // Something to continue from: a prompt, a session, or a stored state (initial_state: a
+  // stateless request may start generating from a checkpoint with no new prompt).
+  Check(!job->prompt.empty() || !job->session_id.empty() || !req.initial_state().empty());
   Check(job->session_id.empty() || flatstate::server::IsValidId(job->session_id));
   for (int32_t t : job->prompt) Check(t >= 0 && t < flatstate::kByteVocabSize);
   for (const std::string& s : job->stop) Check(!s.empty() && flatstate::IsValidUtf8(s));
