@@ -1,8 +1,8 @@
-// The CPU GEMM for every weight type (f32, bf16, int8) and every body this CPU has: each output
-// element is its type's chain of kernels/gemm.h bit for bit (so the bodies agree), a row's result
-// does not depend on the number of rows in the call, its position or the thread count, and the
-// quantised types stay close to the f32 product. Checked for every shape the shipped (d=128) and
-// benchmark (GPT-2-small) models use, plus ragged ones.
+// The CPU GEMM for every weight type (f32, bf16, int8, int4, bf16dot) and every body this CPU has:
+// each output element is its type's chain of kernels/gemm.h bit for bit (so the bodies agree), a
+// row's result does not depend on the number of rows in the call, its position or the thread
+// count, and the quantised types stay close to the f32 product. Checked for every shape the
+// shipped (d=128) and benchmark (GPT-2-small) models use, plus ragged ones.
 #include "kernels/gemm.h"
 
 #include <bit>
