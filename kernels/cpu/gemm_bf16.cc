@@ -127,26 +127,31 @@ RowsFn RowsFor(GemmIsa isa) {
   return &RunRows<4, &BlockScalar<4>, &BlockScalar<1>>;
 }
 
-// A bf16 panel widened to the f32 panel layout (k rows of 64 floats; exact: each bf16 becomes
-// its float's top half), for the AVX2 tiled rows: widening once per tile of up to 96 rows
-// instead of once per 6 rows inside the body keeps the FMA ports to the FMAs (the widening
-// shifts and masks share them on AVX2). Same values, so the same chains and bits.
-__attribute__((target("avx2"))) void WidenPanelAvx2(const uint16_t* p, int64_t k, float* out) {
+// Stores 8 widened weights, flushed first when asked (WidenPanelAvx2).
+__attribute__((target("avx2"))) inline void StoreWidened(float* at, __m256i bits,
+                                                         bool flush_subnormals) {
+  const __m256 v = _mm256_castsi256_ps(bits);
+  _mm256_store_ps(at, flush_subnormals ? FlushAvx2(v) : v);
+}
+
+}  // namespace
+
+// Widening once per tile of up to 96 rows instead of once per 6 rows inside the body keeps the
+// FMA ports to the FMAs (the widening shifts and masks share them on AVX2). Same values, so the
+// same chains and bits.
+__attribute__((target("avx2"))) void WidenPanelAvx2(const uint16_t* p, int64_t k,
+                                                    bool flush_subnormals, float* out) {
   const __m256i high = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
   for (int64_t kk = 0; kk < k; kk += 2) {
     const uint16_t* src = p + kk * kP;
     float* even = out + kk * kP;
     for (int v = 0; v < 8; ++v) {
       const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(src + 16 * v));
-      _mm256_store_ps(even + 8 * v, _mm256_castsi256_ps(_mm256_slli_epi32(raw, 16)));
-      if (kk + 1 < k) {
-        _mm256_store_ps(even + kP + 8 * v, _mm256_castsi256_ps(_mm256_and_si256(raw, high)));
-      }
+      StoreWidened(even + 8 * v, _mm256_slli_epi32(raw, 16), flush_subnormals);
+      StoreWidened(even + kP + 8 * v, _mm256_and_si256(raw, high), flush_subnormals);
     }
   }
 }
-
-}  // namespace
 
 float* WidePanelBuffer(int64_t k) {
   struct Free {
@@ -206,7 +211,8 @@ void GemmBf16(const float* x, int64_t m, const PackedWeight& w, float* y, bool a
              [&](int64_t r0, int64_t r1, int64_t p) {
                const int64_t c0 = p * kP;
                float* wide = WidePanelBuffer(k);
-               WidenPanelAvx2(reinterpret_cast<const uint16_t*>(w.panel_data(p)), k, wide);
+               WidenPanelAvx2(reinterpret_cast<const uint16_t*>(w.panel_data(p)), k,
+                              /*flush_subnormals=*/false, wide);
                F32RowsAvx2Cached(x, k, r0, r1, wide, y + c0, n, std::min(kP, n - c0), accumulate);
              });
     return;

@@ -26,7 +26,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
 #include <memory>
 #include <new>
 
@@ -144,30 +143,6 @@ struct DotAvx512 {
 };
 
 // ---- AVX2 body (also AVX-512F without BF16). ----
-// F on 8 lanes: lanes below the smallest normal in magnitude (not NaN) keep only their sign.
-__attribute__((target("avx2,fma"))) inline __m256 FlushAvx2(__m256 v) {
-  const __m256 sign = _mm256_set1_ps(-0.f);
-  const __m256 tiny = _mm256_set1_ps(std::numeric_limits<float>::min());
-  const __m256 keep = _mm256_cmp_ps(_mm256_andnot_ps(sign, v), tiny, _CMP_NLT_UQ);
-  return _mm256_and_ps(v, _mm256_or_ps(keep, sign));
-}
-
-// A kBf16 panel widened to k rows of 64 floats, subnormal weights flushed (F(wb)).
-__attribute__((target("avx2,fma"))) void WidenFlushedAvx2(const uint16_t* p, int64_t k,
-                                                          float* out) {
-  const __m256i high = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
-  for (int64_t kk = 0; kk < k; kk += 2) {
-    const uint16_t* src = p + kk * kP;
-    float* even = out + kk * kP;
-    for (int v = 0; v < 8; ++v) {
-      const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(src + 16 * v));
-      _mm256_store_ps(even + 8 * v, FlushAvx2(_mm256_castsi256_ps(_mm256_slli_epi32(raw, 16))));
-      _mm256_store_ps(even + kP + 8 * v,
-                      FlushAvx2(_mm256_castsi256_ps(_mm256_and_si256(raw, high))));
-    }
-  }
-}
-
 // One row against a widened panel (2 * ceil(k / 2) rows of 64 floats).
 __attribute__((target("avx2,fma"))) void RowAvx2(const uint32_t* xp, const float* wide, int64_t k,
                                                  float* y, int64_t cols, bool accumulate) {
@@ -232,7 +207,7 @@ void GemmBf16Dot(const float* x, int64_t m, const PackedWeight& w, float* y, boo
     ForTiles(m, w.panels(), work, par, [&](int64_t r0, int64_t r1, int64_t p) {
       const int64_t c0 = p * kP;
       float* wide = WidePanelBuffer(k);
-      WidenFlushedAvx2(panel(p), k, wide);
+      WidenPanelAvx2(panel(p), k, /*flush_subnormals=*/true, wide);  // F(wb)
       for (int64_t r = r0; r < r1; ++r) {
         RowAvx2(xp + r * k, wide, k, y + r * n + c0, std::min(kP, n - c0), accumulate);
       }

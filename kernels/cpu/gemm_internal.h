@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "kernels/gemm.h"
@@ -313,6 +314,19 @@ void GemmInt4(const float* x, int64_t m, const PackedWeight& w, float* y, bool a
               const Parallel& par, GemmIsa isa);
 // True when the CPU has what the AVX512-VNNI int8 body needs (AVX-512F/BW and AVX512-VNNI).
 bool HasInt8Vnni();
+// F of kBf16Dot (kernels/gemm.h) on 8 lanes: lanes below the smallest normal in magnitude (not
+// NaN) keep only their sign.
+__attribute__((target("avx2"))) inline __m256 FlushAvx2(__m256 v) {
+  const __m256 sign = _mm256_set1_ps(-0.f);
+  const __m256 tiny = _mm256_set1_ps(std::numeric_limits<float>::min());
+  const __m256 keep = _mm256_cmp_ps(_mm256_andnot_ps(sign, v), tiny, _CMP_NLT_UQ);
+  return _mm256_and_ps(v, _mm256_or_ps(keep, sign));
+}
+// A kBf16 / kBf16Dot panel widened to the f32 panel layout (2 * ceil(k / 2) rows of 64 floats,
+// an odd k's last row the pair's zero half; exact: each bf16 becomes its float's top half), with
+// subnormal weights flushed (FlushAvx2) when asked (kBf16Dot's F(wb)), for the AVX2 rows of the
+// bf16 and bf16dot GEMMs (cpu/gemm_bf16.cc).
+void WidenPanelAvx2(const uint16_t* p, int64_t k, bool flush_subnormals, float* out);
 // The calling thread's buffer for one bf16 panel widened to fp32 (2 * ceil(k / 2) rows of 64
 // floats, 64-byte aligned), kept across calls at the largest k seen (the AVX2 bf16 and bf16dot
 // bodies; cpu/gemm_bf16.cc). Throws std::bad_alloc. Pool workers call it for their own.
