@@ -299,6 +299,7 @@ void RegisterAll() {
             ->ArgName("batch")
             ->Arg(1)
             ->Arg(8)
+            ->Arg(16)
             ->Arg(32)
             ->Unit(benchmark::kMillisecond)
             ->UseRealTime();

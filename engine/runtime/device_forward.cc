@@ -1,9 +1,12 @@
 #include "engine/runtime/device_forward.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <utility>
 
+#include "engine/runtime/batch_split.h"
 #include "engine/util/status_macros.h"
 #include "kernels/elementwise.h"
 #include "kernels/gated_attention.h"
@@ -25,7 +28,10 @@ DeviceForward<D>::DeviceForward(const Model* model, KvBlockPool* kv, const Paral
       par_(par),
       layout_(MakeStateLayout(model->config())),
       weights_(model->config().torch_dtype, gemm),
-      states_(model->config().state_floats()) {}
+      states_(model->config().state_floats()) {
+  const char* split = std::getenv("FLATSTATE_SPLIT_STEPS");
+  split_steps_ = split == nullptr || std::string_view(split) != "0";
+}
 
 template <Device D>
 absl::StatusOr<std::unique_ptr<DeviceForward<D>>> DeviceForward<D>::Create(
@@ -131,32 +137,55 @@ absl::Status DeviceForward<D>::Bind(KvBlockPool* kv) {
 }
 
 template <Device D>
-absl::Status DeviceForward<D>::RunLayers(std::span<const SequenceRun> batch,
-                                         const std::vector<int64_t>& row_start,
-                                         std::vector<float>* logits) {
+absl::Status DeviceForward<D>::Prepare(std::span<const SequenceRun> batch,
+                                       const std::vector<int64_t>& row_start, Workspace* ws) {
   const ModelConfig& c = *cfg_;
-  const int64_t hidden = c.hidden_size, V = c.vocab_size;
+  const int64_t hidden = c.hidden_size;
   const int64_t N = row_start.back();
-  RETURN_IF_ERROR(TakeError<D>());  // a stale error must not be blamed on this step
-  RETURN_IF_ERROR(x_.Reserve(sizeof(float) * N * hidden));
-  RETURN_IF_ERROR(h_.Reserve(sizeof(float) * N * hidden));
+  RETURN_IF_ERROR(ws->x.Reserve(sizeof(float) * N * hidden));
+  RETURN_IF_ERROR(ws->h.Reserve(sizeof(float) * N * hidden));
   int64_t scratch = 0, carry = 0;
   for (const Layer& l : layers_) {
     scratch = std::max({scratch, l.mixer->ScratchFloats(N), l.mlp.ScratchFloats(N)});
     carry = std::max(carry, l.mixer->CarryFloats(N));
   }
-  RETURN_IF_ERROR(scratch_.Reserve(sizeof(float) * scratch));
-  RETURN_IF_ERROR(carry_.Reserve(sizeof(float) * carry));
-  RETURN_IF_ERROR(step_.Build(c, chunk_size(), batch, row_start, &states_));
-  const int64_t R = static_cast<int64_t>(step_.out_rows.host.size());
-  RETURN_IF_ERROR(last_.Reserve(sizeof(float) * R * hidden));
+  RETURN_IF_ERROR(ws->scratch.Reserve(sizeof(float) * scratch));
+  RETURN_IF_ERROR(ws->carry.Reserve(sizeof(float) * carry));
+  RETURN_IF_ERROR(ws->step.Build(c, chunk_size(), batch, row_start, &states_));
+  const int64_t R = static_cast<int64_t>(ws->step.out_rows.host.size());
+  return ws->last.Reserve(sizeof(float) * R * hidden);
+}
+
+template <Device D>
+absl::Status DeviceForward<D>::RunLayers(std::span<const SequenceRun> batch,
+                                         const std::vector<int64_t>& row_start,
+                                         std::vector<float>* logits) {
+  const ModelConfig& c = *cfg_;
+  const int64_t V = c.vocab_size;
+  RETURN_IF_ERROR(TakeError<D>());  // a stale error must not be blamed on this step
+  std::vector<size_t> cuts;
+  if constexpr (D == Device::kCpu) {
+    if (split_steps_) cuts = SplitSequences(row_start, par_->num_threads());
+  }
+  if (cuts.empty()) cuts = {0, batch.size()};
+  const size_t shares = cuts.size() - 1;
+  if (ws_.size() < shares) ws_.resize(shares);
+  std::vector<int64_t> out_at{0};  // each share's first returned row
+  for (size_t g = 0; g < shares; ++g) {
+    std::vector<int64_t> starts(row_start.begin() + static_cast<int64_t>(cuts[g]),
+                                row_start.begin() + static_cast<int64_t>(cuts[g + 1]) + 1);
+    for (int64_t& r : starts) r -= row_start[cuts[g]];
+    RETURN_IF_ERROR(Prepare(batch.subspan(cuts[g], cuts[g + 1] - cuts[g]), starts, &ws_[g]));
+    out_at.push_back(out_at.back() + static_cast<int64_t>(ws_[g].step.out_rows.host.size()));
+  }
+  const int64_t R = out_at.back();
   float* out = nullptr;
   if constexpr (kHostMemory<D>) {
     logits->resize(static_cast<size_t>(R * V));
     out = logits->data();
   } else {
-    RETURN_IF_ERROR(logits_.Reserve(sizeof(float) * R * V));
-    out = logits_.template as<float>();
+    RETURN_IF_ERROR(ws_[0].logits.Reserve(sizeof(float) * R * V));
+    out = ws_[0].logits.template as<float>();
   }
 
   if constexpr (!kHostMemory<D>) {
@@ -165,11 +194,33 @@ absl::Status DeviceForward<D>::RunLayers(std::span<const SequenceRun> batch,
       for (const SequenceRun& r : batch) r.state->device.host_stale = true;
     }
   }
-  float* x = x_.template as<float>();
-  float* h = h_.template as<float>();
-  const MixerStep<D> step{&step_, scratch_.template as<float>(), carry_.template as<float>(), par_,
-                          &serial_};
-  GatherRows<D>(embed_, step_.tokens.on, N, hidden, x);
+  if (shares == 1) {
+    Layers(&ws_[0], *par_, out);
+  } else {
+    par_->For(static_cast<int64_t>(shares), [&](int64_t g0, int64_t g1) {
+      for (int64_t g = g0; g < g1; ++g) Layers(&ws_[g], serial_, out + out_at[g] * V);
+    });
+  }
+  if constexpr (!kHostMemory<D>) {
+    // Straight into the caller's vector (one copy; at a 248k vocabulary a row is 1 MB).
+    logits->resize(static_cast<size_t>(R * V));
+    RETURN_IF_ERROR(CopyToHost<D>(logits->data(), out, sizeof(float) * R * V));
+    RETURN_IF_ERROR(Synchronize<D>());
+  }
+  return absl::OkStatus();
+}
+
+template <Device D>
+void DeviceForward<D>::Layers(Workspace* ws, const Parallel& par, float* out) {
+  const ModelConfig& c = *cfg_;
+  const int64_t hidden = c.hidden_size;
+  const int64_t N = ws->step.rows;
+  const int64_t R = static_cast<int64_t>(ws->step.out_rows.host.size());
+  float* x = ws->x.template as<float>();
+  float* h = ws->h.template as<float>();
+  const MixerStep<D> step{&ws->step, ws->scratch.template as<float>(),
+                          ws->carry.template as<float>(), &par, &serial_};
+  GatherRows<D>(embed_, ws->step.tokens.on, N, hidden, x);
   for (const Layer& l : layers_) {
     Norm(x, l.attn_norm, l.attn_norm_bias, N, h, step);
     l.mixer->Forward(h, x, step);
@@ -178,17 +229,10 @@ absl::Status DeviceForward<D>::RunLayers(std::span<const SequenceRun> batch,
     l.mlp.Forward(h, step, x);
   }
   // Final norm + head over the rows that are returned.
-  float* last = last_.template as<float>();
-  GatherRows<D>(x, step_.out_rows.on, R, hidden, last);
+  float* last = ws->last.template as<float>();
+  GatherRows<D>(x, ws->step.out_rows.on, R, hidden, last);
   Norm(last, norm_, norm_bias_, R, last, step);
-  Gemm<D>(last, R, lm_head_, out, false, *par_);
-  if constexpr (!kHostMemory<D>) {
-    // Straight into the caller's vector (one copy; at a 248k vocabulary a row is 1 MB).
-    logits->resize(static_cast<size_t>(R * V));
-    RETURN_IF_ERROR(CopyToHost<D>(logits->data(), out, sizeof(float) * R * V));
-    RETURN_IF_ERROR(Synchronize<D>());
-  }
-  return absl::OkStatus();
+  Gemm<D>(last, R, lm_head_, out, false, par);
 }
 
 template <Device D>

@@ -20,6 +20,13 @@
 // DeviceKvMirror<D> of the engine's KvBlockPool. A step's descriptors are a DeviceStep<D>; the
 // mixers' and MLP's scratch is one buffer, sized by the largest ScratchFloats.
 //
+// Threads (CPU): each op of the loop runs on the pool (`par`), except that a step with enough
+// rows for every thread (batch_split.h: SplitSequences) is divided into runs of whole sequences,
+// one per thread, each running the whole loop on its thread with its own descriptors and
+// buffers: the same bits (every op is row-invariant), one hand-off instead of one per op. Mixers
+// and the MLP therefore must not write their own members in Forward. FLATSTATE_SPLIT_STEPS=0 in
+// the environment (read at creation) turns the split off, for comparison (docs/benchmarks.md).
+//
 // Owns its weights' device copies, mixers, state pool, KV mirror and workspace; not thread-safe
 // (the engine loop owns it). Failures are statuses: shape limits of D's kernels (InvalidArgument)
 // at Create, memory (ResourceExhausted) and device errors at Create or Run. A Run that fails
@@ -100,8 +107,19 @@ class DeviceForward final : public ForwardPass {
   absl::Status RunValidated(std::span<const SequenceRun> batch,
                             const std::vector<int64_t>& row_start,
                             std::vector<float>* logits) override;
+  // One share of a step: its descriptors and buffers, grown as needed.
+  struct Workspace {
+    DeviceStep<D> step;
+    Buffer<D> x, h, scratch, carry, last, logits;
+  };
   absl::Status RunLayers(std::span<const SequenceRun> batch, const std::vector<int64_t>& row_start,
                          std::vector<float>* logits);
+  // Builds `ws` for `batch` (row_start as DeviceStep::Build takes it) and sizes its buffers.
+  absl::Status Prepare(std::span<const SequenceRun> batch, const std::vector<int64_t>& row_start,
+                       Workspace* ws);
+  // The layer loop over a prepared workspace, its ops on `par`; the returned rows' logits to
+  // `out`.
+  void Layers(Workspace* ws, const Parallel& par, float* out);
   // y = the model's norm of `rows` rows of x (RMSNorm, or LayerNorm with `bias`), over row ranges
   // (MixerStep::ForRows).
   void Norm(const float* x, const float* weight, const float* bias, int64_t rows, float* y,
@@ -124,9 +142,10 @@ class DeviceForward final : public ForwardPass {
   GemmWeight<D> lm_head_;
   std::vector<uint16_t> head_bits_;  // during Create only: a bf16 head's bits
   std::vector<Layer> layers_;
-  DeviceStep<D> step_;
-  // Workspace, grown as needed.
-  Buffer<D> x_, h_, scratch_, carry_, last_, logits_;
+  // ws_[0] runs a whole step; a CPU step split among the pool's threads (batch_split.h) takes
+  // one per share.
+  std::vector<Workspace> ws_;
+  bool split_steps_ = true;  // FLATSTATE_SPLIT_STEPS is not "0"
 };
 
 }  // namespace flatstate

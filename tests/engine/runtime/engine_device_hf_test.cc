@@ -2,7 +2,8 @@
 // writers with golden_reference.json from the float64 reference) on every Device: the logits at
 // the golden positions within tolerance of the reference's, its 64 greedy tokens, chunked prefill
 // vs token by token, a checkpoint taken on the device that continues identically on the CPU, and
-// a batch-invariant engine whose sampled tokens and state do not depend on the crowd.
+// a batch-invariant engine whose sampled tokens and state do not depend on the crowd, and (CPU)
+// steps split among the threads with each session's bits alone.
 //
 // Tolerances (of the reference's logit range): f32 weights 1e-3 everywhere (measured on an H200,
 // 2026-11-26, docs/gpu-runs/2026-11-26-h200-1: at most 4e-5 absolute, every folder, and 64/64
@@ -23,6 +24,7 @@
 #include <tuple>
 #include <vector>
 
+#include "engine/runtime/batch_split.h"
 #include "engine/runtime/engine.h"
 #include "gtest/gtest.h"
 #include "tests/engine/arch/arch_test_util.h"
@@ -205,6 +207,63 @@ TEST_P(EngineDeviceHf, BatchInvariantEngineSamplesTheSameInAnyCrowd) {
   e->ReleaseSession(&alone);
   e->ReleaseSession(&crowd);
 }
+
+// A CPU step of 40 sessions on two threads runs as two shares of whole sessions, each thread the
+// whole layer loop (engine/runtime/batch_split.h): every session's sampled tokens and state are
+// bit for bit those it gets stepping alone (one row, the ops on the pool). The first step's
+// prompts (1 to 5 tokens: prefill rows beside decode rows) and every later step (40 decode rows)
+// are each split, which the test checks against SplitSequences itself.
+class SplitStepHf : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SplitStepHf, EachSessionGetsItsBitsAlone) {
+  const std::string dir = FolderPath(GetParam());
+  const auto prompt =
+      ReadJson(dir + "/golden_reference.json")["prompt"].get<std::vector<int32_t>>();
+  ASSERT_GE(prompt.size(), 8u);
+  auto e = MakeOn(dir, Device::kCpu, WeightDtype::kF32, /*batch_invariant=*/true);
+  ASSERT_NE(e, nullptr);
+  constexpr int kSessions = 40, kTokens = 5;
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<int64_t> first_rows{0}, decode_rows{0};
+  for (int i = 0; i < kSessions; ++i) {
+    prompts.emplace_back(prompt.begin() + i % 3, prompt.begin() + i % 3 + 1 + i % 5);
+    first_rows.push_back(first_rows.back() + static_cast<int64_t>(prompts.back().size()));
+    decode_rows.push_back(decode_rows.back() + 1);
+  }
+  ASSERT_FALSE(SplitSequences(first_rows, 2).empty());
+  ASSERT_FALSE(SplitSequences(decode_rows, 2).empty());
+  std::vector<SessionState> crowd;
+  for (int i = 0; i < kSessions; ++i) {
+    crowd.push_back(e->NewSession(SamplingParams{1.f, 0, 1.f, uint64_t(100 + i)}));
+    ASSERT_TRUE(e->Append(&crowd.back(), prompts[i]).ok());
+  }
+  std::vector<std::vector<int32_t>> got(kSessions);
+  std::vector<StepResult> res;
+  for (int step = 0; step < kTokens; ++step) {
+    std::vector<StepRequest> reqs;
+    for (SessionState& s : crowd) reqs.push_back(StepRequest{&s, 1 << 30, true});
+    ASSERT_TRUE(e->Step(reqs, &res).ok());
+    for (int i = 0; i < kSessions; ++i) {
+      ASSERT_TRUE(res[i].sampled);
+      got[i].push_back(res[i].token);
+    }
+  }
+  for (int i = 0; i < kSessions; ++i) {
+    SessionState alone = e->NewSession(SamplingParams{1.f, 0, 1.f, uint64_t(100 + i)});
+    EXPECT_EQ(GenerateAlone(e.get(), &alone, prompts[i], kTokens), got[i]) << "session " << i;
+    auto a = e->Checkpoint(alone);
+    auto b = e->Checkpoint(crowd[i]);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_TRUE(*a == *b) << "session " << i << "'s state differs after a split step";
+    e->ReleaseSession(&alone);
+  }
+  for (SessionState& s : crowd) e->ReleaseSession(&s);
+}
+
+INSTANTIATE_TEST_SUITE_P(Folders, SplitStepHf, ::testing::ValuesIn(HfFolders()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
 
 std::string ParamName(const ::testing::TestParamInfo<Param>& info) {
   return std::string(std::get<0>(info.param) == Device::kCpu ? "cpu_" : "cuda_") +
