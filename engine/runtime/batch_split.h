@@ -5,8 +5,9 @@
 // hundred times (each op of each layer) and both threads wait at every op for the slower one;
 // at batch 32 on two threads that waiting was a fifth of the step (docs/benchmarks.md). Once every
 // thread has enough rows for its GEMMs to be limited by arithmetic rather than by streaming the
-// weights, giving each thread whole sequences and the whole layer loop hands work over once.
-// Every op is row-invariant, so a sequence's bits do not depend on which share it is in.
+// weights, giving each thread whole sequences and the whole layer loop (the head excepted:
+// device_forward.h) hands work over once. Every op is row-invariant, so a sequence's bits do not
+// depend on which share it is in.
 #ifndef FLATSTATE_ENGINE_RUNTIME_BATCH_SPLIT_H_
 #define FLATSTATE_ENGINE_RUNTIME_BATCH_SPLIT_H_
 

@@ -151,9 +151,7 @@ absl::Status DeviceForward<D>::Prepare(std::span<const SequenceRun> batch,
   }
   RETURN_IF_ERROR(ws->scratch.Reserve(sizeof(float) * scratch));
   RETURN_IF_ERROR(ws->carry.Reserve(sizeof(float) * carry));
-  RETURN_IF_ERROR(ws->step.Build(c, chunk_size(), batch, row_start, &states_));
-  const int64_t R = static_cast<int64_t>(ws->step.out_rows.host.size());
-  return ws->last.Reserve(sizeof(float) * R * hidden);
+  return ws->step.Build(c, chunk_size(), batch, row_start, &states_);
 }
 
 template <Device D>
@@ -179,6 +177,8 @@ absl::Status DeviceForward<D>::RunLayers(std::span<const SequenceRun> batch,
     out_at.push_back(out_at.back() + static_cast<int64_t>(ws_[g].step.out_rows.host.size()));
   }
   const int64_t R = out_at.back();
+  RETURN_IF_ERROR(last_.Reserve(sizeof(float) * R * c.hidden_size));
+  float* last = last_.template as<float>();
   float* out = nullptr;
   if constexpr (kHostMemory<D>) {
     logits->resize(static_cast<size_t>(R * V));
@@ -195,12 +195,20 @@ absl::Status DeviceForward<D>::RunLayers(std::span<const SequenceRun> batch,
     }
   }
   if (shares == 1) {
-    Layers(&ws_[0], *par_, out);
+    Layers(&ws_[0], *par_, last);
   } else {
     par_->For(static_cast<int64_t>(shares), [&](int64_t g0, int64_t g1) {
-      for (int64_t g = g0; g < g1; ++g) Layers(&ws_[g], serial_, out + out_at[g] * V);
+      for (int64_t g = g0; g < g1; ++g) {
+        Layers(&ws_[g], serial_, last + out_at[g] * c.hidden_size);
+      }
     });
   }
+  // The final norm and the head over every returned row at once, on the pool: the head is the
+  // largest GEMM (a third to a half of a small model's weights), which each share would
+  // otherwise stream whole.
+  const MixerStep<D> head{&ws_[0].step, nullptr, nullptr, par_, &serial_};
+  Norm(last, norm_, norm_bias_, R, last, head);
+  Gemm<D>(last, R, lm_head_, out, false, *par_);
   if constexpr (!kHostMemory<D>) {
     // Straight into the caller's vector (one copy; at a 248k vocabulary a row is 1 MB).
     logits->resize(static_cast<size_t>(R * V));
@@ -211,7 +219,7 @@ absl::Status DeviceForward<D>::RunLayers(std::span<const SequenceRun> batch,
 }
 
 template <Device D>
-void DeviceForward<D>::Layers(Workspace* ws, const Parallel& par, float* out) {
+void DeviceForward<D>::Layers(Workspace* ws, const Parallel& par, float* last) {
   const ModelConfig& c = *cfg_;
   const int64_t hidden = c.hidden_size;
   const int64_t N = ws->step.rows;
@@ -228,11 +236,7 @@ void DeviceForward<D>::Layers(Workspace* ws, const Parallel& par, float* out) {
     Norm(x, l.mlp_norm, l.mlp_norm_bias, N, h, step);
     l.mlp.Forward(h, step, x);
   }
-  // Final norm + head over the rows that are returned.
-  float* last = ws->last.template as<float>();
-  GatherRows<D>(x, ws->step.out_rows.on, R, hidden, last);
-  Norm(last, norm_, norm_bias_, R, last, step);
-  Gemm<D>(last, R, lm_head_, out, false, par);
+  GatherRows<D>(x, ws->step.out_rows.on, R, hidden, last);  // the rows that are returned
 }
 
 template <Device D>

@@ -22,8 +22,9 @@
 //
 // Threads (CPU): each op of the loop runs on the pool (`par`), except that a step with enough
 // rows for every thread (batch_split.h: SplitSequences) is divided into runs of whole sequences,
-// one per thread, each running the whole loop on its thread with its own descriptors and
-// buffers: the same bits (every op is row-invariant), one hand-off instead of one per op. Mixers
+// one per thread, each running the layers on its thread with its own descriptors and buffers,
+// then the final norm and the head run over every returned row on the pool: the same bits
+// (every op is row-invariant), two hand-offs instead of one per op. Mixers
 // and the MLP therefore must not write their own members in Forward. FLATSTATE_SPLIT_STEPS=0 in
 // the environment (read at creation) turns the split off, for comparison (docs/benchmarks.md).
 //
@@ -110,16 +111,16 @@ class DeviceForward final : public ForwardPass {
   // One share of a step: its descriptors and buffers, grown as needed.
   struct Workspace {
     DeviceStep<D> step;
-    Buffer<D> x, h, scratch, carry, last, logits;
+    Buffer<D> x, h, scratch, carry, logits;
   };
   absl::Status RunLayers(std::span<const SequenceRun> batch, const std::vector<int64_t>& row_start,
                          std::vector<float>* logits);
   // Builds `ws` for `batch` (row_start as DeviceStep::Build takes it) and sizes its buffers.
   absl::Status Prepare(std::span<const SequenceRun> batch, const std::vector<int64_t>& row_start,
                        Workspace* ws);
-  // The layer loop over a prepared workspace, its ops on `par`; the returned rows' logits to
-  // `out`.
-  void Layers(Workspace* ws, const Parallel& par, float* out);
+  // The layer loop over a prepared workspace, its ops on `par`; the returned rows' final hidden
+  // states (before the final norm) to `last`.
+  void Layers(Workspace* ws, const Parallel& par, float* last);
   // y = the model's norm of `rows` rows of x (RMSNorm, or LayerNorm with `bias`), over row ranges
   // (MixerStep::ForRows).
   void Norm(const float* x, const float* weight, const float* bias, int64_t rows, float* y,
@@ -146,6 +147,7 @@ class DeviceForward final : public ForwardPass {
   // one per share.
   std::vector<Workspace> ws_;
   bool split_steps_ = true;  // FLATSTATE_SPLIT_STEPS is not "0"
+  Buffer<D> last_;           // every share's returned rows, for the final norm and the head
 };
 
 }  // namespace flatstate

@@ -10,7 +10,10 @@
 //
 // A mixer owns its weights' device copies (through the DeviceWeights<D> it was bound with, which
 // must outlive it) and reads the step's descriptors (DeviceStep<D>) and scratch at Forward.
-// Mixers are not thread-safe (the engine loop owns them). Creation fails with the device's
+// Mixers are not thread-safe (the engine loop owns them), except that Forward runs on several
+// threads at once for different sessions' rows on the CPU (a split step, device_forward.h): it
+// must not write the mixer's own members, only the step's scratch, carry, residual and the
+// sessions' state / KV rows. Creation fails with the device's
 // allocation / copy errors; Forward enqueues kernels and reports nothing (device errors surface
 // at the loop's next Synchronize / TakeError).
 #ifndef FLATSTATE_ENGINE_RUNTIME_MIXERS_TOKEN_MIXER_H_
