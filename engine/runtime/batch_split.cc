@@ -24,7 +24,7 @@ std::vector<size_t> SplitSequences(const std::vector<int64_t>& row_start, int th
   const int64_t most = (rows + threads - 1) / threads * 5 / 4;
   for (size_t g = 0; g + 1 < cuts.size(); ++g) {
     const int64_t share = row_start[cuts[g + 1]] - row_start[cuts[g]];
-    if (share == 0 || share > most) return {};
+    if (share > most) return {};
   }
   return cuts;
 }

@@ -184,8 +184,8 @@ absl::Status DeviceForward<D>::RunLayers(std::span<const SequenceRun> batch,
     logits->resize(static_cast<size_t>(R * V));
     out = logits->data();
   } else {
-    RETURN_IF_ERROR(ws_[0].logits.Reserve(sizeof(float) * R * V));
-    out = ws_[0].logits.template as<float>();
+    RETURN_IF_ERROR(logits_.Reserve(sizeof(float) * R * V));
+    out = logits_.template as<float>();
   }
 
   if constexpr (!kHostMemory<D>) {

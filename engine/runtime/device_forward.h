@@ -111,7 +111,7 @@ class DeviceForward final : public ForwardPass {
   // One share of a step: its descriptors and buffers, grown as needed.
   struct Workspace {
     DeviceStep<D> step;
-    Buffer<D> x, h, scratch, carry, logits;
+    Buffer<D> x, h, scratch, carry;
   };
   absl::Status RunLayers(std::span<const SequenceRun> batch, const std::vector<int64_t>& row_start,
                          std::vector<float>* logits);
@@ -148,6 +148,7 @@ class DeviceForward final : public ForwardPass {
   std::vector<Workspace> ws_;
   bool split_steps_ = true;  // FLATSTATE_SPLIT_STEPS is not "0"
   Buffer<D> last_;           // every share's returned rows, for the final norm and the head
+  Buffer<D> logits_;         // the head's output where D's memory is not host memory
 };
 
 }  // namespace flatstate
