@@ -25,6 +25,19 @@ inline void Axpy(float a, const float* x, int n, float* y) {
   for (int j = 0; j < n; ++j) y[j] += a * x[j];
 }
 
+// One key row of the recurrent step, in one pass over the row: S_i <- e S_i + k_i v, then
+// o += q_i S_i from the new row while it is in registers. (Three passes, a row read three times,
+// held Mamba-2 130M's batch-32 step at half the memory bandwidth: the state is most of its bytes.)
+inline __attribute__((always_inline)) void StepRow(int n, float e, float ki, float qi,
+                                                   const float* __restrict v, float* __restrict Si,
+                                                   float* __restrict o) {
+  for (int j = 0; j < n; ++j) {
+    const float s = Si[j] * e + ki * v[j];
+    Si[j] = s;
+    o[j] += qi * s;
+  }
+}
+
 // The chunked form's chunk when each row has one decay (B[t * Kd], the chunk's cumulative log
 // decay up to t): o_t = e^{B_t} S_0^T q_t + sum_{s<=t} e^{B_t - B_s} (q_t . k_s) v_s and
 // S <- e^{B_L} S + sum_s e^{B_L - B_s} k_s v_s^T, one exp per (t, s) instead of one per key, as
@@ -92,16 +105,13 @@ FLATSTATE_TARGET_CLONES void GatedLinearCpu(int Kd, int Vd, float scale, bool pe
     return per_key ? g[r * g_stride + i] : g[r * g_stride];
   };
   if (T == 1) {
-    float* o = scratch;  // Vd
-    std::fill(o, o + Vd, 0.f);
     // One decay per head (Mamba-2): its exp once, not once per key row (the same value).
     const float head_decay = per_key ? 0.f : std::exp(log_decay(0, 0));
+    float* o = scratch;  // Vd
+    std::fill(o, o + Vd, 0.f);
     for (int i = 0; i < Kd; ++i) {
-      float* Si = S + static_cast<int64_t>(i) * Vd;
       const float e = per_key ? std::exp(log_decay(0, i)) : head_decay;
-      for (int j = 0; j < Vd; ++j) Si[j] *= e;
-      Axpy(k[i], v, Vd, Si);
-      Axpy(q[i] * scale, Si, Vd, o);
+      StepRow(Vd, e, k[i], q[i] * scale, v, S + static_cast<int64_t>(i) * Vd, o);
     }
     std::memcpy(out, o, sizeof(float) * Vd);
     return;
