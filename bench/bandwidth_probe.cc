@@ -6,6 +6,11 @@
 // threads that each read their own contiguous part. No single variant is fastest on every CPU;
 // tools/compare_llamacpp_table.py and docs/benchmarks.md quote the fastest per thread count
 // ("probe max"). Rows whose instructions the CPU lacks are not registered.
+//
+// MemoryUpdate/avx512/threads:T — the same buffer read and written back in place (x = x * a + b,
+// one fused multiply-add per float): the pattern of a batched recurrent decode step, whose
+// sessions' states are read and rewritten once each (issue 30). Bytes counted both ways (2 per
+// byte of the buffer).
 #include "bench/bandwidth_probe.h"
 
 #include <immintrin.h>
@@ -80,6 +85,30 @@ __attribute__((target("avx512f"))) float SumAvx512(const float* p, size_t n) {
   return out[0] + out[15];
 }
 
+// x = x * 0.5 + 1 over p[0, n), 64 floats a step (the values stay bounded: the fixed point is 2).
+__attribute__((target("avx512f"))) void UpdateAvx512(float* p, size_t n) {
+  const __m512 a = _mm512_set1_ps(0.5f), b = _mm512_set1_ps(1.f);
+  for (size_t i = 0; i + 64 <= n; i += 64) {
+    for (int v = 0; v < 4; ++v) {
+      _mm512_storeu_ps(p + i + 16 * v, _mm512_fmadd_ps(_mm512_loadu_ps(p + i + 16 * v), a, b));
+    }
+  }
+}
+
+void MemoryUpdate(benchmark::State& state, int threads) {
+  float* buf = Buffer();
+  const size_t part = kFloats / threads / 64 * 64;
+  for (auto _ : state) {
+    std::vector<std::thread> pool;
+    for (int t = 1; t < threads; ++t)
+      pool.emplace_back([&, t] { UpdateAvx512(buf + t * part, part); });
+    UpdateAvx512(buf, part);
+    for (std::thread& th : pool) th.join();
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * part * threads * 4 * 2));
+}
+
 using SumFn = float (*)(const float*, size_t);
 
 void MemoryRead(benchmark::State& state, SumFn sum, int threads) {
@@ -125,6 +154,13 @@ void RegisterBandwidthProbe() {
     Register<1, true>("avx512", &SumAvx512<1, true>);
     Register<4, false>("avx512", &SumAvx512<4, false>);
     Register<4, true>("avx512", &SumAvx512<4, true>);
+    for (int threads : {1, 2}) {
+      benchmark::RegisterBenchmark(absl::StrCat("MemoryUpdate/avx512/threads:", threads).c_str(),
+                                   MemoryUpdate, threads)
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime()
+          ->MinTime(1);
+    }
   }
 }
 

@@ -34,23 +34,34 @@ inline __attribute__((always_inline)) void Axpy(float a, const float* x, int n, 
 }
 
 // One token: S <- exp(g) S; u = beta (v - S^T k); S <- S + k u^T; o = S^T q. `tmp` holds 2 * Kd
-// + Vd floats.
+// + Vd floats. Two passes over S, each doing a row's work in one loop while the row is in
+// registers (the same operations in the same order as a loop per operation, so the same bits).
 inline __attribute__((always_inline)) void Step(int Kd, int Vd, float decay, float beta,
-                                                const float* q, const float* k, const float* v,
-                                                float* S, float* o, float* tmp) {
-  float* u = tmp;  // Vd: first S^T k, then the update
+                                                const float* __restrict q,
+                                                const float* __restrict k,
+                                                const float* __restrict v, float* __restrict S,
+                                                float* __restrict o, float* __restrict tmp) {
+  float* __restrict u = tmp;  // Vd: first S^T k, then the update
   std::fill(u, u + Vd, 0.f);
   for (int i = 0; i < Kd; ++i) {
-    float* Si = S + static_cast<int64_t>(i) * Vd;
-    for (int j = 0; j < Vd; ++j) Si[j] *= decay;
-    Axpy(k[i], Si, Vd, u);
+    float* __restrict Si = S + static_cast<int64_t>(i) * Vd;
+    const float ki = k[i];
+    for (int j = 0; j < Vd; ++j) {
+      const float s = Si[j] * decay;
+      Si[j] = s;
+      u[j] += ki * s;
+    }
   }
   for (int j = 0; j < Vd; ++j) u[j] = beta * (v[j] - u[j]);
   std::fill(o, o + Vd, 0.f);
   for (int i = 0; i < Kd; ++i) {
-    float* Si = S + static_cast<int64_t>(i) * Vd;
-    Axpy(k[i], u, Vd, Si);
-    Axpy(q[i], Si, Vd, o);
+    float* __restrict Si = S + static_cast<int64_t>(i) * Vd;
+    const float ki = k[i], qi = q[i];
+    for (int j = 0; j < Vd; ++j) {
+      const float s = Si[j] + ki * u[j];
+      Si[j] = s;
+      o[j] += qi * s;
+    }
   }
 }
 

@@ -93,23 +93,31 @@ inline __attribute__((always_inline)) void RecurrentStep(const LinearHead& h, co
   const float M_new = favor ? std::max(*M, m) : *M;
   const float scale = favor ? DecayExp(*M, M_new) : 1.f;
   const float kw_scale = favor ? std::exp(m - M_new) : 1.f;
+  // One pass over S: each feature row updated, then read into num while it is in registers
+  // (num's sums still run over f ascending: the bits of an update pass and a read pass).
+  std::fill(num, num + hd, 0.f);
   for (int f = 0; f < F; ++f) {
-    const float kw = fk[f] * kw_scale;
-    float* Sf = S + static_cast<int64_t>(f) * hd;
+    const float kw = fk[f] * kw_scale, qf = fq[f];
+    float* __restrict Sf = S + static_cast<int64_t>(f) * hd;
+    const float* __restrict v = vv;
+    float* __restrict n = num;
     if (favor) {
-      for (int d = 0; d < hd; ++d) Sf[d] = Sf[d] * scale + kw * vv[d];
+      for (int d = 0; d < hd; ++d) {
+        const float x = Sf[d] * scale + kw * v[d];
+        Sf[d] = x;
+        n[d] += qf * x;
+      }
       z[f] = z[f] * scale + kw;
     } else {
-      for (int d = 0; d < hd; ++d) Sf[d] += kw * vv[d];
+      for (int d = 0; d < hd; ++d) {
+        const float x = Sf[d] + kw * v[d];
+        Sf[d] = x;
+        n[d] += qf * x;
+      }
       z[f] += kw;
     }
   }
   *M = M_new;
-  std::fill(num, num + hd, 0.f);
-  for (int f = 0; f < F; ++f) {
-    const float* Sf = S + static_cast<int64_t>(f) * hd;
-    for (int d = 0; d < hd; ++d) num[d] += fq[f] * Sf[d];
-  }
   if (h.use_den) {
     const float den = Dot(fq, z, F) + h.eps;
     for (int d = 0; d < hd; ++d) out[d] = num[d] / den;
