@@ -33,6 +33,8 @@
 //   MemoryRead/<avx2|avx512>/streams:S/prefetch:P/threads:T   the bandwidth probe
 //       (bench/bandwidth_probe.cc): vector loads, S streams per thread, software prefetch or not;
 //       the fastest row per thread count is the machine's streaming limit
+//   MemoryUpdate/avx512/threads:T   the same 1 GiB read and written back in place (bytes counted
+//       both ways): the traffic of a batched recurrent step's states
 // The context records gemm_isa (the GEMM bodies every row runs) and, when set, FLATSTATE_ISA
 // (FLATSTATE_ISA=avx2 runs the AVX2 bodies on an AVX-512 machine: kernels/gemm.h).
 // With FLATSTATE_BENCH_DEVICE=cuda also (issue 17's shapes; see docs/gpu.md):
