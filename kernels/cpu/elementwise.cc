@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <vector>
 
 namespace flatstate {
 
@@ -103,6 +102,24 @@ void AddInPlace<Device::kCpu>(float* y, const float* x, int64_t n) {
 
 namespace {
 
+// Kernels up to this many taps (Mamba-2's and the delta rules' 4, RWKV's token shift 2) sum each
+// channel in one pass; longer ones tap by tap.
+constexpr int kConvTapsInRegisters = 8;
+
+// o[c] = sum over taps i of src[i][c] * w[c * K + i], channel by channel, each channel's taps
+// summed in tap order from 0 (the bits of a tap-by-tap loop, in one pass over the rows). kK: the
+// taps when known at compile time (the common kernels; the loop then vectorises), else 0 and k.
+template <int kK>
+inline void ConvChannels(const float* const* src, const float* w, int64_t dim, float* o,
+                         int k = kK) {
+  const int K = kK > 0 ? kK : k;
+  for (int64_t c = 0; c < dim; ++c) {
+    float acc = 0.f;
+    for (int i = 0; i < K; ++i) acc += src[i][c] * w[c * K + i];
+    o[c] = acc;
+  }
+}
+
 // One sequence of CausalConv<kCpu>; `window` is this layer's window, `steps` (or null) where
 // the window after token t < T - 1 goes, at steps + t * steps_stride.
 void CausalConvSeq(const float* in, int64_t T, int64_t dim, int K, const float* w, float* window,
@@ -113,6 +130,21 @@ void CausalConvSeq(const float* in, int64_t T, int64_t dim, int K, const float* 
   };
   for (int64_t t = 0; t < T; ++t) {
     float* o = out + t * dim;
+    if (K <= kConvTapsInRegisters) {
+      const float* src[kConvTapsInRegisters];
+      for (int i = 0; i < K; ++i) src[i] = row(t + i);
+      switch (K) {
+        case 2:
+          ConvChannels<2>(src, w, dim, o);
+          break;
+        case 4:
+          ConvChannels<4>(src, w, dim, o);
+          break;
+        default:
+          ConvChannels<0>(src, w, dim, o, K);
+      }
+      continue;
+    }
     std::memset(o, 0, sizeof(float) * dim);
     for (int i = 0; i < K; ++i) {
       const float* src = row(t + i);
@@ -126,11 +158,12 @@ void CausalConvSeq(const float* in, int64_t T, int64_t dim, int K, const float* 
     }
   }
   // New window = last `hist` rows of full (length hist + T).
-  std::vector<float> next(static_cast<size_t>(hist * dim));
-  for (int64_t r = 0; r < hist; ++r) {
-    std::memcpy(next.data() + r * dim, row(T + r), sizeof(float) * dim);
+  if (T < hist) {  // some of them are window rows: move those down first, then the inputs
+    std::memmove(window, window + T * dim, sizeof(float) * (hist - T) * dim);
+    std::memcpy(window + (hist - T) * dim, in, sizeof(float) * T * dim);
+  } else {
+    std::memcpy(window, in + (T - hist) * dim, sizeof(float) * hist * dim);
   }
-  std::memcpy(window, next.data(), sizeof(float) * hist * dim);
 }
 
 }  // namespace
