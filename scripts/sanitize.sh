@@ -46,6 +46,9 @@ if [[ "$SAN" == thread ]]; then
   fi
 else
   # Every test of the build, the 100k-token state test included; never one labelled soak (it
-  # judges RSS, which ASan's quarantine inflates; tests/clients holds them, not built here).
-  ctest --test-dir "$DIR" --output-on-failure --no-tests=error -j 2 --timeout 900 -LE soak
+  # judges RSS, which ASan's quarantine inflates; tests/clients holds them, not built here), nor
+  # RedisSessionStoreTest.MeasureSaveAndLoad (a timing for docs/cluster.md, no check: 49 s of
+  # this stage, 7 s in the Release suite, which runs it).
+  ctest --test-dir "$DIR" --output-on-failure --no-tests=error -j 2 --timeout 900 -LE soak \
+    -E 'RedisSessionStoreTest\.MeasureSaveAndLoad'
 fi
