@@ -9,9 +9,12 @@
 #       # whose threads TSan sees whole (std::mutex): tests whose names contain ThreadPool
 #       # (ThreadPoolTest), Engine (EngineTest, EngineDevice, EngineErrors, EngineState: the batched
 #       # forward on the thread pool), Scheduler or SessionTable (the server's scheduler and session
-#       # table units, tests/server/scheduler_test.cc, session_table_test.cc); not the Server* tests
-#       # and not EngineState.LinearStateBytesFlatFrom10To100kTokens (100k tokens; the regular and
-#       # ASan runs cover it)
+#       # table units, tests/server/scheduler_test.cc, session_table_test.cc); not the Server* tests,
+#       # nor server tests the names catch otherwise (EngineLoopTest and HttpTest.*Engine*: the
+#       # server's absl::Mutex, which TSan cannot see; ModelRegistryTest.ModelsShareOneThreadPool:
+#       # it counts the process's threads, and TSan's runtime adds one), and not
+#       # EngineState.LinearStateBytesFlatFrom10To100kTokens (100k tokens; the regular and ASan runs
+#       # cover it)
 #   SANITIZER=thread TSAN_SERVER=1 bash scripts/sanitize.sh   # + the tests labelled server or
 #       # reliability: server, restart, fault, limits, security (noisy, see docs)
 # A filter that matches no test fails the run (--no-tests=error).
@@ -36,7 +39,8 @@ export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/t
 if [[ "$SAN" == thread ]]; then
   # Thread pool and engine (std::mutex, fully visible to TSan): must be clean.
   ctest --test-dir "$DIR" --output-on-failure --no-tests=error -j 2 --timeout 900 \
-    -R "ThreadPool|Engine|Scheduler|SessionTable" -E "LinearStateBytesFlat|Server"
+    -R "ThreadPool|Engine|Scheduler|SessionTable" \
+    -E "LinearStateBytesFlat|Server|EngineLoop|HttpTest|ModelRegistry"
   # Server tests only with TSAN_SERVER=1: Debian's absl::Mutex and gRPC are not instrumented, so
   # TSan cannot see their synchronisation and reports thousands of false races (also on project
   # state guarded by absl::Mutex). See docs/reliability.md.
