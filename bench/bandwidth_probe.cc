@@ -95,36 +95,40 @@ __attribute__((target("avx512f"))) void UpdateAvx512(float* p, size_t n) {
   }
 }
 
-void MemoryUpdate(benchmark::State& state, int threads) {
-  float* buf = Buffer();
-  const size_t part = kFloats / threads / 64 * 64;
-  for (auto _ : state) {
-    std::vector<std::thread> pool;
-    for (int t = 1; t < threads; ++t)
-      pool.emplace_back([&, t] { UpdateAvx512(buf + t * part, part); });
-    UpdateAvx512(buf, part);
-    for (std::thread& th : pool) th.join();
-    benchmark::ClobberMemory();
-  }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * part * threads * 4 * 2));
-}
-
 using SumFn = float (*)(const float*, size_t);
 
+// The floats of one thread's contiguous part of the buffer (a multiple of 64).
+size_t PartFloats(int threads) { return kFloats / threads / 64 * 64; }
+
+// fn(t, first float of part t of buf) for every t < threads at once, t = 0 on the calling thread.
+template <typename Fn>
+void ForEachPart(float* buf, int threads, Fn fn) {
+  const size_t part = PartFloats(threads);
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back([&, t] { fn(t, buf + t * part); });
+  fn(0, buf);
+  for (std::thread& th : pool) th.join();
+}
+
 void MemoryRead(benchmark::State& state, SumFn sum, int threads) {
-  float* buf = Buffer();
-  const size_t part = kFloats / threads / 64 * 64;
+  float* buf = Buffer();  // allocated and touched before the timed loop
+  const size_t part = PartFloats(threads);
   for (auto _ : state) {
     std::vector<float> out(threads);
-    std::vector<std::thread> pool;
-    for (int t = 1; t < threads; ++t) {
-      pool.emplace_back([&, t] { out[t] = sum(buf + t * part, part); });
-    }
-    out[0] = sum(buf, part);
-    for (std::thread& th : pool) th.join();
+    ForEachPart(buf, threads, [&](int t, float* p) { out[t] = sum(p, part); });
     benchmark::DoNotOptimize(out.data());
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * part * threads * 4));
+}
+
+void MemoryUpdate(benchmark::State& state, int threads) {
+  float* buf = Buffer();
+  const size_t part = PartFloats(threads);
+  for (auto _ : state) {
+    ForEachPart(buf, threads, [&](int, float* p) { UpdateAvx512(p, part); });
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * part * threads * 4 * 2));
 }
 
 template <int S, bool kPrefetch>
